@@ -1,0 +1,1 @@
+"""The empty-commitment suite: setups, request set, doability and the tools' persistence facts."""
