@@ -1,0 +1,409 @@
+"""SQLite storage of the ledger: one file, WAL journal, versioned schema migrations.
+
+Every write happens inside ``BEGIN IMMEDIATE`` so that read-check-write sequences from several
+processes are serialised by SQLite's write lock; a busy timeout makes the others wait instead of
+failing. Rows are the current state; the ``events`` table is the append-only audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from commitbench.ledger.errors import LedgerError, SchemaTooNew
+from commitbench.ledger.models import (
+    OPEN_STATUSES,
+    AuditEvent,
+    Commitment,
+    CommitmentKind,
+    CommitmentStatus,
+    EventKind,
+)
+from commitbench.ledger.transitions import EventDraft
+
+
+def to_db_time(value: datetime | None) -> str | None:
+    """Fixed-width UTC text, so that string order is time order."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def from_db_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+# ---------------------------------------------------------------- migrations
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE commitments (
+            id          INTEGER PRIMARY KEY,
+            kind        TEXT NOT NULL,
+            status      TEXT NOT NULL,
+            is_open     INTEGER NOT NULL,
+            due_key     TEXT,
+            debtor      TEXT NOT NULL,
+            creditor    TEXT NOT NULL,
+            delegates   TEXT NOT NULL,
+            action      TEXT NOT NULL,
+            condition   TEXT,
+            due_at      TEXT,
+            rrule       TEXT,
+            starts_at   TEXT,
+            timezone    TEXT,
+            bookmark    TEXT,
+            last_closed TEXT,
+            scope       TEXT NOT NULL,
+            created_at  TEXT NOT NULL,
+            updated_at  TEXT NOT NULL,
+            version     INTEGER NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE events (
+            seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+            commitment_id INTEGER NOT NULL REFERENCES commitments(id),
+            at            TEXT NOT NULL,
+            actor         TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            reason        TEXT NOT NULL,
+            from_status   TEXT,
+            to_status     TEXT NOT NULL,
+            changes       TEXT NOT NULL,
+            details       TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX events_by_commitment ON events(commitment_id, seq)")
+
+
+def _create_due_indexes(conn: sqlite3.Connection) -> None:
+    # The due list reads open commitments in due order; a partial index keeps settled ones out of it.
+    conn.execute("CREATE INDEX commitments_open_due ON commitments(due_key, id) WHERE is_open = 1")
+    conn.execute("CREATE INDEX commitments_by_debtor ON commitments(debtor, id)")
+    conn.execute("CREATE INDEX commitments_by_creditor ON commitments(creditor, id)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "commitments and audit events", _create_tables),
+    Migration(2, "indexes for the due list and party look-ups", _create_due_indexes),
+)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if row is None:
+        return 0
+    value = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    return int(value or 0)
+
+
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the schema up to the newest migration, in order, under the write lock. Returns the version."""
+    versions = [m.version for m in migrations]
+    if versions != list(range(1, len(migrations) + 1)):
+        raise ValueError(f"migrations must be numbered 1..n in order, got {versions}")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            "version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = schema_version(conn)
+        if current > len(migrations):
+            raise SchemaTooNew(
+                f"ledger database has schema version {current}, this code knows up to {len(migrations)}"
+            )
+        for migration in migrations[current:]:
+            migration.apply(conn)
+            conn.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.description, to_db_time(datetime.now(UTC))),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return max(current, len(migrations))
+
+
+# ---------------------------------------------------------------- store
+
+_COLUMNS = (
+    "id, kind, status, debtor, creditor, delegates, action, condition, due_at, rrule, starts_at, "
+    "timezone, bookmark, last_closed, scope, created_at, updated_at, version"
+)
+_EVENT_COLUMNS = "seq, commitment_id, at, actor, kind, reason, from_status, to_status, changes, details"
+_OPEN_VALUES = tuple(s.value for s in OPEN_STATUSES)
+
+
+class ConcurrentUpdate(LedgerError):
+    """A row changed between read and write despite the write lock (should never happen)."""
+
+
+def _row_to_commitment(row: Sequence[Any]) -> Commitment:
+    # Rows were validated on the way in; constructing without re-validation keeps big lists fast.
+    return Commitment.model_construct(
+        id=row[0],
+        kind=CommitmentKind(row[1]),
+        status=CommitmentStatus(row[2]),
+        debtor=row[3],
+        creditor=row[4],
+        delegates=tuple(json.loads(row[5])),
+        action=row[6],
+        condition=row[7],
+        due_at=from_db_time(row[8]),
+        rrule=row[9],
+        starts_at=from_db_time(row[10]),
+        timezone=row[11],
+        bookmark=from_db_time(row[12]),
+        last_closed=from_db_time(row[13]),
+        scope=row[14],
+        created_at=from_db_time(row[15]),
+        updated_at=from_db_time(row[16]),
+        version=row[17],
+    )
+
+
+def _row_to_event(row: Sequence[Any]) -> AuditEvent:
+    return AuditEvent(
+        seq=row[0],
+        commitment_id=row[1],
+        at=from_db_time(row[2]),
+        actor=row[3],
+        kind=EventKind(row[4]),
+        reason=row[5],
+        from_status=CommitmentStatus(row[6]) if row[6] is not None else None,
+        to_status=CommitmentStatus(row[7]),
+        changes=json.loads(row[8]),
+        details=json.loads(row[9]),
+    )
+
+
+def _row_values(c: Commitment) -> dict[str, Any]:
+    due = c.next_due if c.is_open else None
+    return {
+        "id": c.id,
+        "kind": c.kind.value,
+        "status": c.status.value,
+        "is_open": int(c.is_open),
+        "due_key": to_db_time(due),
+        "debtor": c.debtor,
+        "creditor": c.creditor,
+        "delegates": json.dumps(list(c.delegates), ensure_ascii=False),
+        "action": c.action,
+        "condition": c.condition,
+        "due_at": to_db_time(c.due_at),
+        "rrule": c.rrule,
+        "starts_at": to_db_time(c.starts_at),
+        "timezone": c.timezone,
+        "bookmark": to_db_time(c.bookmark),
+        "last_closed": to_db_time(c.last_closed),
+        "scope": c.scope,
+        "created_at": to_db_time(c.created_at),
+        "updated_at": to_db_time(c.updated_at),
+        "version": c.version,
+    }
+
+
+class LedgerStore:
+    """The SQLite file behind a ledger. One instance per thread (sqlite3 connections are not shared)."""
+
+    def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if self.path != ":memory:":
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: a committed transition survives a power cut, not only a process crash.
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self.version = migrate(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the database write lock up front."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several queries see one consistent state."""
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            self.conn.execute("COMMIT")
+
+    # -- writes (call inside write())
+
+    def next_id(self) -> int:
+        return int(self.conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM commitments").fetchone()[0])
+
+    def insert(self, commitment: Commitment) -> None:
+        values = _row_values(commitment)
+        names = ", ".join(values)
+        marks = ", ".join(f":{name}" for name in values)
+        self.conn.execute(f"INSERT INTO commitments ({names}) VALUES ({marks})", values)
+
+    def update(self, commitment: Commitment, expected_version: int) -> None:
+        """Write the new state only if the row still has ``expected_version`` (compare-and-set)."""
+        values = _row_values(commitment)
+        assignments = ", ".join(f"{name} = :{name}" for name in values if name != "id")
+        cursor = self.conn.execute(
+            f"UPDATE commitments SET {assignments} WHERE id = :id AND version = :expected_version",
+            {**values, "expected_version": expected_version},
+        )
+        if cursor.rowcount != 1:
+            raise ConcurrentUpdate(f"commitment {commitment.id} changed underneath this write")
+
+    def append(self, commitment_id: int, drafts: Sequence[EventDraft]) -> list[AuditEvent]:
+        stored = []
+        for draft in drafts:
+            cursor = self.conn.execute(
+                "INSERT INTO events (commitment_id, at, actor, kind, reason, from_status, to_status, changes, "
+                "details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    commitment_id,
+                    to_db_time(draft.at),
+                    draft.actor,
+                    draft.kind.value,
+                    draft.reason,
+                    draft.from_status.value if draft.from_status is not None else None,
+                    draft.to_status.value,
+                    json.dumps(draft.changes, ensure_ascii=False, sort_keys=True),
+                    json.dumps(draft.details, ensure_ascii=False, sort_keys=True),
+                ),
+            )
+            stored.append(
+                AuditEvent(
+                    seq=int(cursor.lastrowid or 0),
+                    commitment_id=commitment_id,
+                    at=draft.at,
+                    actor=draft.actor,
+                    kind=draft.kind,
+                    reason=draft.reason,
+                    from_status=draft.from_status,
+                    to_status=draft.to_status,
+                    changes=draft.changes,
+                    details=draft.details,
+                )
+            )
+        return stored
+
+    # -- reads
+
+    def get(self, commitment_id: int) -> Commitment | None:
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM commitments WHERE id = ?", (commitment_id,)).fetchone()
+        return _row_to_commitment(row) if row is not None else None
+
+    def history(self, commitment_id: int) -> list[AuditEvent]:
+        rows = self.conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE commitment_id = ? ORDER BY seq", (commitment_id,)
+        ).fetchall()
+        return [_row_to_event(row) for row in rows]
+
+    def event_count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+
+    def select(
+        self,
+        *,
+        statuses: Sequence[CommitmentStatus] | None = None,
+        kind: CommitmentKind | None = None,
+        debtor: str | None = None,
+        creditor: str | None = None,
+        scope: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Commitment]:
+        clauses, params = self._filters(debtor=debtor, creditor=creditor, scope=scope)
+        if statuses:
+            clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            params.extend(s.value for s in statuses)
+        if kind is not None:
+            clauses.append("kind = ?")
+            params.append(kind.value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.extend([limit if limit is not None else -1, offset])
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM commitments {where} ORDER BY id LIMIT ? OFFSET ?", params
+        ).fetchall()
+        return [_row_to_commitment(row) for row in rows]
+
+    def due_rows(
+        self,
+        lower: datetime | None,
+        upper: datetime | None,
+        unscheduled: bool,
+        limit: int | None,
+        *,
+        debtor: str | None = None,
+        creditor: str | None = None,
+        scope: str | None = None,
+    ) -> list[Commitment]:
+        """Open commitments with ``lower <= due < upper`` (or no due time), in (due, id) order."""
+        clauses, params = self._filters(debtor=debtor, creditor=creditor, scope=scope)
+        clauses.insert(0, "is_open = 1")
+        if unscheduled:
+            clauses.append("due_key IS NULL")
+        else:
+            clauses.append("due_key IS NOT NULL")
+            if lower is not None:
+                clauses.append("due_key >= ?")
+                params.append(to_db_time(lower))
+            if upper is not None:
+                clauses.append("due_key < ?")
+                params.append(to_db_time(upper))
+        params.append(limit if limit is not None else -1)
+        # Without a party filter the partial due index is always the right plan; say so rather than
+        # rely on statistics the file may not have. With one, let the planner pick the party index.
+        hint = "INDEXED BY commitments_open_due" if debtor is None and creditor is None else ""
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM commitments {hint} "
+            f"WHERE {' AND '.join(clauses)} ORDER BY due_key, id LIMIT ?",
+            params,
+        ).fetchall()
+        return [_row_to_commitment(row) for row in rows]
+
+    @staticmethod
+    def _filters(
+        *, debtor: str | None, creditor: str | None, scope: str | None
+    ) -> tuple[list[str], list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("debtor", debtor), ("creditor", creditor), ("scope", scope)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        return clauses, params
