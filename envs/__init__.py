@@ -1,0 +1,8 @@
+"""Gymnasium environments of commitbench, registered on import."""
+
+from gymnasium.envs.registration import register, registry
+
+STANDING_ID = "commitbench/Standing-v0"
+
+if STANDING_ID not in registry:
+    register(id=STANDING_ID, entry_point="commitbench.envs.standing:StandingEnv", disable_env_checker=True)

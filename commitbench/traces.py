@@ -1,0 +1,125 @@
+"""Episode traces: everything that happened in one run of one episode.
+
+Traces are pydantic models written as JSON lines. Every observation, assistant turn, tool call
+(with its result), model call and the agent/run identity are kept, so signals, judges and
+reports can be recomputed from traces alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from commitbench.envs.protocol import Event, EventKind, ToolCallRecord
+
+TRACE_SCHEMA_VERSION = 1
+
+
+class AgentIdentity(BaseModel):
+    """Who played the episode; part of a run's identity."""
+
+    name: str = Field(description="Agent name, e.g. 'creditor-rule' or 'chat:qwen3-8b'.")
+    kind: str = Field(description="'reference' (no model) or 'chat' (model-backed).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Model and generation settings, if any.")
+
+
+class TurnRecord(BaseModel):
+    """One assistant turn: the message that opened it, the calls made, how it ended."""
+
+    index: int = Field(description="Turn number (0-based).")
+    opened_by: Event = Field(description="The incoming message the turn answers.")
+    calls: list[ToolCallRecord] = Field(default_factory=list, description="Tool calls in order.")
+    reply: str | None = Field(default=None, description="Plain-text reply that ended the turn, if any.")
+    reply_channel: str = Field(default="", description="Where the reply was posted.")
+    ended_by: str = Field(default="", description="reply, end_turn, turn_limit or episode_end.")
+
+
+class ModelCallRecord(BaseModel):
+    """One model call made while playing the episode (or its cache hit)."""
+
+    turn: int = Field(description="Turn during which the call was made.")
+    purpose: str = Field(default="agent", description="agent, judge, rewrite, ...")
+    cache_key: str = Field(default="", description="Content hash of the request.")
+    cache_hit: bool = Field(default=False, description="Served from the cache without an HTTP call.")
+    latency_s: float = Field(default=0.0, description="Wall time of the call.")
+    prompt_tokens: int = Field(default=0, description="Prompt tokens reported by the server.")
+    completion_tokens: int = Field(default=0, description="Completion tokens reported by the server.")
+    finish_reason: str = Field(default="", description="Server finish reason.")
+    text: str = Field(default="", description="Reply text.")
+    reasoning: str = Field(default="", description="Reasoning text, kept apart from the reply.")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="Raw tool calls (name, arguments).")
+    error: str = Field(default="", description="Error kind and message when the call failed.")
+
+
+class EpisodeTrace(BaseModel):
+    """The complete record of one episode run."""
+
+    schema_version: int = Field(default=TRACE_SCHEMA_VERSION, description="Trace format version.")
+    env_id: str = Field(description="Registered environment id.")
+    episode_id: str = Field(description="Episode content-hash id.")
+    factors: dict[str, str | int] = Field(description="Design factors of the episode.")
+    agent: AgentIdentity | None = Field(default=None, description="Who played it.")
+    interventions: list[str] = Field(default_factory=list, description="Names of the wrappers applied, outermost last.")
+    sample: int = Field(default=0, description="Sample index (repeated runs of the same cell).")
+    run_key: str = Field(default="", description="Identity of the (model, interventions, episode, sample) cell.")
+    events: list[Event] = Field(default_factory=list, description="Every observed event, in order.")
+    turns: list[TurnRecord] = Field(default_factory=list, description="Every assistant turn.")
+    tool_errors: int = Field(default=0, description="Tool calls rejected or failed by bad input.")
+    invalid_actions: int = Field(default=0, description="Actions that could not be parsed.")
+    turn_limit_hits: int = Field(default=0, description="Turns ended because the call budget was spent.")
+    terminated: bool = Field(default=False, description="The episode reached its end.")
+    truncated: bool = Field(default=False, description="The episode was cut short.")
+    reward: float = Field(default=0.0, description="Terminal reward (1.0 when the action outcome was correct).")
+    steps: int = Field(default=0, description="Number of env.step calls.")
+    started_at: float = Field(default=0.0, description="Unix time the episode started.")
+    duration_s: float = Field(default=0.0, description="Wall time of the run.")
+    model_calls: list[ModelCallRecord] = Field(default_factory=list, description="Model calls made by the agent.")
+    prompt_hashes: dict[str, str] = Field(default_factory=dict, description="sha256 of prompt templates used.")
+    infra_error: str | None = Field(default=None, description="Set when the run failed for infrastructure reasons.")
+
+    def assistant_messages(self) -> list[Event]:
+        """Messages the assistant wrote after its pre-seeded promise."""
+        return [e for e in self.events if e.kind is EventKind.ASSISTANT and e.act != "promise"]
+
+    def tool_calls(self) -> Iterator[ToolCallRecord]:
+        for turn in self.turns:
+            yield from turn.calls
+
+
+class TraceFileError(Exception):
+    """A trace file line could not be read; names the file and line."""
+
+
+def append_traces(path: Path | str, traces: Iterable[EpisodeTrace]) -> None:
+    """Append traces to a JSONL file, one line each, flushed and fsynced (a crash loses no finished trace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(t.model_dump_json() + "\n" for t in traces)
+    if not payload:
+        return
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_traces(path: Path | str, skip_partial_last_line: bool = True) -> list[EpisodeTrace]:
+    """Read a JSONL trace file. A torn last line (crash mid-write) is skipped; any other bad line is an error."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    traces: list[EpisodeTrace] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            traces.append(EpisodeTrace.model_validate_json(line))
+        except (ValidationError, json.JSONDecodeError) as exc:
+            if skip_partial_last_line and number == len(lines):
+                break
+            raise TraceFileError(f"{path}:{number}: not a valid trace: {exc}") from None
+    return traces
