@@ -52,7 +52,7 @@ class Ledger:
             raise TypeError(f"clock must provide now() -> datetime, got {type(clock).__name__}")
         self.clock = clock
         self.policy: StandingPolicy = policy if policy is not None else CreditorRule()
-        self.store = LedgerStore(path, busy_timeout_ms=busy_timeout_ms)
+        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms)
 
     # -- lifecycle of the object
 

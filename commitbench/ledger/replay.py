@@ -36,13 +36,15 @@ def replay(events: Iterable[AuditEvent]) -> Commitment:
             )
         if event.from_status is not current.status:
             raise ReplayError(
-                f"event {event.seq} starts from {event.from_status}, but the commitment is {current.status.value}"
+                f"event {event.seq} starts from {getattr(event.from_status, 'value', None)}, "
+                f"but the commitment is {current.status.value}"
             )
         if event.changes:
             current = _validate({**current.model_dump(mode="json"), **event.changes}, event)
         if current.status is not event.to_status:
-            raise ReplayError(f"event {event.seq} claims status {event.to_status.value}, replay gives "
-                              f"{current.status.value}")
+            raise ReplayError(
+                f"event {event.seq} claims status {event.to_status.value}, replay gives {current.status.value}"
+            )
     if current is None:
         raise ReplayError("no events to replay")
     return current

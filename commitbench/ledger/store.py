@@ -118,8 +118,13 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(value or 0)
 
 
-def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Bring the schema up to the newest migration, in order, under the write lock. Returns the version."""
+def migrate(
+    conn: sqlite3.Connection, now: Callable[[], datetime], migrations: Sequence[Migration] = MIGRATIONS
+) -> int:
+    """Bring the schema up to the newest migration, in order, under the write lock. Returns the version.
+
+    ``now`` stamps each applied migration (the ledger passes its injected clock).
+    """
     versions = [m.version for m in migrations]
     if versions != list(range(1, len(migrations) + 1)):
         raise ValueError(f"migrations must be numbered 1..n in order, got {versions}")
@@ -138,7 +143,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIO
             migration.apply(conn)
             conn.execute(
                 "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.description, to_db_time(datetime.now(UTC))),
+                (migration.version, migration.description, to_db_time(now())),
             )
         conn.execute("COMMIT")
     except BaseException:
@@ -229,7 +234,7 @@ def _row_values(c: Commitment) -> dict[str, Any]:
 class LedgerStore:
     """The SQLite file behind a ledger. One instance per thread (sqlite3 connections are not shared)."""
 
-    def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, path: str | Path, now: Callable[[], datetime], busy_timeout_ms: int = 10_000) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +245,7 @@ class LedgerStore:
         # FULL: a committed transition survives a power cut, not only a process crash.
         self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("PRAGMA foreign_keys = ON")
-        self.version = migrate(self.conn)
+        self.version = migrate(self.conn, now)
 
     def close(self) -> None:
         self.conn.close()
