@@ -1,0 +1,170 @@
+"""``commitbench episodes``: list, show, validate and describe the standing episodes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from commitbench.cli import UsageError
+
+SCHEMA_PARTS = ("type", "cell", "world", "replies", "filler", "policies")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("episodes", help="list, show, validate and describe standing episodes")
+    sub = parser.add_subparsers(dest="episodes_command", metavar="ACTION", required=True)
+
+    p_list = sub.add_parser("list", help="list compiled episodes")
+    _add_filters(p_list)
+    p_list.add_argument("--json", action="store_true", help="print a JSON document")
+    p_list.set_defaults(func=_list)
+
+    p_show = sub.add_parser("show", help="show one episode")
+    p_show.add_argument("episode_id")
+    p_show.add_argument("--data", type=Path, default=None, help="episode data directory (default: the shipped one)")
+    p_show.add_argument("--json", action="store_true", help="print the episode as JSON")
+    p_show.set_defaults(func=_show)
+
+    p_val = sub.add_parser("validate", help="validate a data directory or one commitment-type file")
+    p_val.add_argument("path", nargs="?", type=Path, default=None, help="directory or type YAML (default: shipped)")
+    p_val.add_argument("--json", action="store_true", help="print a JSON document")
+    p_val.set_defaults(func=_validate)
+
+    p_schema = sub.add_parser("schema", help="print the JSON schema of the episode files")
+    p_schema.add_argument("--part", choices=SCHEMA_PARTS, default=None, help="one file kind only")
+    p_schema.set_defaults(func=_schema)
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=None, help="episode data directory (default: the shipped one)")
+    parser.add_argument("--split", choices=["dev", "test"], default=None)
+    parser.add_argument("--cells", nargs="+", default=None, metavar="CELL")
+    parser.add_argument("--types", nargs="+", default=None, metavar="TYPE")
+    parser.add_argument("--policy", nargs="+", default=None, choices=["explicit", "silent"])
+    parser.add_argument("--gap", nargs="+", type=int, default=None)
+    parser.add_argument("--variant", nargs="+", type=int, default=None)
+
+
+def _episodes(data: Path | None) -> tuple[Any, ...]:
+    from commitbench.episodes.standing_compiler import load_episodes
+    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR, SpecError
+
+    try:
+        return load_episodes(data or DEFAULT_DATA_DIR)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _emit(payload: Any) -> None:
+    json.dump(payload, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from commitbench.envs.standing import select_episodes
+
+    try:
+        chosen = select_episodes(
+            _episodes(args.data),
+            split=args.split,
+            cells=args.cells,
+            commitment_types=args.types,
+            policies=args.policy,
+            gaps=args.gap,
+            variants=args.variant,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    rows = [{"id": e.id, **e.factors(), "messages": len(e.script)} for e in chosen]
+    if args.json:
+        _emit({"count": len(rows), "episodes": rows})
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} episodes")
+    for col in ("id", "split", "commitment_type", "cell", "policy", "gap", "variant", "messages"):
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("id", "split", "commitment_type", "cell", "policy", "gap", "variant",
+                                              "messages")))
+    Console(width=max(Console().width, 110)).print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    found = [e for e in _episodes(args.data) if e.id == args.episode_id]
+    if not found:
+        raise UsageError(f"no episode with id {args.episode_id!r} (try 'commitbench episodes list')")
+    ep = found[0]
+    if args.json:
+        _emit(ep.model_dump(mode="json"))
+        return 0
+    people = {p.role: p for p in ep.people}
+    print(f"{ep.id}  {ep.commitment_type} / {ep.cell} / policy={ep.policy.value} / gap={ep.gap} / variant={ep.variant}")
+    print(f"expected: {ep.expected.model_dump(mode='json')}   check possible: {ep.check_possible}")
+    print(f"promised action: {ep.action_tool.name}({json.dumps(ep.target_args)})")
+    print("\n--- system prompt ---\n" + ep.system_prompt + "\n--- script ---")
+    for m in ep.script:
+        who = ep.assistant if m.sender == "assistant" else f"{people[m.sender].name} ({m.sender})"
+        marker = "  <- trigger" if m.step == ep.trigger_step else ""
+        print(f"[{m.step:>2}] {m.act.value:<10} {who}: {m.text}{marker}")
+    print(f"--- creditor's answer if asked ({ep.creditor_reply_kind.value}): {ep.creditor_reply}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from commitbench.episodes.standing_compiler import compile_spec
+    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR, SpecError, load_spec
+
+    path: Path | None = args.path
+    try:
+        if path is None or path.is_dir():
+            spec = load_spec(path or DEFAULT_DATA_DIR)
+        elif path.exists():
+            spec = load_spec(DEFAULT_DATA_DIR, extra_types=[path])
+        else:
+            raise SpecError(path, "<file>", "file not found")
+        episodes = compile_spec(spec)
+    except SpecError as exc:
+        if args.json:
+            _emit({"ok": False, "file": exc.path, "field": exc.field, "reason": exc.reason})
+        else:
+            print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    summary = {
+        "ok": True,
+        "episodes": len(episodes),
+        "types": len(spec.types),
+        "cells": len(spec.cells),
+        "by_split": {s: sum(1 for e in episodes if e.split.value == s) for s in ("dev", "test")},
+    }
+    if args.json:
+        _emit(summary)
+    else:
+        print(
+            f"ok: {summary['episodes']} episodes from {summary['types']} commitment types x {summary['cells']} cells "
+            f"(dev {summary['by_split']['dev']}, test {summary['by_split']['test']})"
+        )
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from commitbench.episodes import standing_spec as s
+
+    models = {
+        "type": s.CommitmentTypeSpec,
+        "cell": s.CellSpec,
+        "world": s.WorldSpec,
+        "replies": s.RepliesSpec,
+        "filler": s.FillerSpec,
+        "policies": s.PoliciesSpec,
+    }
+    if args.part:
+        _emit(models[args.part].model_json_schema())
+    else:
+        _emit({name: model.model_json_schema() for name, model in models.items()})
+    return 0
