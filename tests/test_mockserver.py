@@ -1,0 +1,335 @@
+"""The mock server, seen through the real ``openai`` client and raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import openai
+import pytest
+from pydantic import ValidationError
+
+from commitbench.mockserver import (
+    FaultConfig,
+    FaultKind,
+    MockServer,
+    MockServerProcess,
+    ReasoningField,
+    ReplySpec,
+    ToolCallSpec,
+)
+
+USER = [{"role": "user", "content": "please book the room"}]
+
+
+def chat(server: MockServer | MockServerProcess, messages: list[dict[str, Any]] = USER, **kwargs: Any) -> Any:
+    async def go() -> Any:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0) as client:
+            return await client.chat.completions.create(model="mock-model", messages=messages, **kwargs)
+
+    return asyncio.run(go())
+
+
+def http(server: MockServer, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    root = server.base_url.rsplit("/v1", 1)[0]
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"content-type": "application/json"}
+    request = urllib.request.Request(root + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_scripted_replies_come_back_in_order_then_echo(mock_server: MockServer) -> None:
+    mock_server.script(
+        "first",
+        ReplySpec(text="calling", tool_calls=[ToolCallSpec(name="book_room", arguments={"room": "A", "n": 2})]),
+    )
+    first = chat(mock_server)
+    assert first.choices[0].message.content == "first"
+    assert first.choices[0].finish_reason == "stop"
+    second = chat(mock_server)
+    call = second.choices[0].message.tool_calls[0]
+    assert second.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "book_room"
+    assert json.loads(call.function.arguments) == {"room": "A", "n": 2}
+    third = chat(mock_server)
+    assert third.choices[0].message.content == "echo: please book the room"
+
+
+@pytest.mark.parametrize(
+    ("field", "present", "absent"),
+    [
+        (ReasoningField.REASONING, ["reasoning"], ["reasoning_content"]),
+        (ReasoningField.REASONING_CONTENT, ["reasoning_content"], ["reasoning"]),
+        (ReasoningField.BOTH, ["reasoning", "reasoning_content"], []),
+    ],
+)
+def test_reasoning_goes_in_the_requested_field(
+    mock_server: MockServer, field: ReasoningField, present: list[str], absent: list[str]
+) -> None:
+    mock_server.script(ReplySpec(text="done", reasoning="the agenda is final", reasoning_field=field))
+    message = chat(mock_server).choices[0].message.model_dump()
+    assert message["content"] == "done"
+    for name in present:
+        assert message[name] == "the agenda is final"
+    for name in absent:
+        assert name not in message
+
+
+def test_responder_sees_the_conversation_and_queue_wins(mock_server: MockServer) -> None:
+    def drops_on_any_cancel(request: dict[str, Any]) -> str | None:
+        text = " ".join(str(m.get("content")) for m in request["messages"])
+        return "Dropping it." if "cancel" in text else None
+
+    mock_server.set_responder(drops_on_any_cancel)
+    mock_server.script("queued first")
+    assert chat(mock_server).choices[0].message.content == "queued first"
+    cancelled = [*USER, {"role": "user", "content": "Dana: cancel the booking"}]
+    assert chat(mock_server, cancelled).choices[0].message.content == "Dropping it."
+    assert chat(mock_server).choices[0].message.content.startswith("echo: ")  # None falls through
+
+
+def test_async_responder_and_dict_replies(mock_server: MockServer) -> None:
+    async def responder(request: dict[str, Any]) -> dict[str, Any]:
+        return {"text": f"{len(request['messages'])} messages"}
+
+    mock_server.set_responder(responder)
+    assert chat(mock_server).choices[0].message.content == "1 messages"
+
+
+def test_usage_counts_and_n_choices(mock_server: MockServer) -> None:
+    mock_server.script(ReplySpec(text="one two three", reasoning="a b"))
+    response = chat(mock_server, n=2)
+    assert len(response.choices) == 2
+    assert response.usage.prompt_tokens > 0
+    assert response.usage.completion_tokens == 5  # three words of text + two of reasoning
+    assert response.usage.total_tokens == response.usage.prompt_tokens + 5
+    assert response.usage.completion_tokens_details.reasoning_tokens == 2
+
+
+def test_streaming_is_refused_with_a_clear_400(mock_server: MockServer) -> None:
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        chat(mock_server, stream=True)
+    assert mock_server.stats().outcomes == {"bad_request": 1}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"messages": USER}, "'model'"),
+        ({"model": "m", "messages": []}, "'messages'"),
+        ({"model": "m", "messages": ["hi"]}, "messages[0]"),
+        ({"model": "m", "messages": USER, "n": 0}, "'n'"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_bad_requests_name_the_problem(mock_server: MockServer, body: Any, message: str) -> None:
+    status, payload = http(mock_server, "POST", "/v1/chat/completions", body)
+    assert status == 400
+    assert message in payload["error"]["message"]
+
+
+def test_models_stats_reset_and_unknown_routes(mock_server: MockServer) -> None:
+    status, models = http(mock_server, "GET", "/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == ["mock-model"]
+    mock_server.script("x", "y")
+    chat(mock_server)
+    status, stats = http(mock_server, "GET", "/stats")
+    assert status == 200
+    assert stats["chat_completions"] == 1 and stats["outcomes"] == {"ok": 1} and stats["queued_replies"] == 1
+    assert http(mock_server, "GET", "/nope")[0] == 404
+    assert http(mock_server, "POST", "/reset", {})[0] == 200
+    after = mock_server.stats()
+    assert after.total == 0 and after.queued_replies == 0
+
+
+def test_script_and_faults_over_http(mock_server: MockServer) -> None:
+    status, _ = http(mock_server, "POST", "/script", [{"text": "from http"}])
+    assert status == 200
+    assert http(mock_server, "POST", "/faults", {"sequence": ["http_500"]})[0] == 200
+    with pytest.raises(openai.InternalServerError):
+        chat(mock_server)
+    assert chat(mock_server).choices[0].message.content == "from http"
+    assert http(mock_server, "POST", "/faults", {"rates": {"http_500": 2}})[0] == 400
+    assert http(mock_server, "POST", "/script", [{"txt": "typo"}])[0] == 400
+
+
+def test_transport_faults_keep_the_scripted_reply(mock_server: MockServer) -> None:
+    mock_server.script("the real reply")
+    mock_server.set_faults(sequence=[FaultKind.HTTP_500, FaultKind.EMPTY_CHOICES, FaultKind.HTTP_429])
+    with pytest.raises(openai.InternalServerError):
+        chat(mock_server)
+    assert chat(mock_server).choices == []
+    with pytest.raises(openai.RateLimitError):
+        chat(mock_server)
+    assert chat(mock_server).choices[0].message.content == "the real reply"
+    assert mock_server.stats().outcomes == {"http_500": 1, "empty_choices": 1, "http_429": 1, "ok": 1}
+
+
+def test_429_carries_retry_after(mock_server: MockServer) -> None:
+    mock_server.set_faults(sequence=[FaultKind.HTTP_429], retry_after_s=1.5)
+    with pytest.raises(openai.RateLimitError) as caught:
+        chat(mock_server)
+    assert caught.value.response.headers["retry-after"] == "1.5"
+    assert caught.value.response.headers["retry-after-ms"] == "1500"
+
+
+def test_malformed_tool_arguments_and_refusal_spoil_the_reply(mock_server: MockServer) -> None:
+    mock_server.script(
+        ReplySpec(tool_calls=[ToolCallSpec(name="book_room", arguments={"room": "A"})]),
+        ReplySpec(text="sure", fault=FaultKind.REFUSAL),
+    )
+    mock_server.set_faults(sequence=[FaultKind.MALFORMED_TOOL_ARGS])
+    call = chat(mock_server).choices[0].message.tool_calls[0]
+    assert call.function.name == "book_room"
+    with pytest.raises(ValueError):
+        json.loads(call.function.arguments)
+    refused = chat(mock_server).choices[0].message
+    assert refused.content is None and refused.refusal
+    assert mock_server.stats().queued_replies == 0
+
+
+def test_truncated_body_is_a_cut_json_document(mock_server: MockServer) -> None:
+    mock_server.set_faults(sequence=[FaultKind.TRUNCATED_BODY])
+    root = mock_server.base_url
+    body = json.dumps({"model": "m", "messages": USER}).encode()
+    request = urllib.request.Request(f"{root}/chat/completions", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=5) as response:
+        raw = response.read()
+    assert raw.startswith(b'{"id":"chatcmpl-mock-')
+    with pytest.raises(ValueError):
+        json.loads(raw)
+
+
+def test_timeout_holds_and_disconnect_drops(mock_server: MockServer) -> None:
+    mock_server.set_faults(sequence=[FaultKind.TIMEOUT, FaultKind.DISCONNECT], timeout_hold_s=5.0)
+    started = time.perf_counter()
+    with pytest.raises(openai.APITimeoutError):
+        chat(mock_server, timeout=0.2)
+    assert time.perf_counter() - started < 2.0
+    with pytest.raises(openai.APIConnectionError):
+        chat(mock_server)
+    assert mock_server.stats().outcomes == {"timeout": 1, "disconnect": 1}
+
+
+def test_seeded_fault_rates_are_reproducible() -> None:
+    def outcomes(seed: int) -> list[str]:
+        async def go(server: MockServer) -> list[str]:
+            seen = []
+            async with openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0) as client:
+                for _ in range(40):
+                    try:
+                        await client.chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
+                        seen.append("ok")
+                    except openai.APIStatusError as exc:
+                        seen.append(str(exc.status_code))
+            return seen
+
+        faults = FaultConfig(seed=seed, rates={FaultKind.HTTP_500: 0.3, FaultKind.HTTP_429: 0.2})
+        with MockServer(faults=faults) as server:
+            return asyncio.run(go(server))
+
+    first, again, other = outcomes(7), outcomes(7), outcomes(8)
+    assert first == again
+    assert first != other
+    assert {"ok", "500", "429"} <= set(first)
+
+
+def test_fault_config_rejects_impossible_rates() -> None:
+    with pytest.raises(ValidationError, match="sum"):
+        FaultConfig(rates={FaultKind.HTTP_500: 0.7, FaultKind.TIMEOUT: 0.6})
+    with pytest.raises(ValidationError):
+        FaultConfig(rates={"no_such_fault": 0.1})
+
+
+def test_latency_is_applied(mock_server: MockServer) -> None:
+    mock_server.set_latency(60)
+    started = time.perf_counter()
+    chat(mock_server)
+    assert time.perf_counter() - started >= 0.06
+    mock_server.script(ReplySpec(text="fast", latency_ms=0))
+    started = time.perf_counter()
+    chat(mock_server)
+    assert time.perf_counter() - started < 0.06
+
+
+def _raw_exchange(sock: socket.socket, request: bytes) -> bytes:
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length_line = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = int(length_line.split(b":")[1])
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head + b"\r\n\r\n" + rest
+
+
+def test_keep_alive_and_chunked_bodies_on_one_connection(mock_server: MockServer) -> None:
+    body = json.dumps({"model": "m", "messages": USER}).encode()
+    plain = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    chunked = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n" % (10, body[:10])
+        + b"%x\r\n%s\r\n" % (len(body) - 10, body[10:])
+        + b"0\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", mock_server.port), timeout=5) as sock:
+        first = _raw_exchange(sock, plain)
+        second = _raw_exchange(sock, chunked)
+    for response in (first, second):
+        assert response.startswith(b"HTTP/1.1 200 OK")
+        assert b"connection: keep-alive" in response
+        assert b'"echo: please book the room"' in response
+    assert mock_server.stats().outcomes == {"ok": 2}
+
+
+def test_many_concurrent_clients(mock_server: MockServer) -> None:
+    mock_server.set_latency(20)
+
+    async def go() -> list[str]:
+        async with openai.AsyncOpenAI(base_url=mock_server.base_url, api_key="EMPTY", max_retries=0) as client:
+            responses = await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": f"request {i}"}]
+                    )
+                    for i in range(200)
+                )
+            )
+        return [r.choices[0].message.content for r in responses]
+
+    texts = asyncio.run(go())
+    assert texts == [f"echo: request {i}" for i in range(200)]
+    stats = mock_server.stats()
+    assert stats.outcomes == {"ok": 200}
+    assert stats.max_in_flight > 10
+
+
+def test_requests_are_recorded_with_headers(mock_server: MockServer) -> None:
+    chat(mock_server, extra_headers={"X-Session-ID": "episode-7"})
+    (recorded,) = mock_server.requests()
+    assert recorded["headers"]["x-session-id"] == "episode-7"
+    assert recorded["body"]["messages"] == USER
+
+
+@pytest.mark.slow
+def test_server_as_a_separate_process() -> None:
+    with MockServerProcess(latency_ms=5) as server:
+        server.script(ReplySpec(text="from the process"))
+        server.set_faults(sequence=[FaultKind.HTTP_500])
+        with pytest.raises(openai.InternalServerError):
+            chat(server)
+        assert chat(server).choices[0].message.content == "from the process"
+        assert server.stats().outcomes == {"http_500": 1, "ok": 1}
+        server.reset()
+        assert server.stats().total == 1  # the /stats request after the reset
