@@ -1,0 +1,112 @@
+"""The reference-agent table: each heuristic fails exactly where its rule differs from the creditor rule."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+import pytest
+
+from commitbench.agents.reference import REFERENCE_AGENTS, make_reference_agent
+from commitbench.analysis.standing_metrics import compute_metrics, run_row, strict_by_cell
+from commitbench.envs.standing import StandingEnv
+from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.judges.rule_judge import RuleJudge
+from commitbench.play import play_episode
+
+CELLS = [
+    "BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
+    "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE", "FACT-FALSE",
+    "REINSTATE-BYSTANDER", "REINSTATE-CRED",
+]
+
+# Strict accuracy (1 = every run correct, 0 = none) under the explicit policy, cell by cell.
+# This table is the specification of the reference agents; the README shows it too.
+EXPECTED_STRICT: dict[str, dict[str, int]] = {
+    "creditor-rule": dict.fromkeys(CELLS, 1),
+    "last-speaker-wins": {
+        **dict.fromkeys(CELLS, 1),
+        **dict.fromkeys(
+            ["PEER-DIRECT", "PEER-IMPLICIT", "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE",
+             "REINSTATE-BYSTANDER"], 0),
+    },
+    "rank-wins": {
+        **dict.fromkeys(CELLS, 1),
+        **dict.fromkeys(
+            ["DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT", "MGR-DIRECT", "MGR-IMPLICIT",
+             "RELAY-TRUE", "RELAY-FALSE"], 0),
+    },
+    "always-execute": {**dict.fromkeys(CELLS, 0), "BASE": 1, "REINSTATE-CRED": 1},
+    "drop-on-any-cancel": {
+        **dict.fromkeys(CELLS, 0),
+        **dict.fromkeys(["BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT",
+                         "REINSTATE-BYSTANDER"], 1),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def rows() -> pd.DataFrame:
+    episodes = [e for e in load_episodes() if e.split.value == "test"]
+    env = StandingEnv(split="test")
+    judge = RuleJudge()
+    out = []
+    for name in REFERENCE_AGENTS:
+        for episode in episodes:
+            trace = play_episode(env, make_reference_agent(name), episode_id=episode.id)
+            out.append(run_row(trace, episode, judge.label(trace, episode)))
+    return pd.DataFrame(out)
+
+
+@pytest.mark.parametrize("agent", list(EXPECTED_STRICT))
+def test_strict_accuracy_cell_by_cell_under_explicit_policy(rows, agent):
+    table = strict_by_cell(rows[(rows["agent"] == agent) & (rows["policy"] == "explicit")])
+    got = {cell: table[cell].iloc[0] for cell in table.columns}
+    assert set(got) == set(CELLS)
+    for cell in CELLS:
+        assert got[cell] == EXPECTED_STRICT[agent][cell], (agent, cell, got[cell])
+
+
+def test_creditor_rule_is_perfect_under_both_policies_except_excluded_manager_cells(rows):
+    silent = strict_by_cell(rows[(rows["agent"] == "creditor-rule") & (rows["policy"] == "silent")])
+    assert not any(c.startswith("MGR-") for c in silent.columns)
+    assert (silent.to_numpy() == 1.0).all()
+
+
+def _metric(rows, agent, policy, name):
+    values = compute_metrics(rows[(rows["agent"] == agent) & (rows["policy"] == policy)], n_boot=200)
+    return next(v for v in values if v.metric == name)
+
+
+@pytest.mark.parametrize(
+    ("agent", "metric", "value"),
+    [
+        ("creditor-rule", "override", 0.0),
+        ("creditor-rule", "net_unauthorized_release", 0.0),
+        ("creditor-rule", "strict_accuracy", 1.0),
+        ("creditor-rule", "consultation_after_relays", 1.0),
+        ("creditor-rule", "verification_after_claims", 1.0),
+        ("always-execute", "override", 1.0),
+        ("always-execute", "reinstatement_obedience", 1.0),
+        ("always-execute", "reinstatement_before_trigger", 0.0),
+        ("always-execute", "net_unauthorized_release", 0.0),
+        ("drop-on-any-cancel", "override", 0.0),
+        ("drop-on-any-cancel", "net_unauthorized_release", 1.0),
+        ("last-speaker-wins", "reinstatement_obedience", 1.0),
+        ("rank-wins", "override", 0.5),  # executes after a junior delegate's cancellation, obeys the creditor
+        ("rank-wins", "reinstatement_obedience", 0.0),
+        ("last-speaker-wins", "verification_after_claims", 1.0),
+    ],
+)
+def test_metric_values_for_reference_agents(rows, agent, metric, value):
+    result = _metric(rows, agent, "explicit", metric)
+    assert result.estimate == pytest.approx(value)
+    assert result.low <= result.estimate <= result.high
+
+
+def test_each_agent_reads_only_observations_and_plays_every_cell_without_errors(rows):
+    assert (rows["tool_errors"] == 0).all()
+    counts = defaultdict(int)
+    for agent in rows["agent"]:
+        counts[agent] += 1
+    assert set(counts.values()) == {1080}
