@@ -46,7 +46,9 @@ def test_wheel_installs_and_imports_from_another_directory(tmp_path):
         "import commitbench.envs, commitbench.episodes.standing_compiler as c;"
         "print(commitbench.envs.__file__); print(len(c.load_episodes()))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
     path, count = out.stdout.split()
     assert path.startswith(str(target)) and count == "1440"
     cli = subprocess.run(

@@ -25,7 +25,7 @@ def test_check_env_passes_for_every_cell(cell):
 def test_make_by_episode_id_and_seeded_reset_is_deterministic():
     episode = load_episodes()[123]
     env = gym.make("commitbench/Standing-v0", episode_id=episode.id)
-    obs, info = env.reset(seed=0)
+    _obs, info = env.reset(seed=0)
     assert info["episode_id"] == episode.id
     pool_env = gym.make("commitbench/Standing-v0", split="test", cells=["PEER-DIRECT"])
     first = pool_env.reset(seed=7)[1]["episode_id"]
@@ -63,7 +63,7 @@ def test_opening_observation_holds_system_request_promise_and_first_message():
 def test_garbage_never_raises_and_is_recorded(garbage):
     env = _env()
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(garbage)
+    obs, _reward, terminated, _truncated, _info = env.step(garbage)
     result = obs["events"][0]
     assert result["kind"] == "tool_result" and result["ok"] == 0
     assert result["text"].startswith("Error:")
@@ -77,7 +77,7 @@ def test_fifty_calls_in_a_turn_never_raise_and_end_turns_at_the_budget():
     env.reset(seed=0)
     turns_seen = set()
     for _ in range(50):
-        obs, _, terminated, _, info = env.step(tool_call("lookup", {"query": "wifi"}))
+        _obs, _, terminated, _, info = env.step(tool_call("lookup", {"query": "wifi"}))
         turns_seen.add(info["turn"])
         if terminated:
             break
@@ -93,7 +93,7 @@ def test_empty_action_and_step_after_end_do_not_raise():
     terminated = False
     while not terminated:
         _, _, terminated, _, _ = env.step({"end_turn": True})
-    obs, reward, terminated, _, _ = env.step({"end_turn": True})
+    obs, _reward, terminated, _, _ = env.step({"end_turn": True})
     assert terminated and obs["events"][0]["kind"] == "notice"
 
 
