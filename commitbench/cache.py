@@ -1,0 +1,359 @@
+"""A content-addressed SQLite cache of model calls.
+
+The key of a call is the sha256 of the canonical JSON (sorted keys, no whitespace,
+``ensure_ascii=False``) of::
+
+    {"v": CACHE_KEY_VERSION, "identity": <model identity>, "messages": [...], "tools": [...],
+     "options": <per-call options such as tool_choice / response_format>, "sample": <sample index>}
+
+where the model identity holds the model name, the sampling settings and ``extra_body``
+(see :meth:`commitbench.llm.ModelSettings.identity`). The endpoint URL and the API key are never
+part of the key and never stored, so the same cache serves a local vLLM, a router in front of many
+replicas, or a hosted API. Entries never expire.
+
+Modes (:class:`CacheMode`): ``read_write`` (default), ``off`` (no reads, no writes) and
+``replay_only`` (a miss raises :class:`CacheMiss`, so a whole analysis can be rebuilt with zero
+model calls).
+
+Storage: one SQLite file in WAL mode with a busy timeout and ``synchronous=NORMAL``; each process
+keeps one connection and commits every write at once (a WAL append without fsync, tens of
+microseconds), so several processes can write concurrently and nothing recorded is lost when a
+process dies. Each :class:`CallCache` is a *session* with its own hit/miss/write counters, stored
+in the ``sessions`` table and grouped by ``run_id`` so that ``commitbench cache stats`` can report
+the hit rate of the last run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "CACHE_KEY_VERSION",
+    "CacheMiss",
+    "CacheMode",
+    "CacheReport",
+    "CacheSessionStats",
+    "CallCache",
+    "RunCacheStats",
+    "cache_key",
+    "canonical_json",
+    "describe_cache",
+]
+
+# Bump when the meaning of a key changes (what goes into the payload or how it is normalised).
+CACHE_KEY_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    mode TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0,
+    misses INTEGER NOT NULL DEFAULT 0,
+    writes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS sessions_by_run ON sessions (run_id, started_at);
+"""
+
+_STATS_FLUSH_INTERVAL_S = 1.0
+
+
+class CacheMode(str, Enum):
+    """How a :class:`CallCache` is used."""
+
+    READ_WRITE = "read_write"
+    OFF = "off"
+    REPLAY_ONLY = "replay_only"
+
+
+class CacheMiss(LookupError):
+    """A replay-only cache has no entry for a call."""
+
+    def __init__(self, key: str, model: str) -> None:
+        self.key = key
+        self.model = model
+        super().__init__(
+            f"replay-only cache has no entry for key {key} (model {model!r}); "
+            "run once with cache mode 'read_write' to record this call"
+        )
+
+
+def _reject(value: Any) -> Any:
+    raise TypeError(f"cache keys need plain JSON values; got {type(value).__name__}: {value!r:.80}")
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept as is; NaN and non-JSON types are rejected."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+    )
+
+
+def cache_key(
+    identity: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    options: Mapping[str, Any] | None = None,
+    sample_index: int = 0,
+) -> str:
+    """The sha256 hex digest that addresses one model call.
+
+    ``identity`` is the model identity (model name, sampling settings, extra_body); it must not
+    contain the endpoint URL or credentials. ``options`` holds per-call settings that change the
+    output (``tool_choice``, ``response_format``). ``sample_index`` tells repeated samples apart.
+    """
+    payload = {
+        "v": CACHE_KEY_VERSION,
+        "identity": identity,
+        "messages": messages,
+        "tools": tools or [],
+        "options": options or {},
+        "sample": sample_index,
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+class CacheSessionStats(BaseModel):
+    """Counters of one cache session (one :class:`CallCache` object)."""
+
+    hits: int = Field(default=0, description="Lookups that found an entry.")
+    misses: int = Field(default=0, description="Lookups that found nothing.")
+    writes: int = Field(default=0, description="New entries written by this session.")
+
+    @property
+    def hit_rate(self) -> float | None:
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else None
+
+
+def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000.0, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    deadline = time.monotonic() + busy_timeout_ms / 1000.0
+    while True:  # switching to WAL needs a moment of exclusive access; other openers may hold it
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                conn.close()
+                raise
+            time.sleep(0.01)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class CallCache:
+    """One process's handle on a cache file.
+
+    ``get`` returns the stored JSON object (or None); ``put`` stores one. Both are synchronous and
+    take tens of microseconds, cheap enough to call from an event loop. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        mode: CacheMode | str = CacheMode.READ_WRITE,
+        *,
+        run_id: str | None = None,
+        busy_timeout_ms: int = 30_000,
+    ) -> None:
+        self.mode = CacheMode(mode)
+        self.path = Path(path) if path is not None else None
+        self.run_id = run_id or uuid.uuid4().hex
+        self.session_id = uuid.uuid4().hex
+        self._stats = CacheSessionStats()
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._last_flush = 0.0
+        self._dirty = False
+        if self.mode is CacheMode.OFF:
+            return
+        if self.path is None:
+            raise ValueError(f"cache mode {self.mode.value!r} needs a database path")
+        if self.mode is CacheMode.REPLAY_ONLY and not self.path.exists():
+            raise FileNotFoundError(f"replay-only cache {self.path} does not exist")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = _connect(self.path, busy_timeout_ms)
+        now = time.time()
+        self._conn.execute(
+            "INSERT INTO sessions (session_id, run_id, pid, mode, started_at, updated_at) VALUES (?,?,?,?,?,?)",
+            (self.session_id, self.run_id, os.getpid(), self.mode.value, now, now),
+        )
+        self._last_flush = time.monotonic()
+
+    @property
+    def stats(self) -> CacheSessionStats:
+        """A copy of this session's counters."""
+        return self._stats.model_copy()
+
+    def get(self, key: str, model: str) -> dict[str, Any] | None:
+        """The entry stored under ``key``, or None; in replay-only mode a miss raises :class:`CacheMiss`."""
+        if self._conn is None:
+            return None
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM entries WHERE key=?", (key,)).fetchone()
+            if row is None:
+                self._stats.misses += 1
+            else:
+                self._stats.hits += 1
+            self._dirty = True
+            self._maybe_flush()
+        if row is None:
+            if self.mode is CacheMode.REPLAY_ONLY:
+                raise CacheMiss(key, model)
+            return None
+        return json.loads(row[0])
+
+    def put(self, key: str, model: str, value: Mapping[str, Any]) -> bool:
+        """Store ``value`` under ``key`` unless an entry exists; True when a row was written."""
+        if self._conn is None or self.mode is not CacheMode.READ_WRITE:
+            return False
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO entries (key, model, created_at, value) VALUES (?,?,?,?)",
+                (key, model, time.time(), text),
+            )
+            written = cursor.rowcount == 1
+            if written:
+                self._stats.writes += 1
+                self._dirty = True
+            self._maybe_flush()
+        return written
+
+    def _maybe_flush(self) -> None:
+        if self._dirty and time.monotonic() - self._last_flush >= _STATS_FLUSH_INTERVAL_S:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        assert self._conn is not None
+        s = self._stats
+        self._conn.execute(
+            "UPDATE sessions SET hits=?, misses=?, writes=?, updated_at=? WHERE session_id=?",
+            (s.hits, s.misses, s.writes, time.time(), self.session_id),
+        )
+        self._last_flush = time.monotonic()
+        self._dirty = False
+
+    def flush_stats(self) -> None:
+        """Write this session's counters to the database now."""
+        if self._conn is None:
+            return
+        with self._lock:
+            self._flush_locked()
+
+    def close(self) -> None:
+        """Flush the counters and close the connection (idempotent)."""
+        if self._conn is None:
+            return
+        with self._lock:
+            self._flush_locked()
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> CallCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        if self._conn is None:
+            return 0
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+
+class RunCacheStats(BaseModel):
+    """Cache counters of one run (all sessions sharing a run id)."""
+
+    run_id: str = Field(description="Run id the sessions share.")
+    sessions: int = Field(description="Number of cache sessions (processes or clients) in the run.")
+    started_at: float = Field(description="Unix time the first session started.")
+    updated_at: float = Field(description="Unix time the counters were last written.")
+    hits: int = Field(description="Lookups that found an entry.")
+    misses: int = Field(description="Lookups that found nothing.")
+    writes: int = Field(description="Entries written.")
+    hit_rate: float | None = Field(description="hits / (hits + misses); null when there were no lookups.")
+
+
+class CacheReport(BaseModel):
+    """What ``commitbench cache stats`` shows."""
+
+    path: str = Field(description="Database file.")
+    entries: int = Field(description="Stored calls.")
+    size_bytes: int = Field(description="Size on disk, including the WAL and shared-memory files.")
+    entries_by_model: dict[str, int] = Field(description="Stored calls per model name.")
+    runs: int = Field(description="Distinct run ids recorded.")
+    last_run: RunCacheStats | None = Field(description="The most recent run that looked anything up.")
+
+
+def describe_cache(path: str | os.PathLike[str]) -> CacheReport:
+    """Read-only summary of a cache file (opens it without creating a session)."""
+    db = Path(path)
+    if not db.is_file():
+        raise FileNotFoundError(f"no cache database at {db}")
+    conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        try:
+            entries = int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"{db} is not a commitbench cache database: {exc}") from exc
+        by_model = dict(conn.execute("SELECT model, COUNT(*) FROM entries GROUP BY model ORDER BY model").fetchall())
+        runs = int(conn.execute("SELECT COUNT(DISTINCT run_id) FROM sessions").fetchone()[0])
+        last = conn.execute(
+            "SELECT run_id FROM sessions WHERE hits + misses + writes > 0 ORDER BY started_at DESC LIMIT 1"
+        ).fetchone()
+        last_run = None
+        if last is not None:
+            row = conn.execute(
+                "SELECT COUNT(*), MIN(started_at), MAX(updated_at), SUM(hits), SUM(misses), SUM(writes) "
+                "FROM sessions WHERE run_id=?",
+                (last[0],),
+            ).fetchone()
+            hits, misses = int(row[3]), int(row[4])
+            last_run = RunCacheStats(
+                run_id=last[0],
+                sessions=int(row[0]),
+                started_at=float(row[1]),
+                updated_at=float(row[2]),
+                hits=hits,
+                misses=misses,
+                writes=int(row[5]),
+                hit_rate=hits / (hits + misses) if hits + misses else None,
+            )
+    finally:
+        conn.close()
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists())
+    return CacheReport(
+        path=str(db),
+        entries=entries,
+        size_bytes=size,
+        entries_by_model={str(k): int(v) for k, v in by_model.items()},
+        runs=runs,
+        last_run=last_run,
+    )

@@ -1,0 +1,736 @@
+"""Model calls: settings, an async client with cache, retries and adaptive concurrency.
+
+Every model call in commitbench goes through :class:`ModelClient`, which wraps
+``openai.AsyncOpenAI`` (pointed at any OpenAI-compatible base URL: vLLM, OpenAI, the embedded
+llama.cpp server, the mock server) and adds what a long benchmark run needs:
+
+* a content-addressed cache looked up before any request (:mod:`commitbench.cache`);
+* retries of 429 / 5xx / timeouts / connection errors / unreadable bodies, with exponential
+  backoff and full jitter from a seedable RNG (the ``openai`` client's own retries are off);
+* an adaptive concurrency limit: halved on a 429 (once per window of in-flight requests), raised
+  by one slot per window of successes (AIMD);
+* a result that never raises for bad output or exhausted retries: :class:`ModelResponse` carries
+  ``error`` (kind + message) instead, and malformed tool-call arguments become a ``parse_error``
+  on that tool call. Configuration problems (bad API key, unknown model) do raise
+  :class:`ModelEndpointError`, since no call of the run could succeed; a replay-only cache raises
+  :class:`commitbench.cache.CacheMiss` on a miss.
+
+Typical use::
+
+    settings = ModelSettings(model="Qwen/Qwen3-8B", base_url="http://127.0.0.1:8000/v1",
+                             extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    async with ModelClient(settings, cache=CallCache("runs/cache.sqlite")) as client:
+        response = await client.complete(messages, tools=tools, session_id=episode_id)
+        if response.error is None:
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any
+
+import openai
+
+try:  # the openai SDK moved from httpx to its successor httpx2; support both
+    import httpx2
+except ImportError:  # pragma: no cover - older openai releases
+    import httpx as httpx2  # type: ignore[no-redef]
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.cache import CacheMode, CallCache, cache_key
+
+__all__ = [
+    "AdaptiveLimiter",
+    "ClientStats",
+    "ModelClient",
+    "ModelEndpointError",
+    "ModelError",
+    "ModelErrorKind",
+    "ModelResponse",
+    "ModelSettings",
+    "RetryPolicy",
+    "ToolCall",
+    "Usage",
+    "backoff_delay",
+    "parse_completion",
+    "parse_tool_arguments",
+]
+
+SESSION_HEADER = "X-Session-ID"
+
+
+class ModelSettings(BaseModel):
+    """Where a model lives and how it is sampled.
+
+    Everything except ``base_url``, ``api_key_env`` and ``timeout`` is part of the model's
+    identity (:meth:`identity`), hence of every cache key and of the run's identity.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="Model name as the server knows it.")
+    base_url: str = Field(
+        default="http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL (ends in /v1)."
+    )
+    api_key_env: str | None = Field(
+        default="OPENAI_API_KEY",
+        description="Environment variable holding the API key; local servers need none ('EMPTY' is sent).",
+    )
+    temperature: float | None = Field(default=0.0, ge=0, description="Sampling temperature (null: server default).")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass.")
+    max_tokens: int | None = Field(default=None, gt=0, description="Upper bound on generated tokens.")
+    seed: int | None = Field(
+        default=None, description="Sampling seed; sample k of a call is sent with seed + k."
+    )
+    reasoning_effort: str | None = Field(
+        default=None, description="Reasoning effort ('low', 'medium', 'high') for models that support it."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra request fields, e.g. {'chat_template_kwargs': {'enable_thinking': False}}.",
+    )
+    timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling settings that are set (None values left out)."""
+        values = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "reasoning_effort": self.reasoning_effort,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+    def identity(self) -> dict[str, Any]:
+        """Model name, sampling settings and extra_body: what decides the output.
+
+        The endpoint URL, the API key and the timeout are left out, so a cache filled through one
+        server serves the same model behind another.
+        """
+        return {"model": self.model, "sampling": self.sampling(), "extra_body": self.extra_body}
+
+    def api_key(self) -> str:
+        if self.api_key_env is None:
+            return "EMPTY"
+        return os.environ.get(self.api_key_env) or "EMPTY"
+
+
+class RetryPolicy(BaseModel):
+    """How failed attempts are retried."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=6, ge=1, description="Attempts per call, the first included.")
+    base_delay_s: float = Field(default=0.5, ge=0, description="Backoff before the 2nd attempt is U(0, base).")
+    max_delay_s: float = Field(default=30.0, ge=0, description="Cap on the exponential backoff window.")
+    max_retry_after_s: float = Field(default=60.0, ge=0, description="Cap on a server's Retry-After.")
+    seed: int | None = Field(default=None, description="Seed of the jitter RNG (None: OS entropy).")
+
+
+def backoff_delay(
+    policy: RetryPolicy, attempt: int, rng: random.Random, retry_after: float | None = None
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    Full jitter: uniform on [0, min(max_delay, base * 2^(attempt-1))]; never shorter than the
+    server's Retry-After (capped at ``max_retry_after_s``).
+    """
+    window = min(policy.max_delay_s, policy.base_delay_s * (2 ** (attempt - 1)))
+    delay = rng.uniform(0.0, window)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, policy.max_retry_after_s))
+    return delay
+
+
+class ModelErrorKind(str, Enum):
+    """Why a call produced no usable completion."""
+
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    TRUNCATED_BODY = "truncated_body"
+    EMPTY_CHOICES = "empty_choices"
+    INVALID_RESPONSE = "invalid_response"
+    BAD_REQUEST = "bad_request"
+
+
+_RETRYABLE = frozenset(
+    {
+        ModelErrorKind.RATE_LIMITED,
+        ModelErrorKind.SERVER_ERROR,
+        ModelErrorKind.TIMEOUT,
+        ModelErrorKind.CONNECTION,
+        ModelErrorKind.TRUNCATED_BODY,
+        ModelErrorKind.EMPTY_CHOICES,
+    }
+)
+
+
+class ModelEndpointError(RuntimeError):
+    """The endpoint rejects the configuration (authentication, permission, unknown model or route)."""
+
+
+class ModelError(BaseModel):
+    """A recorded failure of one call (after retries, when it was retryable)."""
+
+    kind: ModelErrorKind = Field(description="Failure category.")
+    message: str = Field(description="What went wrong, in words.")
+    status_code: int | None = Field(default=None, description="HTTP status of the last attempt, if any.")
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model emitted it; arguments are parsed but never trusted."""
+
+    id: str = Field(description="Tool-call id from the server.")
+    name: str = Field(description="Function name.")
+    arguments_raw: str = Field(description="Arguments exactly as sent by the model.")
+    arguments: dict[str, Any] | None = Field(description="Parsed arguments; null when they could not be parsed.")
+    parse_error: str | None = Field(default=None, description="Why the arguments could not be used, if so.")
+
+
+class Usage(BaseModel):
+    """Token counts reported by the server."""
+
+    prompt_tokens: int = Field(default=0, description="Tokens in the prompt.")
+    completion_tokens: int = Field(default=0, description="Generated tokens, reasoning included.")
+    reasoning_tokens: int = Field(default=0, description="Generated reasoning tokens, when reported.")
+
+
+class ModelResponse(BaseModel):
+    """The outcome of one :meth:`ModelClient.complete` call."""
+
+    model: str = Field(description="Model name (as reported by the server when it answered).")
+    text: str | None = Field(default=None, description="Assistant message content.")
+    reasoning: str | None = Field(
+        default=None, description="Reasoning text (message.reasoning or reasoning_content), kept apart from text."
+    )
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Tool calls, in order.")
+    finish_reason: str | None = Field(default=None, description="Why generation stopped.")
+    refusal: str | None = Field(default=None, description="Refusal text, when the model refused.")
+    usage: Usage = Field(default_factory=Usage, description="Token counts.")
+    latency_s: float = Field(default=0.0, description="Wall time of the call, retries and backoff included.")
+    attempts: int = Field(default=0, description="HTTP attempts made (0 for a cache hit).")
+    cache_hit: bool = Field(default=False, description="Served from the cache.")
+    cache_key: str = Field(description="Content address of the call.")
+    error: ModelError | None = Field(default=None, description="Set when no usable completion came back.")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def cache_payload(self) -> dict[str, Any]:
+        """What the cache stores: the completion only (no timing, no per-call bookkeeping)."""
+        return {
+            "model": self.model,
+            "text": self.text,
+            "reasoning": self.reasoning,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments_raw} for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "refusal": self.refusal,
+            "usage": self.usage.model_dump(),
+        }
+
+
+def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse a tool call's argument string; returns ``(arguments, None)`` or ``(None, error)``.
+
+    An empty string means "no arguments" (some servers send it for parameterless tools).
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return None, f"arguments are not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _tool_calls_from(items: Any) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    for index, item in enumerate(items or []):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict):
+            calls.append(
+                ToolCall(id=f"call_{index}", name="", arguments_raw=json.dumps(item, default=str)[:2000],
+                         arguments=None, parse_error="tool call has no 'function' object")
+            )
+            continue
+        raw = function.get("arguments")
+        if raw is None:
+            raw = ""
+        elif not isinstance(raw, str):  # some servers send an object instead of a string
+            raw = json.dumps(raw, ensure_ascii=False)
+        arguments, error = parse_tool_arguments(raw)
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            name, error = "", error or "tool call has no function name"
+        call_id = item.get("id")
+        calls.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
+                name=name,
+                arguments_raw=raw,
+                arguments=arguments if error is None else None,
+                parse_error=error,
+            )
+        )
+    return calls
+
+
+def _text_of(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, Any], ModelError | None]:
+    """Turn a chat-completion JSON object into ModelResponse fields, or an error. Never raises."""
+    if not isinstance(payload, dict):
+        return {}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message="response body is not a JSON object")
+    model = payload.get("model") if isinstance(payload.get("model"), str) else fallback_model
+    choices = payload.get("choices")
+    if not choices or not isinstance(choices, list):
+        return {"model": model}, ModelError(kind=ModelErrorKind.EMPTY_CHOICES, message="response has no choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        return {"model": model}, ModelError(
+            kind=ModelErrorKind.INVALID_RESPONSE, message="first choice has no message object"
+        )
+    reasoning = message.get("reasoning")
+    if reasoning is None:
+        reasoning = message.get("reasoning_content")
+    usage_raw = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    details = usage_raw.get("completion_tokens_details") or {}
+    usage = Usage(
+        prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
+        completion_tokens=int(usage_raw.get("completion_tokens") or 0),
+        reasoning_tokens=int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0,
+    )
+    fields = {
+        "model": model,
+        "text": _text_of(message.get("content")),
+        "reasoning": _text_of(reasoning),
+        "tool_calls": _tool_calls_from(message.get("tool_calls")),
+        "finish_reason": choice.get("finish_reason"),
+        "refusal": _text_of(message.get("refusal")),
+        "usage": usage,
+    }
+    return fields, None
+
+
+class AdaptiveLimiter:
+    """An asyncio concurrency limit that adapts: AIMD on rate-limit signals.
+
+    ``acquire`` returns the limiter's epoch; pass it to :meth:`on_rate_limited` so that a burst of
+    429s from requests sent under the same limit halves it once, not once per request.
+    """
+
+    def __init__(self, max_limit: int, *, min_limit: int = 1, decrease_factor: float = 0.5) -> None:
+        if max_limit < 1 or not 1 <= min_limit <= max_limit:
+            raise ValueError(f"need 1 <= min_limit <= max_limit, got {min_limit}, {max_limit}")
+        self.max_limit = max_limit
+        self.min_limit = min_limit
+        self._factor = decrease_factor
+        self._limit = float(max_limit)
+        self._in_flight = 0
+        self._epoch = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def limit(self) -> int:
+        return int(self._limit)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def acquire(self) -> int:
+        if not self._waiters and self._in_flight < int(self._limit):
+            self._in_flight += 1
+            return self._epoch
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled
+            raise
+        return self._epoch
+
+    def release(self) -> None:
+        self._in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._in_flight < int(self._limit):
+            future = self._waiters.popleft()
+            if not future.done():
+                self._in_flight += 1
+                future.set_result(None)
+
+    def on_success(self) -> None:
+        """Additive increase: one more slot per window of successes."""
+        if self._limit < self.max_limit:
+            self._limit = min(float(self.max_limit), self._limit + 1.0 / self._limit)
+            self._wake()
+
+    def on_rate_limited(self, epoch: int) -> None:
+        """Multiplicative decrease, once per epoch."""
+        if epoch != self._epoch:
+            return
+        self._epoch += 1
+        self._limit = max(float(self.min_limit), self._limit * self._factor)
+
+
+class ClientStats(BaseModel):
+    """A snapshot of a client's counters, for progress bars and run summaries."""
+
+    calls: int = Field(description="complete() calls started.")
+    completed: int = Field(description="complete() calls finished (with or without error).")
+    in_flight: int = Field(description="HTTP requests in flight now.")
+    http_requests: int = Field(description="HTTP attempts made.")
+    retries: int = Field(description="Attempts that were retries.")
+    cache_hits: int = Field(description="Calls served from the cache.")
+    cache_misses: int = Field(description="Calls that went to the server.")
+    prompt_tokens: int = Field(description="Prompt tokens of server-answered calls.")
+    completion_tokens: int = Field(description="Completion tokens of server-answered calls.")
+    errors: dict[str, int] = Field(description="Recorded errors by kind.")
+    concurrency_limit: int = Field(description="Current adaptive concurrency limit.")
+    elapsed_s: float = Field(description="Seconds since the first call.")
+    calls_per_s: float = Field(description="Completed calls per second since the first call.")
+
+
+class _Attempt:
+    """The outcome of one HTTP attempt."""
+
+    __slots__ = ("error", "fields", "retry_after", "status")
+
+    def __init__(
+        self,
+        fields: dict[str, Any] | None = None,
+        error: ModelError | None = None,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.fields = fields
+        self.error = error
+        self.retry_after = retry_after
+        self.status = status
+
+
+def _retry_after(response: httpx2.Response | None) -> float | None:
+    if response is None:
+        return None
+    headers = response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+class ModelClient:
+    """Async chat-completions client with cache, retries and adaptive concurrency (see module doc).
+
+    ``max_concurrency`` bounds HTTP requests in flight (cache hits do not count); the limit adapts
+    between ``min_concurrency`` and it. Use as an async context manager or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        settings: ModelSettings,
+        *,
+        cache: CallCache | None = None,
+        retry: RetryPolicy | None = None,
+        max_concurrency: int = 64,
+        min_concurrency: int = 1,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.cache = cache if cache is not None and cache.mode is not CacheMode.OFF else None
+        self.retry = retry or RetryPolicy()
+        self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
+        self._rng = random.Random(self.retry.seed)
+        self._identity = settings.identity()
+        self._openai = openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key(),
+            max_retries=0,
+            timeout=settings.timeout,
+            http_client=http_client,
+        )
+        self._calls = 0
+        self._completed = 0
+        self._http_requests = 0
+        self._retries = 0
+        self._cache_hits = 0
+        self._cache_misses = 0
+        self._prompt_tokens = 0
+        self._completion_tokens = 0
+        self._errors: Counter[str] = Counter()
+        self._started: float | None = None
+
+    # ------------------------------------------------------------------ public API
+    def key_for(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        sample_index: int = 0,
+    ) -> str:
+        """The cache key :meth:`complete` would use for these arguments."""
+        return cache_key(
+            self._identity, messages, tools=tools, options=_options(tool_choice, response_format),
+            sample_index=sample_index,
+        )
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        sample_index: int = 0,
+        session_id: str | None = None,
+    ) -> ModelResponse:
+        """One chat completion (cache first, then the server with retries).
+
+        ``messages`` and ``tools`` are plain OpenAI-format dicts. ``response_format`` is passed
+        through (e.g. ``{"type": "json_schema", "json_schema": {...}}`` for judges).
+        ``sample_index`` tells repeated samples of the same prompt apart (cache key and seed).
+        ``session_id`` is sent as the ``X-Session-ID`` header for session-affinity routers; it is
+        not part of the cache key. Returns a response whose ``error`` is set when no usable
+        completion came back; raises :class:`ModelEndpointError` on authentication / unknown-model
+        errors and :class:`~commitbench.cache.CacheMiss` on a replay-only miss.
+        """
+        started = time.perf_counter()
+        if self._started is None:
+            self._started = started
+        self._calls += 1
+        options = _options(tool_choice, response_format)
+        key = cache_key(self._identity, messages, tools=tools, options=options, sample_index=sample_index)
+        model = self.settings.model
+        try:
+            if self.cache is not None:
+                stored = self.cache.get(key, model)  # may raise CacheMiss in replay-only mode
+                if stored is not None:
+                    self._cache_hits += 1
+                    return self._from_cache(stored, key, started)
+                self._cache_misses += 1
+            response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
+            if response.error is None and self.cache is not None:
+                self.cache.put(key, model, response.cache_payload())
+            return response
+        finally:
+            self._completed += 1
+
+    def stats(self) -> ClientStats:
+        """Counters since the client was created."""
+        elapsed = time.perf_counter() - self._started if self._started is not None else 0.0
+        return ClientStats(
+            calls=self._calls,
+            completed=self._completed,
+            in_flight=self.limiter.in_flight,
+            http_requests=self._http_requests,
+            retries=self._retries,
+            cache_hits=self._cache_hits,
+            cache_misses=self._cache_misses,
+            prompt_tokens=self._prompt_tokens,
+            completion_tokens=self._completion_tokens,
+            errors=dict(self._errors),
+            concurrency_limit=self.limiter.limit,
+            elapsed_s=elapsed,
+            calls_per_s=self._completed / elapsed if elapsed > 0 else 0.0,
+        )
+
+    async def aclose(self) -> None:
+        await self._openai.close()
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ internals
+    def _from_cache(self, stored: dict[str, Any], key: str, started: float) -> ModelResponse:
+        calls = []
+        for item in stored.get("tool_calls", []):
+            arguments, error = parse_tool_arguments(item["arguments"])
+            calls.append(
+                ToolCall(id=item["id"], name=item["name"], arguments_raw=item["arguments"],
+                         arguments=arguments, parse_error=error)
+            )
+        return ModelResponse(
+            model=stored.get("model") or self.settings.model,
+            text=stored.get("text"),
+            reasoning=stored.get("reasoning"),
+            tool_calls=calls,
+            finish_reason=stored.get("finish_reason"),
+            refusal=stored.get("refusal"),
+            usage=Usage.model_validate(stored.get("usage") or {}),
+            latency_s=time.perf_counter() - started,
+            attempts=0,
+            cache_hit=True,
+            cache_key=key,
+        )
+
+    def _request(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+        sample_index: int,
+        session_id: str | None,
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The JSON body and extra headers of a chat-completions request."""
+        s = self.settings
+        body: dict[str, Any] = {"model": s.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        body.update(options)
+        sampling = s.sampling()
+        if "seed" in sampling:
+            sampling["seed"] += sample_index
+        body.update(sampling)
+        body.update(s.extra_body)  # extra_body fields sit at the top level of the JSON body
+        headers = {SESSION_HEADER: session_id} if session_id is not None else {}
+        return body, headers
+
+    async def _call_server(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+        sample_index: int,
+        session_id: str | None,
+        key: str,
+        started: float,
+    ) -> ModelResponse:
+        body, headers = self._request(messages, tools, options, sample_index, session_id)
+        attempt = 0
+        while True:
+            attempt += 1
+            epoch = await self.limiter.acquire()
+            try:
+                self._http_requests += 1
+                outcome = await self._attempt(body, headers)
+            finally:
+                self.limiter.release()
+            if outcome.error is None:
+                self.limiter.on_success()
+                assert outcome.fields is not None
+                usage: Usage = outcome.fields["usage"]
+                self._prompt_tokens += usage.prompt_tokens
+                self._completion_tokens += usage.completion_tokens
+                return ModelResponse(
+                    **outcome.fields,
+                    latency_s=time.perf_counter() - started,
+                    attempts=attempt,
+                    cache_key=key,
+                )
+            error = outcome.error
+            if error.kind is ModelErrorKind.RATE_LIMITED:
+                self.limiter.on_rate_limited(epoch)
+            if error.kind not in _RETRYABLE or attempt >= self.retry.max_attempts:
+                self._errors[error.kind.value] += 1
+                if error.kind in _RETRYABLE:
+                    error = error.model_copy(
+                        update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
+                    )
+                return ModelResponse(
+                    model=(outcome.fields or {}).get("model") or self.settings.model,
+                    latency_s=time.perf_counter() - started,
+                    attempts=attempt,
+                    cache_key=key,
+                    error=error,
+                )
+            self._retries += 1
+            await asyncio.sleep(self._backoff(attempt, outcome.retry_after))
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        return backoff_delay(self.retry, attempt, self._rng, retry_after)
+
+    async def _attempt(self, body: dict[str, Any], headers: dict[str, str]) -> _Attempt:
+        # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
+        # parameter transformation (a large share of its CPU cost per call) is skipped, and the
+        # raw response is parsed here, where a truncated body becomes a recorded error.
+        try:
+            response = await self._openai.post(
+                "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
+            )
+        except openai.APITimeoutError as exc:
+            return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=str(exc)))
+        except openai.APIConnectionError as exc:
+            cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
+            return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc}{cause}"))
+        except openai.APIStatusError as exc:
+            return self._status_error(exc)
+        content = response.content
+        try:
+            payload = json.loads(content)
+        except ValueError as exc:
+            return _Attempt(
+                error=ModelError(
+                    kind=ModelErrorKind.TRUNCATED_BODY,
+                    message=f"response body is not complete JSON ({len(content)} bytes): {exc}",
+                    status_code=response.status_code,
+                )
+            )
+        fields, error = parse_completion(payload, fallback_model=self.settings.model)
+        if error is not None:
+            error = error.model_copy(update={"status_code": response.status_code})
+        return _Attempt(fields=fields, error=error)
+
+    def _status_error(self, exc: openai.APIStatusError) -> _Attempt:
+        status = exc.status_code
+        message = f"HTTP {status}: {exc.message}"
+        if status in (401, 403, 404):
+            raise ModelEndpointError(
+                f"{self.settings.base_url} rejected model {self.settings.model!r} ({message}); "
+                f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
+            ) from exc
+        if status == 429:
+            kind = ModelErrorKind.RATE_LIMITED
+        elif status >= 500 or status in (408, 409):
+            kind = ModelErrorKind.SERVER_ERROR
+        else:
+            kind = ModelErrorKind.BAD_REQUEST
+        return _Attempt(
+            error=ModelError(kind=kind, message=message, status_code=status),
+            retry_after=_retry_after(exc.response),
+            status=status,
+        )
+
+
+def _options(
+    tool_choice: str | Mapping[str, Any] | None, response_format: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if tool_choice is not None:
+        options["tool_choice"] = tool_choice
+    if response_format is not None:
+        options["response_format"] = response_format
+    return options
