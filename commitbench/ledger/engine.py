@@ -10,7 +10,7 @@ at the edge of a program and a fixed or manual clock in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -79,6 +79,22 @@ class Ledger:
             self.store.insert(plan.after)
             self.store.append(plan.after.id, plan.events)
         return plan.after
+
+    def add_many(self, items: Iterable[NewCommitment], actor: str, reason: str = "") -> list[Commitment]:
+        """Record many commitments in one transaction (an import): all of them, or none on error."""
+        added: list[Commitment] = []
+        with self.store.write():
+            next_id = self.store.next_id()
+            now = self._now()
+            for new in items:
+                if not isinstance(new, NewCommitment):
+                    raise TypeError(f"add_many() takes NewCommitment items, got {type(new).__name__}")
+                plan = transitions.create(new, next_id, actor, reason, now)
+                self.store.insert(plan.after)
+                self.store.append(plan.after.id, plan.events)
+                added.append(plan.after)
+                next_id += 1
+        return added
 
     def acknowledge(self, commitment_id: int, actor: str, reason: str = "") -> Commitment:
         """pending -> acknowledged: the party that owes the action has picked it up."""
@@ -194,11 +210,8 @@ class Ledger:
                 remaining = None if limit is None else limit - len(items)
                 if remaining == 0:
                     break
-                rows = self.store.due_rows(
-                    lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters
-                )
                 items.extend(
-                    DueItem.model_construct(group=group, due_at=row.next_due, commitment=row) for row in rows
+                    self.store.due_items(group, lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters)
                 )
         return items
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -91,8 +91,15 @@ class OccurrenceOutcome(str, Enum):
     RETRY_NOOP = "retry_noop"  # the caller closed the occurrence that was already closed
 
 
+_ZERO = timedelta(0)
+
+
 def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
+    if value is None or value.tzinfo is UTC:
+        return value
+    if value.utcoffset() == _ZERO:  # parsed "+00:00"/"Z": relabel, cheaper than a conversion
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def _clean_name(value: str, what: str) -> str:
@@ -232,7 +239,7 @@ class AuditEvent(BaseModel):
     @field_validator("at")
     @classmethod
     def _to_utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
+        return _utc(value)  # type: ignore[return-value]
 
     @property
     def changes_state(self) -> bool:
@@ -247,6 +254,11 @@ class DueItem(BaseModel):
     group: DueGroup = Field(description="Which section of the due list it belongs to.")
     due_at: AwareDatetime | None = Field(description="Due time or bookmark; None when unscheduled.")
     commitment: Commitment = Field(description="The commitment itself.")
+
+    @field_validator("due_at")
+    @classmethod
+    def _to_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
 
 
 class CloseResult(BaseModel):
