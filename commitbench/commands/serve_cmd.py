@@ -1,0 +1,65 @@
+"""``commitbench serve-local`` and ``commitbench serve-mock``: model servers in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    local = subparsers.add_parser(
+        "serve-local",
+        help="serve the embedded SmolLM2 model (llama.cpp) until Ctrl-C",
+        description="Run llama.cpp's OpenAI-compatible server with the SmolLM2-135M model shipped by "
+        "the [local] extra, and print its base URL.",
+    )
+    local.add_argument("--port", type=int, default=None, help="port to listen on (default: a free port)")
+    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    local.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default: 4096)")
+    local.add_argument("--threads", type=int, default=2, help="CPU threads (default: 2)")
+    local.add_argument("--model-path", default=None, help="another GGUF file to serve instead of SmolLM2")
+    local.set_defaults(func=serve_local_handler)
+
+    mock = subparsers.add_parser(
+        "serve-mock",
+        help="serve the scripted mock OpenAI-compatible server until Ctrl-C",
+        description="Run the mock chat-completions server (echo replies, optional latency and faults).",
+    )
+    mock.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    mock.add_argument("--latency-ms", type=float, default=0.0, help="latency of each reply")
+    mock.add_argument("--fault", action="append", default=[], metavar="KIND=RATE", help="fault rate per request")
+    mock.add_argument("--seed", type=int, default=0, help="seed of the fault RNG")
+    mock.set_defaults(func=serve_mock_handler)
+
+
+def serve_local_handler(args: argparse.Namespace) -> int:
+    from commitbench.agents.local_model import LocalModelError, LocalModelServer
+    from commitbench.cli import UsageError
+
+    server = LocalModelServer(
+        host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads, model_path=args.model_path
+    )
+    try:
+        server.start()
+    except LocalModelError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"serving {server.alias} at {server.base_url} (Ctrl-C to stop)", flush=True)
+    try:
+        code = server.wait()
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+        server.stop()
+        return 0
+    log = server.log_tail()
+    server.stop()
+    print(f"the model server exited with code {code}:\n{log}", flush=True)
+    return 1
+
+
+def serve_mock_handler(args: argparse.Namespace) -> int:
+    from commitbench import mockserver
+
+    argv = ["--port", str(args.port), "--latency-ms", str(args.latency_ms), "--seed", str(args.seed)]
+    for fault in args.fault:
+        argv += ["--fault", fault]
+    return mockserver.main(argv)

