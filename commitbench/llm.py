@@ -453,6 +453,7 @@ class ModelClient:
 
     ``max_concurrency`` bounds HTTP requests in flight (cache hits do not count); the limit adapts
     between ``min_concurrency`` and it. Use as an async context manager or call :meth:`aclose`.
+    A client belongs to one event loop; create one per loop (per process).
     """
 
     def __init__(
@@ -471,6 +472,9 @@ class ModelClient:
         self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
         self._rng = random.Random(self.retry.seed)
         self._identity = settings.identity()
+        # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
+        # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
+        # reconnects it saves.
         self._openai = openai.AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key(),

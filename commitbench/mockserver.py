@@ -315,7 +315,11 @@ class MockServer:
             self._queue.extend(s for s in specs if s is not None)
 
     def set_responder(self, responder: Responder | None) -> None:
-        """Install (or remove, with None) the callable consulted when the queue is empty."""
+        """Install (or remove, with None) the callable consulted when the queue is empty.
+
+        It runs on the server's event loop (the server thread), once per completion that reaches
+        it, so it should be quick; it may be a coroutine function.
+        """
         with self._lock:
             self._responder = responder
 
