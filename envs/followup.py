@@ -84,6 +84,7 @@ class FollowUpEpisode(BaseModel):
             "variant": self.variant.value,
             "persona": self.persona.value,
             "doability": self.doability.value,
+            "required_capabilities": ",".join(c.value for c in self.request.required_capabilities),
         }
 
 
