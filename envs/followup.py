@@ -318,7 +318,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self.action_space = action_space()
         self._extra_tools: dict[str, tuple[ToolSpec, ToolHandler]] = {}
         self._variant_override: Variant | None = None
-        self._system_suffix: str = ""
+        self._system_sections: dict[str, Callable[[FollowUpEpisode], str]] = {}
         self.episode: FollowUpEpisode = self.pool[0]
         self.trace: EpisodeTrace | None = None
         self._done = True
@@ -336,9 +336,11 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         """Play every episode in ``variant`` (wrappers use it); None restores the episode's own."""
         self._variant_override = variant
 
-    def set_system_suffix(self, text: str) -> None:
-        """A block appended to every system prompt (wrappers use it for cards); '' removes it."""
-        self._system_suffix = text.strip()
+    def add_system_section(self, name: str, render: Callable[[FollowUpEpisode], str]) -> None:
+        """A block appended to every system prompt, rendered per episode (wrappers use it for cards)."""
+        if name in self._system_sections:
+            raise ValueError(f"system section {name!r} is already present")
+        self._system_sections[name] = render
 
     @property
     def variant(self) -> Variant:
@@ -351,8 +353,9 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
 
     def system_prompt(self) -> str:
         ep = self.episode
-        prompt = self.suite.system_prompt(ep.setup, ep.persona, self.variant)
-        return f"{prompt}\n\n{self._system_suffix}" if self._system_suffix else prompt
+        parts = [self.suite.system_prompt(ep.setup, ep.persona, self.variant)]
+        parts.extend(render(ep).strip() for render in self._system_sections.values())
+        return "\n\n".join(p for p in parts if p)
 
     # --------------------------------------------------------------------- reset
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
