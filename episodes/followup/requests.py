@@ -1,0 +1,173 @@
+"""The request set of the empty-commitment suite: row model, invariants and loader.
+
+``episodes/data/followup/requests.jsonl`` is built by ``mine.py`` from public data and hand-written
+templates; this module only reads it. Each row is a single-turn request with one or two sentences of
+context that the user could have written just before it. The context never mentions a tool or what
+persists; ``context_problems`` states that rule as code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
+
+REQUESTS_RESOURCE = "data/followup/requests.jsonl"
+
+ID_PREFIX: dict[RequestCategory, str] = {
+    RequestCategory.REMINDER: "rem",
+    RequestCategory.MONITORING: "mon",
+    RequestCategory.CALLBACK: "cb",
+    RequestCategory.DEFERRED_DELIVERY: "del",
+    RequestCategory.MEMORY: "mem",
+}
+
+DEFAULT_CAPABILITIES: dict[RequestCategory, list[Capability]] = {
+    RequestCategory.REMINDER: [Capability.RUN_LATER, Capability.NOTIFY_USER_LATER],
+    RequestCategory.MONITORING: [Capability.WATCH_EVENT, Capability.NOTIFY_USER_LATER],
+    RequestCategory.CALLBACK: [Capability.DELEGATE_TO_HUMAN],
+    RequestCategory.DEFERRED_DELIVERY: [Capability.RUN_LATER, Capability.NOTIFY_USER_LATER],
+    RequestCategory.MEMORY: [Capability.RECALL_ACROSS_SESSIONS],
+}
+
+# Words that would tell the model about tools or persistence. A context must contain none of them.
+_TOOL_WORDS = re.compile(
+    r"\b(remind\w*|alarms?|calendars?|schedul\w*|memor(y|ies)|remember\w*|notif\w*|tickets?|escalat\w*|"
+    r"tools?|apps?|assistant|chatbot|bot|AI|sav(e|ed|es|ing)|persist\w*|sessions?|conversations?|chats?|"
+    r"keep (me )?posted|let me know|next time)\b",
+    re.IGNORECASE,
+)
+
+# Personal data that must never appear in a request or its context.
+PII_PATTERNS: dict[str, re.Pattern[str]] = {
+    "email address": re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|\b\w+ at \w+ dot (com|org|net|co)\b", re.IGNORECASE),
+    "url": re.compile(r"https?://|www\.|\b\w+\.(com|org|net|io)\b|\bdot com\b", re.IGNORECASE),
+    "long number": re.compile(r"\d[\d\s().-]{5,}\d"),
+    "spoken phone number": re.compile(
+        r"\b((zero|oh|one|two|three|four|five|six|seven|eight|nine|double)\s+){6,}"
+        r"(zero|oh|one|two|three|four|five|six|seven|eight|nine)\b",
+        re.IGNORECASE,
+    ),
+    "street address": re.compile(
+        r"\b\d+\s+\w+(\s\w+)?\s+(street|st|avenue|ave|road|rd|lane|ln|boulevard|blvd|drive|dr|court|ct|way)\b",
+        re.IGNORECASE,
+    ),
+    "postcode": re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}\b"),
+    "placeholder": re.compile(r"\{\{|\}\}|<[A-Z_ ]+>|\[[A-Z_ ]+\]"),
+    "account or order number": re.compile(
+        r"#\s*\d+|\b(order|account|invoice|ticket|purchase)\s+(no\.?|number)?\s*\d+", re.IGNORECASE
+    ),
+}
+
+
+def pii_problems(text: str) -> list[str]:
+    """Names of the personal-data patterns ``text`` matches (empty when clean)."""
+    return [name for name, pattern in PII_PATTERNS.items() if pattern.search(text)]
+
+
+def context_problems(context: str) -> list[str]:
+    """Why a context is unacceptable: tool or persistence words, length, or personal data."""
+    problems = [f"mentions {m.group(0)!r}" for m in _TOOL_WORDS.finditer(context)]
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", context.strip()) if s]
+    if not 1 <= len(sentences) <= 2:
+        problems.append(f"has {len(sentences)} sentences (one or two allowed)")
+    problems.extend(f"contains a {p}" for p in pii_problems(context))
+    return problems
+
+
+class RequestSource(BaseModel):
+    """Where a request came from, with the text before any rewriting."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: SourceDataset = Field(description="slurp, bitext or template.")
+    source_id: str = Field(description="Row id in the source (SLURP id, Bitext line number, template id#slot).")
+    original_text: str = Field(description="The text as the source has it (for templates: the pattern).")
+
+
+class FollowupRequest(BaseModel):
+    """One single-turn follow-up request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="Stable id: category prefix and a number, e.g. 'rem-007'.", pattern=r"^[a-z]+-\d{3}$")
+    category: RequestCategory = Field(description="Reminder, monitoring, callback, deferred delivery or memory.")
+    persona: Persona = Field(description="The persona the request is written for (experiments may cross both).")
+    text: str = Field(description="The request as the user types it.", min_length=8)
+    context: str = Field(description="One or two sentences sent before the request; no tools, nothing on persistence.")
+    required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
+    source: RequestSource = Field(description="Provenance of the request text.")
+
+    @field_validator("context")
+    @classmethod
+    def _clean_context(cls, value: str) -> str:
+        problems = context_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("text")
+    @classmethod
+    def _clean_text(cls, value: str) -> str:
+        problems = pii_problems(value)
+        if problems:
+            raise ValueError(f"request contains a {', '.join(problems)}")
+        return value
+
+    @field_validator("required_capabilities")
+    @classmethod
+    def _some_capability(cls, value: list[Capability]) -> list[Capability]:
+        if not value:
+            raise ValueError("a follow-up request needs at least one capability")
+        return value
+
+    @property
+    def user_message(self) -> str:
+        """Context and request as one user message (context first)."""
+        return f"{self.context} {self.text}"
+
+
+class RequestFileError(ValueError):
+    """A row of the request file is malformed; the message names the file and the line."""
+
+
+def parse_requests(lines: Iterable[str], source: str) -> list[FollowupRequest]:
+    rows: list[FollowupRequest] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = FollowupRequest.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise RequestFileError(f"{source}: line {number}: not JSON: {exc.msg}") from exc
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise RequestFileError(f"{source}: line {number}: {problems}") from exc
+        if row.id in seen:
+            raise RequestFileError(f"{source}: line {number}: duplicate id {row.id!r}")
+        seen.add(row.id)
+        rows.append(row)
+    return rows
+
+
+def load_requests_file(path: Path) -> list[FollowupRequest]:
+    return parse_requests(path.read_text(encoding="utf-8").splitlines(), str(path))
+
+
+@lru_cache(maxsize=1)
+def _packaged() -> tuple[FollowupRequest, ...]:
+    text = resources.files("commitbench.episodes").joinpath(REQUESTS_RESOURCE).read_text(encoding="utf-8")
+    return tuple(parse_requests(text.splitlines(), REQUESTS_RESOURCE))
+
+
+def load_requests() -> list[FollowupRequest]:
+    """The packaged request set, in id order."""
+    return list(_packaged())
