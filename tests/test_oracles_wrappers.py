@@ -1,0 +1,170 @@
+"""Interventions as wrappers: names, recorded stacks, refused combinations, the policy paragraph."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import commitbench.envs  # noqa: F401  (registers the environments)
+from commitbench.agents.reference import make_reference_agent
+from commitbench.envs.standing import StandingEnv
+from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.episodes.standing_episode import Episode
+from commitbench.oracles.base import (
+    InterventionError,
+    StandingIntervention,
+    check_combination,
+    explicit_policy_text,
+    intervention_names,
+    prompt_without_policy,
+)
+from commitbench.oracles.catalog import STANDING_INTERVENTIONS, wrap
+from commitbench.oracles.policy import ReleasePolicy, policy_paragraph
+from commitbench.oracles.stores import OracleStore
+from commitbench.play import play_episode
+
+EPISODES = load_episodes()
+
+
+def _episode(cell: str = "PEER-DIRECT", policy: str = "explicit") -> Episode:
+    return next(
+        e for e in EPISODES
+        if e.split.value == "test" and e.cell == cell and e.policy.value == policy and e.gap == 1 and e.variant == 0
+    )
+
+
+def _twin(episode: Episode, policy: str) -> Episode:
+    return next(
+        e for e in EPISODES
+        if (e.commitment_type, e.cell, e.gap, e.variant) ==
+        (episode.commitment_type, episode.cell, episode.gap, episode.variant) and e.policy.value == policy
+    )
+
+
+def _env(episode: Episode) -> StandingEnv:
+    return StandingEnv(episode_id=episode.id, episodes=EPISODES)
+
+
+@pytest.mark.parametrize("name", sorted(STANDING_INTERVENTIONS))
+def test_every_catalog_name_is_the_wrappers_own_name_and_is_recorded_in_the_spec(name):
+    env = wrap(gym.make("commitbench/Standing-v0", episode_id=_episode().id), [name])
+    assert isinstance(env, StandingIntervention)
+    assert env.name == name
+    assert intervention_names(env) == [name]
+    recorded = env.spec.additional_wrappers[-1]
+    assert recorded.entry_point.startswith("commitbench.oracles.")
+    assert "env" not in recorded.kwargs
+
+
+def test_stack_names_are_innermost_first_and_the_spec_records_every_wrapper():
+    env = wrap(gym.make("commitbench/Standing-v0", episode_id=_episode().id), ["policy:paraphrase-1", "ledger"])
+    assert intervention_names(env) == ["policy:paraphrase-1", "ledger"]
+    names = [w.name for w in env.spec.additional_wrappers]
+    assert names[-2:] == ["ReleasePolicy", "SelfKeptLedger"]
+    assert env.spec.additional_wrappers[-2].kwargs == {"text": "paraphrase-1"}
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["policy:explicit", "policy:silent"], "two release policies"),
+        (["oracle:B1", "oracle:B3"], "two oracle stores"),
+        (["ledger", "ledger"], "two ledgers"),
+        (["ledger", "oracle:B3+"], "both show the promise's status"),
+        (["oracle:B3", "ledger"], "both show the promise's status"),
+        (["oracle:B9"], "unknown intervention 'oracle:B9'"),
+        (["policy:loud"], "unknown intervention 'policy:loud'"),
+        (["telepathy"], "unknown intervention"),
+    ],
+)
+def test_refused_combinations_name_what_is_wrong(names, message):
+    with pytest.raises(InterventionError, match=message):
+        wrap(_env(_episode()), names)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["policy:explicit", "ledger"], ["ledger", "policy:paraphrase-2"], ["ledger", "oracle:B4"],
+        ["oracle:B1", "ledger"], ["policy:silent", "oracle:B3+"], ["oracle:B2", "policy:paraphrase-1"],
+    ],
+)
+def test_sensible_combinations_are_accepted(names):
+    check_combination(names)
+    env = wrap(_env(_episode()), names)
+    assert intervention_names(env) == names
+
+
+def test_factories_refuse_parameters_and_wrappers_refuse_other_environments():
+    with pytest.raises(InterventionError, match="takes no parameters"):
+        STANDING_INTERVENTIONS["oracle:B3"](_env(_episode()), {"level": "B3+"})
+    with pytest.raises(InterventionError, match="wraps the standing environment"):
+        ReleasePolicy(gym.make("CartPole-v1"))
+    with pytest.raises(InterventionError, match="unknown oracle store 'B9'"):
+        OracleStore(_env(_episode()), level="B9")
+    with pytest.raises(InterventionError, match="unknown policy wording 'loud'"):
+        ReleasePolicy(_env(_episode()), text="loud")
+
+
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
+def test_check_env_passes_through_a_full_stack():
+    env = wrap(gym.make("commitbench/Standing-v0", cells=["DELEG-DIRECT"], split="test"),
+               ["policy:paraphrase-1", "ledger", "oracle:B2"])
+    check_env(env, skip_render_check=True)
+
+
+# ----------------------------------------------------------------------------- the policy paragraph
+def _prompt(episode: Episode, names: list[str]) -> tuple[str, dict, dict]:
+    env = wrap(_env(episode), names)
+    obs, info = env.reset(seed=0)
+    system = [e for e in obs["events"] if e["kind"] == "system"]
+    assert len(system) == 1 and system[0]["text"] == info["system_prompt"]
+    trace = env.unwrapped.trace
+    assert trace.events[0].text == info["system_prompt"]  # the trace records what the agent saw
+    return info["system_prompt"], dict(trace.factors), obs
+
+
+@pytest.mark.parametrize("episode_policy", ["explicit", "silent"])
+def test_policy_wrapper_replaces_the_paragraph_whatever_the_episode_says(episode_policy):
+    episode = _episode(policy=episode_policy)
+    explicit_prompt = _twin(episode, "explicit").system_prompt
+    silent_prompt = _twin(episode, "silent").system_prompt
+    assert prompt_without_policy(episode) == silent_prompt
+
+    # No wrapper: the episode's own prompt, byte for byte.
+    assert _prompt(episode, [])[0] == episode.system_prompt
+    prompt, factors, _ = _prompt(episode, ["policy:explicit"])
+    assert prompt == explicit_prompt
+    assert factors["policy_shown"] == "explicit" and factors["policy_text"] == "explicit"
+    assert factors["policy"] == episode_policy  # the design factor is kept
+    prompt, factors, _ = _prompt(episode, ["policy:silent"])
+    assert prompt == silent_prompt and factors["policy_shown"] == "silent"
+    for text in ("paraphrase-1", "paraphrase-2"):
+        prompt, factors, _ = _prompt(episode, [f"policy:{text}"])
+        assert prompt == f"{silent_prompt}\n\n{policy_paragraph(text)}"
+        assert explicit_policy_text() not in prompt
+        assert factors == {**factors, "policy_shown": "explicit", "policy_text": text}
+
+
+def test_paraphrases_differ_from_the_explicit_text_and_from_each_other():
+    texts = {policy_paragraph(t) for t in ("explicit", "paraphrase-1", "paraphrase-2")}
+    assert len(texts) == 3 and all(len(t) > 200 for t in texts)
+    assert policy_paragraph("silent") == ""
+
+
+def test_section_order_does_not_depend_on_the_order_of_wrapping():
+    episode = _episode(policy="silent")
+    a, _, obs_a = _prompt(episode, ["ledger", "policy:paraphrase-2", "oracle:B4"])
+    b, _, obs_b = _prompt(episode, ["oracle:B4", "policy:paraphrase-2", "ledger"])
+    assert a == b
+    assert a.index(policy_paragraph("paraphrase-2")) < a.index("commitment ledger")
+    assert obs_a["context"] == obs_b["context"]
+    assert obs_a["context"].index("commitment ledger") < obs_a["context"].index("Commitment store")
+
+
+def test_policy_wrapper_on_an_explicit_episode_changes_nothing_the_agent_does():
+    episode = _episode("DELEG-DIRECT")
+    plain = play_episode(_env(episode), make_reference_agent("creditor-rule"))
+    wrapped = play_episode(wrap(_env(episode), ["policy:explicit"]), make_reference_agent("creditor-rule"))
+    assert [e.model_dump() for e in plain.events] == [e.model_dump() for e in wrapped.events]
