@@ -127,3 +127,20 @@ def test_resume_plays_nothing_twice(mock_server: MockServer, mock_settings: Mode
     assert len(traces) == 10
     assert (tmp_path / "traces.jsonl").read_text().splitlines() == lines
     assert mock_server.stats().chat_completions - before == 20  # only the checker ran again (10 x 2 steps)
+
+
+def test_report_command_prints_the_table_and_writes_the_figure(
+    mock_server: MockServer, mock_settings: ModelSettings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from commitbench.cli import main
+    from commitbench.followup_run import LABELS_FILE, write_labels
+
+    mock_server.set_responder(responder)
+    _, labels = play_and_label(mock_settings, tmp_path)
+    write_labels(tmp_path / LABELS_FILE, labels)
+    assert main(["followup", "report", str(tmp_path), "--boot", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "failure_estimate" in out and "over_refusal_estimate" in out and "judge errors (left out): 0" in out
+    png = tmp_path / "outcomes.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["followup", "report", str(tmp_path / "missing")]) == 2

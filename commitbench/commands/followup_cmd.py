@@ -1,0 +1,148 @@
+"""``commitbench followup run|report``: the empty-commitment suite on a model, and its outcome tables."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("followup", help="Empty-commitment suite: run a model, report outcomes.")
+    sub = parser.add_subparsers(dest="followup_command", metavar="SUBCOMMAND")
+
+    run = sub.add_parser("run", help="Play follow-up requests with the chat agent and label the replies.")
+    run.add_argument("--setups", nargs="+", default=["C0", "C2"], help="Setups (C0..C4).")
+    run.add_argument("--variants", nargs="+", default=["inferred"], help="inferred and/or stated.")
+    run.add_argument("--personas", nargs="+", default=None, help="generic and/or support (default: the request's).")
+    run.add_argument("--categories", nargs="+", default=None, help="Request categories to keep.")
+    run.add_argument("--fixes", nargs="*", default=[], help="Fixes, innermost first: stated card rewrite guard.")
+    run.add_argument("--model", help="Model name at the endpoint (default: the local model's alias with --local).")
+    run.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible base URL.")
+    run.add_argument("--api-key-env", default=None, help="Environment variable with the API key (none: local).")
+    run.add_argument("--local", action="store_true", help="Start the embedded local model and use it.")
+    run.add_argument("--max-tokens", type=int, default=256, help="Generation cap per call.")
+    run.add_argument("--checker", choices=["rules", "llm"], default="rules", help="Offline rules or LLM checker.")
+    run.add_argument("--judge-model", default=None, help="Checker model (default: the tested model).")
+    run.add_argument("--judge-base-url", default=None, help="Checker endpoint (default: the tested one).")
+    run.add_argument("--limit", type=int, default=None, help="Use only the first N requests.")
+    run.add_argument("--samples", type=int, default=1, help="Samples per cell.")
+    run.add_argument("--concurrency", type=int, default=8, help="Episodes in flight.")
+    run.add_argument("--out", required=True, type=Path, help="Run directory (resumable).")
+    run.set_defaults(func=run_handler)
+
+    report = sub.add_parser("report", help="Outcome table per setup x variant x persona x model, and a figure.")
+    report.add_argument("out", type=Path, help="Run directory with labels.jsonl.")
+    report.add_argument("--figure", type=Path, default=None, help="PNG path (default: OUT/outcomes.png).")
+    report.add_argument("--boot", type=int, default=1000, help="Bootstrap replicates.")
+    report.set_defaults(func=report_handler)
+
+    parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
+
+
+def make_checker(kind: str, client: Any) -> Any:
+    from commitbench.cli import UsageError
+
+    if kind == "llm":
+        from commitbench.judges.followup_llm import LLMChecker
+
+        return LLMChecker(client)
+    try:
+        from commitbench.judges.offline_checker import OfflineChecker  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise UsageError(f"the rules checker is not available in this build ({exc}); use --checker llm") from None
+    return OfflineChecker()
+
+
+def run_handler(args: argparse.Namespace) -> int:
+    from commitbench.cache import CallCache
+    from commitbench.cli import UsageError
+    from commitbench.episodes.followup.requests import load_requests
+    from commitbench.followup_run import LABELS_FILE, RunSpec, label_traces, run_cells, write_labels
+    from commitbench.llm import ModelClient, ModelSettings
+
+    try:
+        spec = RunSpec(
+            setups=args.setups, variants=args.variants, personas=args.personas, categories=args.categories,
+            fixes=args.fixes, limit=args.limit, samples=args.samples, concurrency=args.concurrency,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        requests = load_requests()
+    except FileNotFoundError as exc:
+        raise UsageError(f"the request set is missing: {exc}") from None
+    server = None
+    if args.local:
+        from commitbench.agents.local_model import LocalModelServer
+
+        server = LocalModelServer().start()
+        settings = server.settings(max_tokens=args.max_tokens)
+    else:
+        if not args.model:
+            raise UsageError("--model is required without --local")
+        settings = ModelSettings(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                                 max_tokens=args.max_tokens)
+    judge_settings = settings.model_copy(
+        update={k: v for k, v in (("model", args.judge_model), ("base_url", args.judge_base_url)) if v}
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache = CallCache(args.out / "cache.sqlite")
+
+    async def go() -> tuple[int, int, int]:
+        async with ModelClient(settings, cache=cache, max_concurrency=args.concurrency) as client, ModelClient(
+            judge_settings, cache=cache
+        ) as judge_client:
+            traces = await run_cells(spec, client, args.out, requests, rewrite_client=client)
+            labels = await label_traces(traces, make_checker(args.checker, judge_client))
+            write_labels(args.out / LABELS_FILE, labels)
+            errors = sum(1 for r in labels if r.result.outcome is None)
+            return len(traces), sum(1 for t in traces if t.infra_error), errors
+
+    try:
+        try:
+            n, infra, judge_errors = asyncio.run(go())
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    finally:
+        if server is not None:
+            server.stop()
+    print(f"{n} responses ({infra} infrastructure errors, {judge_errors} judge errors) in {args.out}")
+    return report_handler(argparse.Namespace(out=args.out, figure=None, boot=1000))
+
+
+def outcome_table(frame: Any, n_boot: int = 1000) -> Any:
+    """Wide outcome table: shares of every label, failure and over-refusal rates, per group."""
+    from commitbench.analysis.followup_metrics import failure_summary, outcome_distribution
+
+    by = ["setup", "variant", "persona", "model", "arm"]
+    shares = outcome_distribution(frame, by, intervals=False)
+    wide = shares.pivot_table(index=by, columns="outcome", values="estimate", observed=True).reset_index()
+    counts = frame.groupby(by, observed=True).size().rename("n").reset_index()
+    summary = failure_summary(frame, by, n_boot=n_boot)
+    return counts.merge(wide, on=by).merge(summary, on=by)
+
+
+def report_handler(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from commitbench.analysis.followup_figures import stacked_outcome_bars
+    from commitbench.analysis.followup_metrics import to_frame
+    from commitbench.cli import UsageError
+    from commitbench.followup_run import LABELS_FILE, labelled_responses, read_labels
+
+    path = args.out / LABELS_FILE
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: run `commitbench followup run --out {args.out}` first")
+    rows, errors = labelled_responses(read_labels(path))
+    if not rows:
+        raise UsageError(f"{path} holds no labelled response ({errors} judge errors)")
+    frame = to_frame(rows)
+    table = outcome_table(frame, args.boot)
+    with pd.option_context("display.width", 200, "display.max_columns", 40, "display.float_format", "{:.3f}".format):
+        print(table.to_string(index=False))
+    print(f"judge errors (left out): {errors}")
+    figure = stacked_outcome_bars(frame, args.figure or args.out / "outcomes.png")
+    print(f"figure: {figure}")
+    return 0
