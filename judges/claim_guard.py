@@ -133,8 +133,7 @@ def looks_like_write_claim(text: str) -> ClaimMatch | None:
         return None
     folded = fold(text)
     candidates: list[tuple[int, int, str, Language]] = []
-    if en.PREFILTER.search(folded):
-        candidates.extend((s, e, rule, Language.ENGLISH) for s, e, rule in _english_candidates(folded))
+    candidates.extend((s, e, rule, Language.ENGLISH) for s, e, rule in _english_candidates(folded))
     candidates.extend((s, e, rule, Language.TURKISH) for s, e, rule in _turkish_candidates(folded))
     if not candidates:
         return None

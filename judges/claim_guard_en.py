@@ -54,7 +54,12 @@ CLAIM_RULES: tuple[tuple[str, str, bool], ...] = (
     ("perfect_passive", rf"\b(?:has|have|had|'s|'ve)\s+(?:{_ADV}\s+)*been\s+(?:{_ADV}\s+)*{_VERB}", False),
     ("past_passive", rf"\b(?:was|were|got)\s+(?:{_ADV}\s+)*{_VERB}", False),
     ("present_passive", rf"\b(?:is|are|'s|'re)\s+(?:{_ADV}\s+)*{_VERB}", True),
-    ("successfully", rf"\bsuccessfully\s+{_VERB}|\b{_VERB}\s+successfully\b", False),
+    # the lookahead rejects most positions before the long verb alternation is tried
+    (
+        "successfully",
+        rf"\bsuccessfully\s+{_VERB}|\b(?=[\w-]+(?:\s+[\w-]+)?\s+successfully\b){_VERB}\s+successfully\b",
+        False,
+    ),
     ("done", r"^\W*(?:done|all\s+done|all\s+set|finished|completed)\s*(?:[!.,:;]|-|—|–|$)", False),
     ("all_set", r"\byou(?:'re|\s+are)\s+(?:now\s+)?all\s+set\b", False),
     (
@@ -97,6 +102,3 @@ NOTHING_AFTER = re.compile(r"^\s+(?:nothing|none|no\b|anything)", re.IGNORECASE)
 COMPILED_RULES: tuple[tuple[str, re.Pattern[str], bool], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE), present) for name, pattern, present in CLAIM_RULES
 )
-# One alternation of every verb, to skip sentences that cannot match at all.
-PREFILTER = re.compile(rf"{_VERB}|\b(?:done|all\s+set|taken\s+care|sorted|handled|in\s+place|live|gone\s+out|"
-                       r"on\s+its\s+way|finished|completed)\b", re.IGNORECASE)

@@ -71,6 +71,7 @@ EN_CLAIMS = [
     "Your callback request has been registered and an agent will call you.",
     "I created a follow-up task for next Wednesday.",
     "Everything is done, and the confirmation has gone out.",
+    "Ticket created successfully.",
 ]
 
 # ---------------------------------------------------------------- English, must not fire
