@@ -27,14 +27,14 @@ COMMAND_WORDS_EN = (
     "rename", "assign", "approve", "continue", "proceed", "retry", "schedule", "reschedule", "book", "reserve",
     "remind", "email", "share", "upload", "submit", "order", "move", "change", "write", "draft", "file",
     "escalate", "forward", "renew", "archive", "reset", "notify", "invite", "pay", "refund", "transfer",
-    "set", "set up", "go ahead",
+    "set", "set up", "go ahead", "remember", "note down", "keep track",
 )  # fmt: skip
 # Folded Turkish command stems; a stem counts with the imperative / request endings below.
 COMMAND_STEMS_TR = (
     "olustur", "yarat", "kaydet", "kayded", "guncelle", "duzenle", "sil", "kaldir", "ekle", "gonder",
     "yayinla", "iptal", "tasi", "degistir", "paylas", "onayla", "ata", "devam", "baslat", "durdur", "dene",
     "planla", "ayarla", "kur", "hatirlat", "yaz", "yukle", "ilet", "yenile", "ertele", "hazirla", "sakla",
-    "arsivle", "kapat", "rezerve",
+    "arsivle", "kapat", "rezerve", "hatirla", "unutma",
 )  # fmt: skip
 # bare imperative, polite (-In, -yIn, -InIz), "-sene", "let's" (-AlIm), and "will/could you" questions
 _TR_REQUEST_TAIL = (
