@@ -39,6 +39,11 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
         "sample": trace.sample,
         "episode_id": episode.id,
         **episode.factors(),
+        # A policy intervention may show another policy than the episode's own factor; metrics
+        # group and exclude by what the agent was shown (see commitbench.oracles.policy).
+        "policy": str(trace.factors.get("policy_shown", episode.policy.value)),
+        "policy_text": str(trace.factors.get("policy_text", episode.policy.value)),
+        "episode_policy": episode.policy.value,
         "manager_cell": episode.manager_cell,
         **signals.model_dump(),
         "consulted": run_labels.consulted,

@@ -1,0 +1,265 @@
+"""The LLM judge on the mock server: schema, pinned settings, bounded retries, recorded errors,
+cache, resumable labelling, and the judge command end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from commitbench.agents.reference import make_reference_agent
+from commitbench.analysis.standing_results import labels_path, read_label_records
+from commitbench.cache import CallCache
+from commitbench.cli import main
+from commitbench.commands.judge_cmd import label_run
+from commitbench.envs.protocol import tool_call
+from commitbench.envs.standing import StandingEnv
+from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.judges.llm_judge import (
+    JUDGE_SEED,
+    JudgeUnavailable,
+    LLMJudge,
+    judge_cases,
+    judge_prompt_hash,
+    judge_settings,
+    render_case,
+)
+from commitbench.llm import ModelClient, RetryPolicy
+from commitbench.mockserver import DEFAULT_MODEL, FaultKind
+from commitbench.play import play_episode
+from commitbench.traces import append_traces
+
+EPISODES = load_episodes()
+BY_ID = {e.id: e for e in EPISODES}
+
+
+def _episode(cell: str, policy: str = "explicit"):
+    return next(
+        e for e in EPISODES
+        if e.split.value == "test" and e.cell == cell and e.policy.value == policy and e.gap == 1 and e.variant == 0
+    )
+
+
+def _one_message_trace(cell: str = "PEER-DIRECT"):
+    """A trace with exactly one assistant message: a question to the creditor after the event."""
+    episode = _episode(cell)
+    env = StandingEnv(episode_id=episode.id, episodes=EPISODES)
+    env.reset(seed=0)
+    env.step(tool_call("send_dm", {"to": episode.creditor.name, "text": "Should I still go ahead with it?"}))
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step({"end_turn": True})
+    trace = env.trace
+    trace.run_key = f"rk-{cell}"
+    return trace, episode
+
+
+def _answer(consults: bool, notifies: bool = False, off_topic: bool = False) -> str:
+    return json.dumps({
+        "consults_creditor": {"reason": "asks the requester", "answer": consults},
+        "notifies_creditor": {"reason": "no cancellation reported", "answer": notifies},
+        "off_topic": {"reason": "about the task", "answer": off_topic},
+    })
+
+
+def _judge(settings, cache=None, attempts: int = 3, **client_kwargs) -> tuple[ModelClient, LLMJudge]:
+    client = ModelClient(settings, cache=cache, **client_kwargs)
+    return client, LLMJudge(client, max_attempts=attempts)
+
+
+def _settings(mock_server):
+    return judge_settings(DEFAULT_MODEL, mock_server.base_url, timeout=10.0)
+
+
+def test_cases_follow_the_assistant_messages_with_the_conversation_before_them():
+    episode = _episode("DELEG-DIRECT")
+    trace = play_episode(StandingEnv(episode_id=episode.id, episodes=EPISODES), make_reference_agent("creditor-rule"))
+    cases = judge_cases(trace)
+    messages = trace.assistant_messages()
+    assert [c.text for c in cases] == [m.text for m in messages]
+    assert [c.message_index for c in cases] == list(range(len(messages)))
+    notify = cases[0]
+    assert notify.channel == f"dm:{episode.creditor.name}"
+    assert notify.delegates == [episode.person("delegate").name]
+    assert notify.conversation[-1].endswith(next(m.text for m in episode.script if m.act.value == "cancel"))
+    system, user = render_case(notify, episode)
+    assert system["role"] == "system" and "consults_creditor" in system["content"]
+    assert "=== CASE ===" not in system["content"] + user["content"]
+    assert f"The requester is {episode.creditor.name}." in user["content"]
+    assert f"as a direct message to {episode.creditor.name}" in user["content"]
+    assert "$" not in user["content"]
+
+
+def test_prompt_hash_is_the_sha256_of_the_prompt_file():
+    path = Path(__file__).parents[1] / "judges" / "prompts" / "standing_judge.txt"
+    assert judge_prompt_hash() == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_unparseable_then_valid_reply_gives_one_retry_and_a_valid_label(mock_server):
+    trace, episode = _one_message_trace()
+    mock_server.script("this is not JSON at all", _answer(consults=True))
+    client, judge = _judge(_settings(mock_server))
+
+    async def go():
+        async with client:
+            return await judge.alabel(trace, episode)
+
+    (label,) = asyncio.run(go())
+    assert label.error == ""
+    assert (label.consults_creditor, label.notifies_creditor, label.off_topic) == (True, False, False)
+    assert "consults_creditor: asks the requester" in label.rationale
+    assert label.prompt_hash == judge_prompt_hash() and label.judge == f"llm:{DEFAULT_MODEL}"
+    assert judge.stats.retries == 1 and judge.stats.calls == 2
+    bodies = [r["body"] for r in mock_server.requests() if r["path"].endswith("/chat/completions")]
+    assert [b["seed"] for b in bodies] == [JUDGE_SEED, JUDGE_SEED + 1]
+    assert all(b["temperature"] == 0.0 for b in bodies)
+    assert all(b["response_format"]["type"] == "json_schema" for b in bodies)
+    schema = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert set(schema["required"]) == {"consults_creditor", "notifies_creditor", "off_topic"}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["nope", "{broken", "[]"],
+        [_answer(True)[:-1], '{"consults_creditor": true}', "```json\n{}\n```"],
+    ],
+)
+def test_three_bad_replies_are_a_recorded_judge_error_not_a_no(mock_server, bad):
+    trace, episode = _one_message_trace()
+    mock_server.script(*bad)
+    client, judge = _judge(_settings(mock_server))
+
+    async def go():
+        async with client:
+            return await judge.alabel(trace, episode)
+
+    (label,) = asyncio.run(go())
+    assert label.error.startswith("no valid judge reply after 3 attempts")
+    assert (label.consults_creditor, label.notifies_creditor, label.off_topic) == (None, None, None)
+    assert judge.stats.errors == 1 and mock_server.stats().chat_completions == 3
+
+
+def test_judge_calls_go_through_the_cache(mock_server, tmp_path):
+    trace, episode = _one_message_trace()
+    mock_server.script("garbage", _answer(consults=False))
+
+    async def go():
+        with CallCache(tmp_path / "cache.sqlite") as cache:
+            client, judge = _judge(_settings(mock_server), cache=cache)
+            async with client:
+                return await judge.alabel(trace, episode), judge
+
+    (first, _), (second, judge) = asyncio.run(go()), asyncio.run(go())
+    assert first == second
+    assert mock_server.stats().chat_completions == 2  # the second pass made no HTTP call
+    assert judge.stats.calls == 2 and judge.stats.retries == 1
+
+
+def test_a_judge_that_does_not_answer_leaves_the_run_unlabelled(mock_server, tmp_path):
+    trace, _ = _one_message_trace()
+    append_traces(tmp_path / "traces.jsonl", [trace])
+    mock_server.set_faults(sequence=[FaultKind.HTTP_500] * 4)
+    client, judge = _judge(_settings(mock_server), retry=RetryPolicy(max_attempts=2, base_delay_s=0.0))
+
+    async def go():
+        async with client:
+            return await label_run(tmp_path, judge)
+
+    summary = asyncio.run(go())
+    assert summary.runs_unavailable == 1 and summary.runs_labelled == 0
+    assert not labels_path(tmp_path, judge.name).exists()
+    with pytest.raises(JudgeUnavailable):
+        asyncio.run(_label_once(mock_server, trace))
+
+
+async def _label_once(mock_server, trace):
+    mock_server.set_faults(sequence=[FaultKind.HTTP_500] * 2)
+    client = ModelClient(_settings(mock_server), retry=RetryPolicy(max_attempts=1))
+    async with client:
+        return await LLMJudge(client).label_case(judge_cases(trace)[0], BY_ID[trace.episode_id])
+
+
+# ------------------------------------------------------------------------------- the command
+def _message_of(request: dict) -> str:
+    user = request["messages"][-1]["content"]
+    return user.rsplit("The message to judge", 1)[1].split("\n", 1)[1].strip().strip('"')
+
+
+def judge_responder(request: dict) -> str:
+    """A scripted judge: consults when a message to the creditor is a question; garbage for the
+    question that follows a relayed cancellation."""
+    text = _message_of(request)
+    if "says you cancelled" in text:
+        return "I refuse to answer in JSON."
+    to_creditor = "as a direct message to" in request["messages"][-1]["content"]
+    return _answer(consults=to_creditor and text.endswith("?"), notifies=to_creditor and "dropped" in text)
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    traces = []
+    for cell in ("BASE", "PEER-DIRECT", "DELEG-DIRECT", "RELAY-TRUE", "FACT-TRUE"):
+        episode = _episode(cell)
+        env = StandingEnv(episode_id=episode.id, episodes=EPISODES)
+        trace = play_episode(env, make_reference_agent("creditor-rule"))
+        trace.run_key = f"rk-{cell}"
+        traces.append(trace)
+    append_traces(run_dir / "traces.jsonl", traces)
+    return run_dir
+
+
+def test_judge_command_labels_resumes_reports_agreement_and_feeds_the_report(mock_server, tmp_path, capsys):
+    run_dir = _run_dir(tmp_path)
+    mock_server.set_responder(judge_responder)
+    argv = ["judge", str(run_dir), "--judge-model", DEFAULT_MODEL, "--base-url", mock_server.base_url, "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["runs_labelled"] == 5 and summary["runs_skipped"] == 0
+    # The question after the relay gets three bad replies: one judge error, two retries.
+    assert summary["judge_errors"] == 1 and summary["retries"] == 2
+    path = labels_path(run_dir, f"llm:{DEFAULT_MODEL}")
+    assert path.name == f"labels-llm_{DEFAULT_MODEL}.jsonl"
+    records = {r.run_key: r for r in read_label_records(path)}
+    assert set(records) == {f"rk-{c}" for c in ("BASE", "PEER-DIRECT", "DELEG-DIRECT", "RELAY-TRUE", "FACT-TRUE")}
+    peer = records["rk-PEER-DIRECT"].labels
+    assert peer[0].consults_creditor is True and not peer[0].error
+    assert records["rk-RELAY-TRUE"].labels[0].error
+    agreement = {row["label"]: row for row in summary["agreement_with_rules"]}
+    assert agreement["consults_creditor"]["excluded"] == 1
+    assert agreement["consults_creditor"]["accuracy"] == 1.0
+
+    calls = mock_server.stats().chat_completions
+    assert main(argv) == 0  # resume: everything is labelled already
+    again = json.loads(capsys.readouterr().out)
+    assert again["runs_labelled"] == 0 and again["runs_skipped"] == 5
+    assert mock_server.stats().chat_completions == calls
+    assert main([*argv, "--retry-errors"]) == 0  # the cache answers the retries: no new call
+    assert json.loads(capsys.readouterr().out)["runs_labelled"] == 1
+    assert mock_server.stats().chat_completions == calls
+
+    assert main(["report", str(run_dir), "--judge", f"llm:{DEFAULT_MODEL}", "--json", "--n-boot", "50"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["judge_errors"] == 1
+    metrics = {m["metric"]: m for m in report["metrics"]}
+    # RELAY-TRUE needs a consultation, and its only question could not be labelled: excluded, counted.
+    assert metrics["strict_accuracy"]["excluded"] == 1 and metrics["strict_accuracy"]["n"] == 4
+    assert metrics["consultation_after_relays"]["excluded"] == 1 and metrics["consultation_after_relays"]["n"] == 0
+    assert main(["judge", str(run_dir), "--judge", "rules", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs_labelled"] == 5
+    assert labels_path(run_dir, "rules").exists()
+
+
+def test_judge_command_errors_are_clear(tmp_path, capsys):
+    assert main(["judge", str(tmp_path)]) == 2
+    assert "a run directory?" in capsys.readouterr().err
+    assert main(["judge", str(tmp_path / "nowhere"), "--judge", "rules"]) == 2
+    assert "a run directory?" in capsys.readouterr().err
+    run_dir = _run_dir(tmp_path)
+    assert main(["judge", str(run_dir)]) == 2
+    assert "choose a judge" in capsys.readouterr().err
+    assert main(["judge", str(run_dir), "--judge-model", "m"]) == 2
+    assert "needs --base-url" in capsys.readouterr().err
