@@ -284,8 +284,8 @@ def _agreement(args: argparse.Namespace) -> int:
 
     console = Console()
     table = Table(title=f"Judge {args.judge} against human labels ({result['compared']} messages)")
-    for col in ("model", "label", "n", "excluded", "accuracy", "kappa", "yes (human)", "yes (judge)"):
-        table.add_column(col, justify="left" if col in ("model", "label") else "right")
+    for col in ("model", "label", "n", "excl", "acc", "kappa", "yes:human", "yes:judge"):
+        table.add_column(col, justify="left" if col in ("model", "label") else "right", no_wrap=True)
     for scope, rows in (("pooled", result["pooled"]), ("by_model", result["by_model"])):
         for row in rows:
             table.add_row(

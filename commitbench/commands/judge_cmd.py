@@ -254,7 +254,7 @@ def _render(summary: JudgeRunSummary) -> None:
     if summary.agreement_with_rules:
         table = Table(title="Rule judge vs this judge (per message)")
         for col in ("label", "n", "excluded", "accuracy", "kappa", "yes (rules)", "yes (judge)"):
-            table.add_column(col, justify="left" if col == "label" else "right")
+            table.add_column(col, justify="left" if col == "label" else "right", no_wrap=True)
         for row in summary.agreement_with_rules:
             table.add_row(
                 row["label"], str(row["n"]), str(row["excluded"]), _num(row["accuracy"]), _num(row["kappa"]),
