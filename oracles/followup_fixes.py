@@ -152,15 +152,20 @@ class DetectAndRewrite(FollowUpFix):
             return None
         messages = [*getattr(agent, "messages", []), {"role": "user", "content": REWRITE_INSTRUCTION}]
         response = await self.client.complete(messages)
+        new_text = (response.text or "").strip()
+        if response.error is not None:
+            error = f"{response.error.kind.value}: {response.error.message}"
+        elif not new_text:
+            error = "empty rewrite: the model returned no reply text"
+        else:
+            error = ""
         trace.model_calls.append(
             ModelCallRecord(
                 turn=0, purpose="rewrite", cache_key=response.cache_key, cache_hit=response.cache_hit,
-                latency_s=response.latency_s, text=response.text or "",
-                error=f"{response.error.kind.value}: {response.error.message}" if response.error else "",
+                latency_s=response.latency_s, text=response.text or "", error=error,
             )
         )
-        new_text = (response.text or "").strip()
-        if response.error is not None or not new_text:
+        if error:
             return None  # the original reply stands; the failed rewrite is recorded
         turn = trace.turns[0]
         turn.reply = new_text
