@@ -1,0 +1,877 @@
+"""The experiment runner: plays every cell of a config concurrently, resumably, with a manifest.
+
+A *cell* is (player, intervention arm, episode, sample); its **run key** is the sha256 of the
+canonical JSON of the player's identity, the arm, the environment id, the episode id and the
+sample index, so it is stable across processes and machines (never the URL or the API key).
+
+Output directory::
+
+    OUT/traces.jsonl    one EpisodeTrace per finished cell, appended as cells finish (fsynced)
+    OUT/manifest.json   RunManifest, written atomically (tmp + rename) at start and end
+    OUT/cache.sqlite    the model-call cache, unless the config names another file
+
+Resume semantics: at start the runner drops a torn last line of ``traces.jsonl`` (a crash in
+mid-write), reads the run keys already there, and plays only the cells without a good trace.
+Cells whose trace records an infrastructure failure (``infra_error``: retries exhausted, a
+replay-only cache miss, a crash of the harness) are played again; readers take the last good
+trace per run key (:func:`latest_traces`), so nothing is ever counted twice. SIGINT / SIGTERM
+stop the run cleanly: in-flight episodes are abandoned (their finished model calls stay in the
+cache), finished traces are flushed, the manifest says ``interrupted``.
+
+Episodes run as coroutines on one event loop, at most ``concurrency`` at a time; environment
+steps are synchronous and cheap. A single writer appends finished traces in batches from a
+worker thread, so fsync never blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel, Field
+
+import commitbench.envs  # noqa: F401 - registers the environments
+from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
+from commitbench.agents.local_model import DEFAULT_ALIAS
+from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
+from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
+from commitbench.episodes.standing_episode import Episode
+from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
+from commitbench.oracles.registry import apply_interventions
+from commitbench.traces import AgentIdentity, EpisodeTrace, TraceFileError, append_traces, read_traces
+
+__all__ = [
+    "MANIFEST_FILE",
+    "TRACES_FILE",
+    "Cell",
+    "CellStatus",
+    "Player",
+    "RunManifest",
+    "RunSummary",
+    "Runner",
+    "compute_run_key",
+    "expand_cells",
+    "latest_traces",
+    "prompt_hashes",
+    "read_manifest",
+    "repair_torn_tail",
+    "run_experiment",
+    "scan_trace_file",
+    "select_config_episodes",
+]
+
+TRACES_FILE = "traces.jsonl"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_SCHEMA_VERSION = 1
+# A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
+# an environment or agent bug from looping forever.
+MAX_STEPS_PER_EPISODE = 5_000
+
+
+# ---------------------------------------------------------------------------------- cells
+@dataclass(frozen=True)
+class Player:
+    """Who plays a cell: a reference agent, or the chat agent on one model."""
+
+    name: str
+    kind: str  # "reference" or "chat"
+    identity: AgentIdentity
+    model: ModelEntry | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of work: a player plays an episode under an intervention arm (sample k)."""
+
+    run_key: str
+    player: Player
+    arm: InterventionArm
+    episode_id: str
+    sample: int
+
+
+def compute_run_key(
+    identity: AgentIdentity, arm: InterventionArm, env_id: str, episode_id: str, sample: int
+) -> str:
+    """sha256 of the canonical JSON of what defines a cell."""
+    payload = {
+        "agent": identity.model_dump(mode="json"),
+        "interventions": arm.identity(),
+        "env": env_id,
+        "episode": episode_id,
+        "sample": sample,
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def players(config: ExperimentConfig) -> list[Player]:
+    """Reference agents in config order, then the chat agent on each model."""
+    from commitbench.agents.reference import make_reference_agent
+
+    out: list[Player] = []
+    for name in config.agents:
+        if name == CHAT_AGENT:
+            for entry in config.models:
+                agent_name = f"chat:{entry.name}"
+                settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
+                identity = chat_identity(agent_name, settings, config.max_model_calls_per_turn)
+                out.append(Player(name=agent_name, kind="chat", identity=identity, model=entry))
+        else:
+            out.append(Player(name=name, kind="reference", identity=make_reference_agent(name).identity()))
+    return out
+
+
+def select_config_episodes(config: ExperimentConfig, episodes: Sequence[Episode] | None = None) -> list[Episode]:
+    """The episodes a config selects, in compile order; raises ValueError naming a bad filter value."""
+    from commitbench.envs.standing import select_episodes
+    from commitbench.episodes.standing_compiler import load_episodes
+
+    pool = list(episodes) if episodes is not None else list(load_episodes())
+    f = config.episodes
+    chosen = select_episodes(
+        pool,
+        split=f.split,
+        cells=f.cells,
+        commitment_types=f.types,
+        policies=f.policies,
+        gaps=f.gaps,
+        variants=f.variants,
+    )
+    if f.ids is not None:
+        known = {e.id for e in pool}
+        unknown = sorted(set(f.ids) - known)
+        if unknown:
+            raise ValueError(f"unknown episode id(s): {', '.join(unknown[:5])}")
+        wanted = set(f.ids)
+        chosen = [e for e in chosen if e.id in wanted]
+    if f.limit is not None:
+        chosen = chosen[: f.limit]
+    if not chosen:
+        raise ValueError("no episode matches the config's episode filter")
+    return chosen
+
+
+def expand_cells(config: ExperimentConfig, episodes: Sequence[Episode]) -> list[Cell]:
+    """Every cell of the config, in a fixed order (player, arm, episode, sample)."""
+    cells: list[Cell] = []
+    for player in players(config):
+        samples = config.samples if player.kind == "chat" else 1  # reference agents are deterministic
+        for arm in config.interventions:
+            for episode in episodes:
+                for sample in range(samples):
+                    key = compute_run_key(player.identity, arm, config.env, episode.id, sample)
+                    cells.append(Cell(key, player, arm, episode.id, sample))
+    return cells
+
+
+# ---------------------------------------------------------------------------- trace file
+def repair_torn_tail(path: Path) -> int:
+    """Cut a partial last line (a crash in mid-write) off a JSONL file; returns the bytes dropped."""
+    if not path.exists():
+        return 0
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return 0
+        # Walk back to the last newline.
+        position = size
+        block = 65536
+        keep = 0
+        while position > 0:
+            start = max(0, position - block)
+            handle.seek(start)
+            chunk = handle.read(position - start)
+            index = chunk.rfind(b"\n")
+            if index >= 0:
+                keep = start + index + 1
+                break
+            position = start
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return size - keep
+
+
+def scan_trace_file(path: Path) -> dict[str, bool]:
+    """run_key -> True when some trace of it finished without an infrastructure error."""
+    status: dict[str, bool] = {}
+    if not path.exists():
+        return status
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                if not line.endswith("\n"):
+                    break  # torn last line
+                raise TraceFileError(f"{path}:{number}: not a valid trace line") from None
+            key = record.get("run_key") if isinstance(record, dict) else None
+            if not key:
+                continue
+            status[key] = status.get(key, False) or not record.get("infra_error")
+    return status
+
+
+def latest_traces(path: Path | str) -> list[EpisodeTrace]:
+    """One trace per run key: the last good one (or, when every try failed, the last one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / TRACES_FILE
+    by_key: dict[str, EpisodeTrace] = {}
+    for index, trace in enumerate(read_traces(path)):
+        key = trace.run_key or f"#{index}"
+        previous = by_key.get(key)
+        if previous is not None and trace.infra_error and not previous.infra_error:
+            continue
+        by_key[key] = trace
+    return list(by_key.values())
+
+
+# ----------------------------------------------------------------------------- manifest
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # finished, but some cells failed for infrastructure reasons
+    INTERRUPTED = "interrupted"
+    ABORTED = "aborted"  # a configuration error stopped the run (e.g. the endpoint rejects the model)
+
+
+class CellStatus(str, Enum):
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Invocation(BaseModel):
+    """One execution of ``commitbench run`` on the directory."""
+
+    started_at: str = Field(description="ISO time the invocation started.")
+    ended_at: str | None = Field(default=None, description="ISO time it ended (null while running).")
+    pid: int = Field(description="Process id.")
+    argv: list[str] = Field(description="Command line.")
+    cells_pending: int = Field(description="Cells it set out to play.")
+    cells_done: int = Field(default=0, description="Cells it finished well.")
+    cells_failed: int = Field(default=0, description="Cells it finished with an infrastructure error.")
+    status: RunStatus = Field(default=RunStatus.RUNNING, description="How it ended.")
+    cache_mode: str = Field(description="Cache mode used.")
+    client_stats: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-model client counters (calls, cache hits, retries, errors, tokens)."
+    )
+
+
+class RunManifest(BaseModel):
+    """What a run directory holds and how it was produced."""
+
+    schema_version: int = Field(default=MANIFEST_SCHEMA_VERSION, description="Manifest format version.")
+    name: str = Field(description="Experiment name.")
+    run_id: str = Field(description="Random id of the run directory (stable across resumes).")
+    status: RunStatus = Field(description="Status after the latest invocation.")
+    config: dict[str, Any] = Field(description="The experiment config, as validated.")
+    config_hash: str = Field(description="sha256 of the canonical JSON of the config.")
+    cells_hash: str = Field(description="sha256 of the sorted run keys: what the experiment plays.")
+    cells_total: int = Field(description="Cells of the experiment.")
+    cells_done: int = Field(description="Cells with a good trace in traces.jsonl.")
+    players: list[dict[str, Any]] = Field(description="Agent identities (model identities, never URLs or keys).")
+    interventions: list[str] = Field(description="Intervention arm labels.")
+    episodes: int = Field(description="Episodes selected.")
+    samples: int = Field(description="Samples per chat cell.")
+    seeds: dict[str, int | None] = Field(description="Seeds: env reset seed and sampling seeds per model.")
+    prompt_hashes: dict[str, str] = Field(description="sha256 of prompt templates and data files used.")
+    packages: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
+    git: dict[str, Any] | None = Field(description="Commit and dirty flag of the source checkout, if any.")
+    started_at: str = Field(description="ISO time of the first invocation.")
+    updated_at: str = Field(description="ISO time of the last write.")
+    ended_at: str | None = Field(default=None, description="ISO time the latest invocation ended.")
+    invocations: list[Invocation] = Field(default_factory=list, description="Every invocation, oldest first.")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, payload: str) -> None:
+    """Write ``payload`` to ``path`` via a temporary file and rename (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(out_dir: Path | str) -> RunManifest | None:
+    path = Path(out_dir) / MANIFEST_FILE
+    if not path.exists():
+        return None
+    try:
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a run manifest: {exc}") from None
+
+
+_PACKAGES = ("commitbench", "openai", "httpx", "httpx2", "pydantic", "gymnasium", "numpy", "pandas",
+             "jinja2", "pyyaml", "llama_cpp_python")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in _PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    return versions
+
+
+def git_state(start: Path | None = None) -> dict[str, Any] | None:
+    """Commit and dirty flag of the checkout holding the source, or None outside a checkout."""
+    where = start or Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where, capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": bool(dirty)}
+
+
+def _hash_tree(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def prompt_hashes() -> dict[str, str]:
+    """Hashes of everything that writes text the agents see: episode data and templates, chat rendering."""
+    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR
+
+    return {"standing_data": _hash_tree(Path(DEFAULT_DATA_DIR)), "chat_render": RENDER_HASH}
+
+
+# ------------------------------------------------------------------------------ summary
+class RunSummary(BaseModel):
+    """What one invocation of the runner did."""
+
+    out_dir: str = Field(description="Run directory.")
+    status: RunStatus = Field(description="How the invocation ended.")
+    cells_total: int = Field(description="Cells of the experiment.")
+    cells_skipped: int = Field(description="Cells already done before this invocation.")
+    cells_done: int = Field(description="Cells this invocation finished well.")
+    cells_failed: int = Field(description="Cells this invocation finished with an infrastructure error.")
+    cells_remaining: int = Field(description="Cells still without a good trace.")
+    torn_bytes_dropped: int = Field(description="Bytes of a torn last trace line removed at start.")
+    model_calls: int = Field(description="Model calls made (cache hits included).")
+    http_requests: int = Field(description="HTTP requests sent to model servers.")
+    cache_hits: int = Field(description="Calls served from the cache.")
+    retries: int = Field(description="HTTP attempts that were retries.")
+    prompt_tokens: int = Field(description="Prompt tokens reported by servers.")
+    completion_tokens: int = Field(description="Completion tokens reported by servers.")
+    errors: dict[str, int] = Field(description="Recorded model-call errors by kind.")
+    failures: list[str] = Field(description="The first few failure messages (infra errors, crashes).")
+    wall_s: float = Field(description="Wall time of the invocation.")
+    message: str = Field(default="", description="Why the run stopped early, when it did.")
+
+
+# ------------------------------------------------------------------------------- runner
+class _TraceWriter:
+    """Appends finished traces in batches from a worker thread (one fsync per batch)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.queue: asyncio.Queue[EpisodeTrace | None] = asyncio.Queue()
+        self.written = 0
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def put(self, trace: EpisodeTrace) -> None:
+        self.queue.put_nowait(trace)
+
+    async def _run(self) -> None:
+        while True:
+            first = await self.queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while not self.queue.empty():
+                item = self.queue.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            await asyncio.to_thread(append_traces, self.path, batch)
+            self.written += len(batch)
+            if stop:
+                return
+
+    async def close(self) -> None:
+        self.queue.put_nowait(None)
+        if self.task is not None:
+            await asyncio.shield(self.task)
+
+
+@dataclass
+class _Counters:
+    done: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.failed += 1
+        if len(self.failures) < 20:
+            self.failures.append(message)
+
+
+class Runner:
+    """Plays the pending cells of a config into a run directory. Use :func:`run_experiment`."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        out_dir: Path | str,
+        *,
+        progress: bool = False,
+        argv: Sequence[str] | None = None,
+        force: bool = False,
+        episodes: Sequence[Episode] | None = None,
+        local_server_factory: Callable[[], Any] | None = None,
+        on_cell_done: Callable[[EpisodeTrace], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.progress_enabled = progress
+        self.argv = list(argv if argv is not None else sys.argv)
+        self.force = force
+        self._episodes_arg = episodes
+        self._local_server_factory = local_server_factory
+        self._on_cell_done = on_cell_done
+        self.traces_path = self.out_dir / TRACES_FILE
+        self.manifest_path = self.out_dir / MANIFEST_FILE
+        self._clients: dict[str, ModelClient] = {}
+        self._counters = _Counters()
+        self._stopping = False
+        self._fatal: str | None = None
+
+    # ------------------------------------------------------------------ preparation
+    def prepare(self) -> tuple[list[Episode], list[Cell], list[Cell], int]:
+        """Expand the config, repair the trace file and find pending cells."""
+        episodes = select_config_episodes(self.config, self._episodes_arg)
+        cells = expand_cells(self.config, episodes)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        torn = repair_torn_tail(self.traces_path)
+        status = scan_trace_file(self.traces_path)
+        pending = [c for c in cells if not status.get(c.run_key, False)]
+        return episodes, cells, pending, torn
+
+    def cache_path(self) -> Path:
+        return self.config.cache.path if self.config.cache.path is not None else self.out_dir / "cache.sqlite"
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> RunSummary:
+        started = time.perf_counter()
+        episodes, cells, pending, torn = self.prepare()
+        cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
+        manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        invocation = manifest.invocations[-1]
+        status = RunStatus.COMPLETE
+        message = ""
+        local_server = None
+        cache: CallCache | None = None
+        try:
+            chat_pending = [c for c in pending if c.player.kind == "chat"]
+            base_urls: dict[str, str] = {}
+            replay_only = CacheMode(self.config.cache.mode) is CacheMode.REPLAY_ONLY
+            if not replay_only and any(c.player.model is not None and c.player.model.local for c in chat_pending):
+                local_server = self._start_local_server()
+                for entry in self.config.models:
+                    if entry.local:
+                        base_urls[entry.name] = local_server.base_url
+            if chat_pending and CacheMode(self.config.cache.mode) is not CacheMode.OFF:
+                cache = CallCache(self.cache_path(), self.config.cache.mode, run_id=manifest.run_id)
+            interrupted = asyncio.run(self._run_async(episodes, pending, cache, base_urls))
+            if interrupted:
+                status = RunStatus.INTERRUPTED
+            elif self._fatal is not None:
+                status, message = RunStatus.ABORTED, self._fatal
+            elif self._counters.failed:
+                status = RunStatus.INCOMPLETE
+        except KeyboardInterrupt:
+            status = RunStatus.INTERRUPTED
+        finally:
+            if cache is not None:
+                cache.close()
+            if local_server is not None:
+                local_server.stop()
+            done_now = scan_trace_file(self.traces_path)
+            cells_done = sum(1 for c in cells if done_now.get(c.run_key, False))
+            if status is RunStatus.COMPLETE and cells_done < len(cells):
+                status = RunStatus.INCOMPLETE
+            invocation.ended_at = _now()
+            invocation.status = status
+            invocation.cells_done = self._counters.done
+            invocation.cells_failed = self._counters.failed
+            invocation.client_stats = {name: c.stats().model_dump() for name, c in self._clients.items()}
+            manifest.status = status
+            manifest.cells_done = cells_done
+            manifest.ended_at = invocation.ended_at
+            manifest.updated_at = invocation.ended_at
+            write_json_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+        stats = [c.stats() for c in self._clients.values()]
+        errors: Counter[str] = Counter()
+        for s in stats:
+            errors.update(s.errors)
+        return RunSummary(
+            out_dir=str(self.out_dir),
+            status=status,
+            cells_total=len(cells),
+            cells_skipped=len(cells) - len(pending),
+            cells_done=self._counters.done,
+            cells_failed=self._counters.failed,
+            cells_remaining=len(cells) - cells_done,
+            torn_bytes_dropped=torn,
+            model_calls=sum(s.calls for s in stats),
+            http_requests=sum(s.http_requests for s in stats),
+            cache_hits=sum(s.cache_hits for s in stats),
+            retries=sum(s.retries for s in stats),
+            prompt_tokens=sum(s.prompt_tokens for s in stats),
+            completion_tokens=sum(s.completion_tokens for s in stats),
+            errors=dict(errors),
+            failures=list(self._counters.failures),
+            wall_s=time.perf_counter() - started,
+            message=message,
+        )
+
+    def _start_local_server(self) -> Any:
+        if self._local_server_factory is not None:
+            server = self._local_server_factory()
+        else:
+            from commitbench.agents.local_model import LocalModelServer
+
+            server = LocalModelServer()
+        return server.start()
+
+    def _begin_manifest(self, cells: list[Cell], cells_hash: str, n_episodes: int, n_pending: int) -> RunManifest:
+        previous = read_manifest(self.out_dir)
+        if previous is not None and previous.cells_hash != cells_hash and not self.force:
+            raise ValueError(
+                f"{self.out_dir} holds a different experiment (cells hash {previous.cells_hash[:12]}, this config "
+                f"{cells_hash[:12]}); use another --out directory, or --force to add these cells to it"
+            )
+        config_json = self.config.model_dump(mode="json")
+        now = _now()
+        seeds: dict[str, int | None] = {"env_reset": self.config.seed}
+        for entry in self.config.models:
+            seeds[f"sampling:{entry.name}"] = entry.settings.seed
+        invocation = Invocation(
+            started_at=now, pid=os.getpid(), argv=self.argv, cells_pending=n_pending,
+            cache_mode=CacheMode(self.config.cache.mode).value,
+        )
+        manifest = RunManifest(
+            name=self.config.name,
+            run_id=previous.run_id if previous is not None else uuid.uuid4().hex,
+            status=RunStatus.RUNNING,
+            config=config_json,
+            config_hash=hashlib.sha256(canonical_json(config_json).encode()).hexdigest(),
+            cells_hash=cells_hash,
+            cells_total=len(cells),
+            cells_done=len(cells) - n_pending,
+            players=[p.identity.model_dump(mode="json") for p in players(self.config)],
+            interventions=[arm.label() for arm in self.config.interventions],
+            episodes=n_episodes,
+            samples=self.config.samples,
+            seeds=seeds,
+            prompt_hashes=prompt_hashes(),
+            packages=package_versions(),
+            git=git_state(),
+            started_at=previous.started_at if previous is not None else now,
+            updated_at=now,
+            invocations=[*(previous.invocations if previous is not None else []), invocation],
+        )
+        write_json_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+        return manifest
+
+    def _make_clients(self, cache: CallCache | None, base_urls: dict[str, str]) -> None:
+        for entry in self.config.models:
+            retry = entry.retry
+            if retry.seed is None:
+                retry = RetryPolicy(**{**retry.model_dump(), "seed": self.config.seed})
+            settings = entry.model_settings(base_urls.get(entry.name), local_alias=DEFAULT_ALIAS)
+            self._clients[entry.name] = ModelClient(
+                settings, cache=cache, retry=retry, max_concurrency=entry.max_concurrency or self.config.concurrency
+            )
+
+    async def _run_async(
+        self, episodes: list[Episode], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
+    ) -> bool:
+        """Play the pending cells; returns True when interrupted by a signal."""
+        self._make_clients(cache, base_urls)
+        loop = asyncio.get_running_loop()
+        queue: deque[Cell] = deque(pending)
+        writer = _TraceWriter(self.traces_path)
+        writer.start()
+        interrupted = False
+        workers: list[asyncio.Task[None]] = []
+        results: list[Any] = []
+
+        def on_signal() -> None:
+            nonlocal interrupted
+            interrupted = True
+            self._stopping = True
+            for task in workers:
+                task.cancel()
+
+        installed: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+            except (ValueError, NotImplementedError, RuntimeError):
+                pass  # not the main thread (tests, embedding): no signal handling
+        progress = _Progress(self, len(pending)) if self.progress_enabled and pending else None
+        try:
+            n_workers = min(self.config.concurrency, len(pending))
+            shared_episodes = tuple(episodes)
+            workers.extend(
+                loop.create_task(self._worker(queue, writer, shared_episodes, progress)) for _ in range(n_workers)
+            )
+            ticker = loop.create_task(progress.tick()) if progress is not None else None
+            try:
+                results = await asyncio.gather(*workers, return_exceptions=True)
+            finally:
+                if ticker is not None:
+                    ticker.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await ticker
+        finally:
+            await writer.close()
+            for client in self._clients.values():
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            if progress is not None:
+                progress.close()
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
+        return interrupted
+
+    def _abort(self, message: str, workers_queue: deque[Cell]) -> None:
+        if self._fatal is None:
+            self._fatal = message
+        self._stopping = True
+        workers_queue.clear()
+
+    async def _worker(
+        self, queue: deque[Cell], writer: _TraceWriter, episodes: tuple[Episode, ...], progress: _Progress | None
+    ) -> None:
+        envs: dict[str, gym.Env[Any, Any]] = {}
+        try:
+            while queue and not self._stopping:
+                cell = queue.popleft()
+                label = cell.arm.label()
+                env = envs.get(label)
+                if env is None:
+                    base = gym.make(self.config.env, episodes=episodes, disable_env_checker=True)
+                    env = envs[label] = apply_interventions(base, cell.arm.stack)
+                try:
+                    trace = await self._play(cell, env)
+                except ModelEndpointError as exc:
+                    self._abort(str(exc), queue)
+                    return
+                if trace.infra_error:
+                    self._counters.fail(f"{cell.player.name} {cell.episode_id} #{cell.sample}: {trace.infra_error}")
+                else:
+                    self._counters.done += 1
+                writer.put(trace)
+                if self._on_cell_done is not None:
+                    self._on_cell_done(trace)
+                if progress is not None:
+                    progress.advance()
+        finally:
+            for env in envs.values():
+                with contextlib.suppress(Exception):
+                    env.close()
+
+    async def _play(self, cell: Cell, env: gym.Env[Any, Any]) -> EpisodeTrace:
+        agent: Any
+        chat: ChatAgent | None = None
+        if cell.player.kind == "chat":
+            assert cell.player.model is not None
+            chat = ChatAgent(
+                self._clients[cell.player.model.name],
+                name=cell.player.name,
+                sample_index=cell.sample,
+                session_id=cell.run_key,
+                max_model_calls_per_turn=self.config.max_model_calls_per_turn,
+            )
+            agent = chat
+        else:
+            from commitbench.agents.reference import make_reference_agent
+
+            agent = make_reference_agent(cell.player.name)
+        failure: str | None = None
+        truncated = False
+        try:
+            observation, info = env.reset(seed=self.config.seed, options={"episode_id": cell.episode_id})
+            agent.begin(observation, info)
+            for _ in range(MAX_STEPS_PER_EPISODE):
+                action = agent.act(observation, info)
+                if inspect.isawaitable(action):
+                    action = await action
+                observation, _, terminated, truncated, info = env.step(action)
+                if terminated or truncated:
+                    break
+            else:
+                failure = f"crash: episode did not end within {MAX_STEPS_PER_EPISODE} steps"
+        except CacheMiss as exc:
+            failure = f"cache_miss: {exc}"
+        except ModelEndpointError:
+            raise
+        except Exception as exc:  # a harness bug must not take the other cells down
+            tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+            failure = f"crash: {type(exc).__name__}: {exc}\n{tail}"
+        trace: EpisodeTrace | None = getattr(env.unwrapped, "trace", None)
+        if trace is None or trace.episode_id != cell.episode_id:
+            trace = EpisodeTrace(env_id=self.config.env, episode_id=cell.episode_id, factors={})
+        trace.agent = cell.player.identity
+        trace.interventions = cell.arm.names()
+        trace.sample = cell.sample
+        trace.run_key = cell.run_key
+        trace.truncated = bool(truncated)
+        hashes = {}
+        system_events = [e for e in trace.events if e.kind.value == "system"]
+        if system_events:
+            hashes["system_prompt"] = hashlib.sha256(system_events[0].text.encode("utf-8")).hexdigest()
+        if chat is not None:
+            trace.model_calls = list(chat.model_calls)
+            hashes["chat_render"] = RENDER_HASH
+            failure = failure or chat.infra_error
+        trace.prompt_hashes = hashes
+        trace.infra_error = failure
+        return trace
+
+    # ------------------------------------------------------------------ progress data
+    def client_totals(self) -> ClientStats | None:
+        stats = [c.stats() for c in self._clients.values()]
+        if not stats:
+            return None
+        errors: Counter[str] = Counter()
+        for s in stats:
+            errors.update(s.errors)
+        return ClientStats(
+            calls=sum(s.calls for s in stats),
+            completed=sum(s.completed for s in stats),
+            in_flight=sum(s.in_flight for s in stats),
+            http_requests=sum(s.http_requests for s in stats),
+            retries=sum(s.retries for s in stats),
+            cache_hits=sum(s.cache_hits for s in stats),
+            cache_misses=sum(s.cache_misses for s in stats),
+            prompt_tokens=sum(s.prompt_tokens for s in stats),
+            completion_tokens=sum(s.completion_tokens for s in stats),
+            errors=dict(errors),
+            concurrency_limit=sum(s.concurrency_limit for s in stats),
+            elapsed_s=max(s.elapsed_s for s in stats),
+            calls_per_s=sum(s.calls_per_s for s in stats),
+        )
+
+
+class _Progress:
+    """A rich progress bar refreshed from the event loop (no refresh thread)."""
+
+    def __init__(self, runner: Runner, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.runner = runner
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            auto_refresh=False,
+            transient=False,
+        )
+        self.task = self.progress.add_task(runner.config.name, total=total, status="")
+        self.progress.start()
+
+    def advance(self) -> None:
+        self.progress.advance(self.task)
+
+    def status_text(self) -> str:
+        counters = self.runner._counters
+        totals = self.runner.client_totals()
+        parts = []
+        if totals is not None:
+            parts.append(f"{totals.calls_per_s:6.1f} calls/s")
+            parts.append(f"cache {totals.cache_hits}/{totals.calls}")
+            parts.append(f"tok {totals.prompt_tokens + totals.completion_tokens:,}")
+            parts.append(f"retries {totals.retries}")
+            errors = sum(totals.errors.values())
+            parts.append(f"call errors {errors}")
+        parts.append(f"failed cells {counters.failed}")
+        return "  ".join(parts)
+
+    async def tick(self) -> None:
+        while True:
+            self.progress.update(self.task, status=self.status_text())
+            self.progress.refresh()
+            await asyncio.sleep(0.25)
+
+    def close(self) -> None:
+        self.progress.update(self.task, status=self.status_text())
+        self.progress.refresh()
+        self.progress.stop()
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out_dir: Path | str,
+    *,
+    progress: bool = False,
+    argv: Sequence[str] | None = None,
+    force: bool = False,
+    episodes: Iterable[Episode] | None = None,
+) -> RunSummary:
+    """Play every pending cell of ``config`` into ``out_dir`` and return what was done.
+
+    Raises ValueError for a config that selects nothing or a directory that holds another
+    experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.
+    """
+    runner = Runner(
+        config, out_dir, progress=progress, argv=argv, force=force,
+        episodes=list(episodes) if episodes is not None else None,
+    )
+    return runner.run()
