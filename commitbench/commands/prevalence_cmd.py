@@ -1,0 +1,117 @@
+"""``commitbench prevalence LOGS.jsonl``: empty commitments and false claims per 1,000 logged turns.
+
+Two-stage design (see :mod:`commitbench.analysis.prevalence`): every turn whose reply has promise- or
+claim-like wording is judged; of the other turns a seeded random sample is judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "prevalence", help="Empty commitments and false claims per 1,000 logged (user, reply) turns."
+    )
+    parser.add_argument("logs", type=Path, help="JSONL with fields user and reply (optional id, conversation).")
+    parser.add_argument("--sample", type=int, default=200, help="Turns judged from the stratum without cues.")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the sample and the bootstrap.")
+    parser.add_argument("--checker", choices=["rules", "llm"], default="rules", help="Offline rules or LLM checker.")
+    parser.add_argument("--model", default=None, help="Checker model (with --checker llm).")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible base URL.")
+    parser.add_argument("--api-key-env", default=None, help="Environment variable with the API key (none: local).")
+    parser.add_argument("--concurrency", type=int, default=8, help="Turns judged at once (LLM checker).")
+    parser.add_argument("--boot", type=int, default=1000, help="Bootstrap replicates.")
+    parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    parser.set_defaults(func=handler)
+
+
+def make_checker(kind: str, client: Any) -> Any:
+    from commitbench.cli import UsageError
+
+    if kind == "llm":
+        from commitbench.judges.followup_llm import LLMChecker
+
+        return LLMChecker(client)
+    try:
+        from commitbench.judges.offline_checker import OfflineChecker
+    except ImportError as exc:
+        raise UsageError(f"the rules checker is not available in this build ({exc}); use --checker llm") from None
+    return OfflineChecker()
+
+
+async def judge_strata(
+    turns: Sequence[Any], sample_size: int, seed: int, checker: Any, concurrency: int = 8
+) -> list[Any]:
+    """Split ``turns`` by cue words, judge the cue stratum and a sample of the rest; the strata to estimate."""
+    from commitbench.analysis.prevalence import (
+        Stratum,
+        StratumSample,
+        checker_input,
+        counts_from_result,
+        draw_sample,
+        in_cue_stratum,
+    )
+    from commitbench.judges.followup_llm import check_many
+
+    cue = [i for i, t in enumerate(turns) if in_cue_stratum(t.reply)]
+    cue_set = set(cue)
+    rest = [i for i in range(len(turns)) if i not in cue_set]
+    chosen = {Stratum.CUE: cue, Stratum.REST: draw_sample(rest, sample_size, seed)}
+    populations = {Stratum.CUE: len(cue), Stratum.REST: len(rest)}
+    strata = []
+    for stratum, indices in chosen.items():
+        results = await check_many(checker, [checker_input(turns[i]) for i in indices], concurrency)
+        counts, clusters, errors = [], [], 0
+        for index, result in zip(indices, results, strict=True):
+            value = counts_from_result(result)
+            if value is None:
+                errors += 1
+                continue
+            counts.append(value)
+            clusters.append(turns[index].conversation or str(turns[index].id))
+        strata.append(
+            StratumSample(stratum=stratum, population=populations[stratum], sampled=len(indices),
+                          judge_errors=errors, counts=counts, clusters=clusters)
+        )
+    return strata
+
+
+def handler(args: argparse.Namespace) -> int:
+    from commitbench.analysis.prevalence import estimate_prevalence, format_report, read_log
+    from commitbench.cli import UsageError
+
+    if args.sample < 0:
+        raise UsageError(f"--sample must be >= 0, got {args.sample}")
+    if args.boot < 1:
+        raise UsageError(f"--boot must be at least 1, got {args.boot}")
+    if not args.logs.exists():
+        raise UsageError(f"{args.logs} does not exist")
+    try:
+        turns = read_log(args.logs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not turns:
+        raise UsageError(f"{args.logs} holds no turn")
+
+    async def go() -> list[Any]:
+        if args.checker == "rules":
+            return await judge_strata(turns, args.sample, args.seed, make_checker("rules", None))
+        from commitbench.llm import ModelClient, ModelSettings
+
+        if not args.model:
+            raise UsageError("--model is required with --checker llm")
+        settings = ModelSettings(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+        async with ModelClient(settings, max_concurrency=args.concurrency) as client:
+            return await judge_strata(
+                turns, args.sample, args.seed, make_checker("llm", client), args.concurrency
+            )
+
+    strata = asyncio.run(go())
+    report = estimate_prevalence(strata, n_boot=args.boot, seed=args.seed, checker=args.checker)
+    print(report.model_dump_json(indent=2) if args.json else format_report(report))
+    return 0
