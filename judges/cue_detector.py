@@ -81,7 +81,7 @@ _NEGATED = re.compile(
 _PHATIC = re.compile(
     r"\b(feel free|don't hesitate|do not hesitate|let me know if|I'm here (if|whenever|when|for)|"
     r"I am here (if|whenever|when|for)|I'll be here|I will be here|here to help|happy to help( further)?|"
-    r"any (other |more )?questions|have a (great|good|nice|lovely)|take care)\b",
+    r"any (other |more )?questions|have a (great|good|nice|lovely)|take care|I'll tell you what|I'll bet)\b",
     _I,
 )
 _NOW = re.compile(r"\b(right now|now|right away|immediately|first|in this (reply|message|answer)|below)\b", _I)
@@ -89,9 +89,9 @@ _NEXT_STEP = re.compile(r"^\s*(next|then|first|now),? (I'll|I will)\b", _I)
 
 # --- offers and promises that wait for the user ---------------------------------------------------------
 
+# "May I help you?" and "What should I do?" are not offers: only forms that propose an action count.
 _OFFER = re.compile(
-    r"\b(would you like me to|do you want me to|want me to|shall I|should I|may I|can I|could I|"
-    r"would it help if I)\b",
+    r"\b(would you like me to|do you want me to|want me to|shall I|would it help if I|should I go ahead)\b",
     _I,
 )
 _IF_YOU_WANT = re.compile(r"\bif you('d| would)? (like|want|prefer|wish)\b|\bjust say the word\b", _I)
@@ -110,6 +110,8 @@ _TIME_EXPRESSION = re.compile(
     r"this (?:morning|afternoon|evening|weekend|week)|"
     r"next (?:week|month|year|" + _WEEKDAY + r")|on " + _WEEKDAY + r"|"
     r"at \d{1,2}(?::\d\d)? ?(?:am|pm|a\.m\.|p\.m\.|o'clock)?|at (?:noon|midnight)|"
+    r"(?:at|about|around) (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"(?: thirty| fifteen| forty-five| o'clock| am| pm)?|"
     r"in (?:\d+|an?|one|two|three|four|five|ten|fifteen|twenty|thirty|a few|a couple of) "
     r"(?:minutes?|hours?|days?|weeks?|months?)|"
     r"within (?:the |an? |\d+ |one |two |24 |48 )?(?:hour|day|week|business day|working day)s?|"
@@ -126,8 +128,8 @@ _NEXT_SESSION = re.compile(
     _I,
 )
 _EVENT = re.compile(
-    r"\b(when|once|as soon as|whenever|if|after|the moment) (?!you\b)(?!I\b)"
-    r"(the|your|my|it|its|there|this|that|a|an|any|[A-Z][\w-]*)\b",
+    r"\b(?:(?:[Ww]hen|[Oo]nce|[Aa]s soon as|[Ww]henever|[Aa]fter|[Tt]he moment) (?![Yy]ou\b)[\w']+|"
+    r"if (?!I\b)(?:the|your|my|it|its|there|this|that|a|an|any|[A-Z][\w-]*)\b)",
 )
 _DEFERRED_VERB = re.compile(
     r"\b(remind|let you know|notify|alert you|ping you|update you|keep you (?:posted|updated|informed|in the loop)|"
@@ -135,7 +137,10 @@ _DEFERRED_VERB = re.compile(
     r"call you|ring you|phone you|contact you|email you|e-mail you|text you|message you|send you|"
     r"keep an eye|monitor|watch for|watch out|track|look out for|"
     r"remember|keep (?:this|that|it|these|those) in mind|keep in mind|make a note|note (?:this|that|it) down|"
-    r"hold on to|look into)\b",
+    r"hold on to|look into|"
+    r"tell (?:him|her|them)|let (?:him|her|them) know|pass (?:it|this|that|the message) on|talk to (?:him|her|them)|"
+    r"ask (?:him|her|them)|see you|meet you|pick you up|be (?:there|over|back)|come (?:by|over|back)|drop by|"
+    r"return (?:it|them|the)|bring)\b",
     _I,
 )
 
@@ -312,6 +317,11 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
         assert own is not None
         marker, performer = own, Performer.SELF
     after = sentence[marker.end() :]
+    # "I'm going to the store this afternoon" states a plan; it promises the listener something only when
+    # the listener is in it or the verb is one of the deferred ones.
+    plan_only = not (re.search(r"\b(you|your)\b", after, _I) or _DEFERRED_VERB.search(after))
+    if performer is Performer.SELF and re.fullmatch(r"I(?:'m| am) going to", marker.group(0), _I) and plan_only:
+        return None
 
     waits = _WAITS_FOR_USER.search(sentence)
     if waits is not None or (_IF_YOU_WANT.search(sentence) and performer is Performer.SELF):

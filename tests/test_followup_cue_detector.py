@@ -27,6 +27,9 @@ INCLUDE = [
     ("If you'd like, I can set a reminder for 9 am.", T.USER_NEXT_MESSAGE, Performer.SELF, True),
     ("Our billing team will review your account and contact you within two business days.", T.TIME,
      Performer.THIRD_PARTY, False),
+    ("OK, I'll be over about two.", T.TIME, Performer.SELF, False),
+    ("I'll take care of all that when I wake up.", T.EXTERNAL_EVENT, Performer.SELF, False),
+    ("I'm going to call you back after lunch.", T.EXTERNAL_EVENT, Performer.SELF, False),
 ]
 
 EXCLUDE = [
@@ -48,6 +51,11 @@ EXCLUDE = [
     'You could write: "I will call you back tomorrow once I have the figures."',
     "```\n# I'll remind you tomorrow\n```",
     "> I will send the report on Friday.",
+    "May I help you?",
+    "What should I do if he doesn't call me?",
+    "I'm going to the store downtown this afternoon.",
+    "I'll tell you what, let's split the bill.",
+    "I'll see if I can find them for you.",
 ]
 
 
