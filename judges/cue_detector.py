@@ -94,6 +94,7 @@ _OFFER = re.compile(
     r"\b(would you like me to|do you want me to|want me to|shall I|would it help if I|should I go ahead)\b",
     _I,
 )
+_WH_WORD = re.compile(r"\b(what|where|when|how|which|who|whom|why)\b", _I)
 _IF_YOU_WANT = re.compile(r"\bif you('d| would)? (like|want|prefer|wish)\b|\bjust say the word\b", _I)
 _WAITS_FOR_USER = re.compile(
     r"\b(once|when|after|as soon as|if) you('ve| have)? (send|sent|share|shared|provide|provided|give|gave|"
@@ -279,6 +280,8 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
 
     is_question = sentence.rstrip().endswith("?")
     offer = _OFFER.search(sentence) if is_question else None
+    if offer is not None and _WH_WORD.search(sentence[: offer.start()]):
+        return None  # "What shall I call him?" asks for information; it offers nothing
     if offer is not None:
         after = sentence[offer.end() :]
         if not re.search(r"[a-z]", after, _I):

@@ -56,6 +56,8 @@ EXCLUDE = [
     "I'm going to the store downtown this afternoon.",
     "I'll tell you what, let's split the bill.",
     "I'll see if I can find them for you.",
+    "What shall I call him?",
+    "What do you want me to do about it?",
 ]
 
 
