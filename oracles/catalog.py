@@ -9,7 +9,7 @@ name a trace records and the wrapper's own name are one string:
 ``policy:paraphrase-2``  the same rules, third wording
 ``policy:silent``        no release policy
 ``oracle:B1`` ...        an oracle store (B1, B2, B3, B3+, B4), see :mod:`.stores`
-``ledger``               the self-kept ledger, see :mod:`.ledger`
+``ledger:self-kept``     the self-kept ledger, see :mod:`.ledger`
 =======================  =================================================================
 
 The factories take no parameters (the variant is in the name); passing any is an error.
@@ -27,6 +27,8 @@ from commitbench.oracles.base import InterventionError, check_combination
 from commitbench.oracles.ledger import SelfKeptLedger
 from commitbench.oracles.policy import POLICY_TEXTS, ReleasePolicy
 from commitbench.oracles.stores import STORE_LEVELS, OracleStore
+
+LEDGER_NAME = "ledger:self-kept"
 
 Factory = Callable[[gym.Env[Any, Any], Mapping[str, Any]], gym.Env[Any, Any]]
 
@@ -49,14 +51,14 @@ def _store(level: str, env: gym.Env[Any, Any], params: Mapping[str, Any]) -> gym
 
 
 def _ledger(env: gym.Env[Any, Any], params: Mapping[str, Any]) -> gym.Env[Any, Any]:
-    _no_params("ledger", params)
+    _no_params(LEDGER_NAME, params)
     return SelfKeptLedger(env)
 
 
 STANDING_INTERVENTIONS: dict[str, Factory] = {
     **{f"policy:{text}": partial(_policy, text) for text in POLICY_TEXTS},
     **{f"oracle:{level}": partial(_store, level) for level in STORE_LEVELS},
-    "ledger": _ledger,
+    LEDGER_NAME: _ledger,
 }
 
 

@@ -237,6 +237,9 @@ class SelfKeptLedger(StandingIntervention):
     kind: ClassVar[str] = "ledger"
     slot: ClassVar[Slot] = Slot.LEDGER
 
+    def param(self) -> str:
+        return "self-kept"
+
     def __init__(self, env: gym.Env[Any, Any]) -> None:
         self.ledger = Ledger()
         super().__init__(env)

@@ -92,12 +92,12 @@ def test_the_ledger_is_bounded():
 
 
 # ------------------------------------------------------------------------------- in the env
-def _ledger_env(names: tuple[str, ...] = ("ledger",)):
+def _ledger_env(names: tuple[str, ...] = ("ledger:self-kept",)):
     return wrap(StandingEnv(episode_id=EPISODE.id, episodes=EPISODES), list(names))
 
 
 def test_tools_and_instructions_reach_the_agent():
-    env = _ledger_env(("ledger", "policy:explicit"))
+    env = _ledger_env(("ledger:self-kept", "policy:explicit"))
     obs, info = env.reset(seed=0)
     names = [t["function"]["name"] for t in info["tools"]]
     assert names[-2:] == ["ledger_add", "ledger_update"]

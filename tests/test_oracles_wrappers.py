@@ -58,8 +58,9 @@ def test_every_catalog_name_is_the_wrappers_own_name_and_is_recorded_in_the_spec
 
 
 def test_stack_names_are_innermost_first_and_the_spec_records_every_wrapper():
-    env = wrap(gym.make("commitbench/Standing-v0", episode_id=_episode().id), ["policy:paraphrase-1", "ledger"])
-    assert intervention_names(env) == ["policy:paraphrase-1", "ledger"]
+    base = gym.make("commitbench/Standing-v0", episode_id=_episode().id)
+    env = wrap(base, ["policy:paraphrase-1", "ledger:self-kept"])
+    assert intervention_names(env) == ["policy:paraphrase-1", "ledger:self-kept"]
     names = [w.name for w in env.spec.additional_wrappers]
     assert names[-2:] == ["ReleasePolicy", "SelfKeptLedger"]
     assert env.spec.additional_wrappers[-2].kwargs == {"text": "paraphrase-1"}
@@ -70,9 +71,9 @@ def test_stack_names_are_innermost_first_and_the_spec_records_every_wrapper():
     [
         (["policy:explicit", "policy:silent"], "two release policies"),
         (["oracle:B1", "oracle:B3"], "two oracle stores"),
-        (["ledger", "ledger"], "two ledgers"),
-        (["ledger", "oracle:B3+"], "both show the promise's status"),
-        (["oracle:B3", "ledger"], "both show the promise's status"),
+        (["ledger:self-kept", "ledger:self-kept"], "two ledgers"),
+        (["ledger:self-kept", "oracle:B3+"], "both show the promise's status"),
+        (["oracle:B3", "ledger:self-kept"], "both show the promise's status"),
         (["oracle:B9"], "unknown intervention 'oracle:B9'"),
         (["policy:loud"], "unknown intervention 'policy:loud'"),
         (["telepathy"], "unknown intervention"),
@@ -86,8 +87,9 @@ def test_refused_combinations_name_what_is_wrong(names, message):
 @pytest.mark.parametrize(
     "names",
     [
-        ["policy:explicit", "ledger"], ["ledger", "policy:paraphrase-2"], ["ledger", "oracle:B4"],
-        ["oracle:B1", "ledger"], ["policy:silent", "oracle:B3+"], ["oracle:B2", "policy:paraphrase-1"],
+        ["policy:explicit", "ledger:self-kept"], ["ledger:self-kept", "policy:paraphrase-2"],
+        ["ledger:self-kept", "oracle:B4"],
+        ["oracle:B1", "ledger:self-kept"], ["policy:silent", "oracle:B3+"], ["oracle:B2", "policy:paraphrase-1"],
     ],
 )
 def test_sensible_combinations_are_accepted(names):
@@ -110,7 +112,7 @@ def test_factories_refuse_parameters_and_wrappers_refuse_other_environments():
 @pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_check_env_passes_through_a_full_stack():
     env = wrap(gym.make("commitbench/Standing-v0", cells=["DELEG-DIRECT"], split="test"),
-               ["policy:paraphrase-1", "ledger", "oracle:B2"])
+               ["policy:paraphrase-1", "ledger:self-kept", "oracle:B2"])
     check_env(env, skip_render_check=True)
 
 
@@ -155,8 +157,8 @@ def test_paraphrases_differ_from_the_explicit_text_and_from_each_other():
 
 def test_section_order_does_not_depend_on_the_order_of_wrapping():
     episode = _episode(policy="silent")
-    a, _, obs_a = _prompt(episode, ["ledger", "policy:paraphrase-2", "oracle:B4"])
-    b, _, obs_b = _prompt(episode, ["oracle:B4", "policy:paraphrase-2", "ledger"])
+    a, _, obs_a = _prompt(episode, ["ledger:self-kept", "policy:paraphrase-2", "oracle:B4"])
+    b, _, obs_b = _prompt(episode, ["oracle:B4", "policy:paraphrase-2", "ledger:self-kept"])
     assert a == b
     assert a.index(policy_paragraph("paraphrase-2")) < a.index("commitment ledger")
     assert obs_a["context"] == obs_b["context"]
