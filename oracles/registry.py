@@ -92,3 +92,14 @@ def apply_interventions(env: gym.Env[Any, Any], stack: Sequence[InterventionSpec
             raise TypeError(f"intervention {spec.name!r} returned {type(wrapped).__name__}, not a gymnasium env")
         env = wrapped
     return env
+
+
+def _register_standing_interventions() -> None:
+    """The standing interventions: release-policy wordings, oracle stores B1-B4, the self-kept ledger."""
+    from commitbench.oracles.catalog import STANDING_INTERVENTIONS
+
+    for name, factory in STANDING_INTERVENTIONS.items():
+        register_intervention(name, factory)
+
+
+_register_standing_interventions()
