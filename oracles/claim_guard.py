@@ -23,8 +23,8 @@ Contract
   the next model call. ``firings`` lists every firing of the episode; ``take_nudge()`` hands the
   pending nudge to the agent once.
 
-The module registers the factory :func:`claim_guard_factory` as the intervention ``claim_guard``
-(parameters ``context`` and ``count``) in :mod:`commitbench.oracles.registry`.
+:func:`claim_guard_factory` is the ``(env, params) -> env`` factory for the intervention registry
+(parameters ``context`` and ``count``); importing this module registers nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.envs.protocol import ActionKind, Event, EventKind, parse_action, reply
 from commitbench.judges.claim_guard import ClaimMatch, GuardDecision, GuardReason, should_guard
 from commitbench.judges.claim_guard_routing import route_turn
-from commitbench.oracles.registry import register_intervention
 
 CONTEXT_MODES = ("always", "routed")
 COUNT_MODES = ("any", "writes")
@@ -180,5 +179,3 @@ def claim_guard_factory(env: gym.Env[Any, Any], params: Mapping[str, Any]) -> Cl
         raise ValueError(f"claim_guard takes the parameters context and count, not {', '.join(unknown)}")
     return ClaimGuard(env, **params)
 
-
-register_intervention("claim_guard", claim_guard_factory)
