@@ -38,6 +38,26 @@ def register(subparsers: Any) -> None:
     report.add_argument("--boot", type=int, default=1000, help="Bootstrap replicates.")
     report.set_defaults(func=report_handler)
 
+    annotate = sub.add_parser("annotate", help="Blind annotation sheets: export a sample, import the labels.")
+    annotate_sub = annotate.add_subparsers(dest="annotate_command", metavar="ACTION")
+    export = annotate_sub.add_parser("export", help="Write a blind CSV sheet stratified by outcome label.")
+    export.add_argument("out_dir", type=Path, help="Run directory with labels.jsonl.")
+    export.add_argument("--sheet", type=Path, required=True, help="CSV file to write.")
+    export.add_argument("--n", type=int, default=100, help="Responses in the sheet.")
+    export.add_argument("--seed", type=int, default=0, help="Seed of the sample and its order.")
+    export.set_defaults(func=annotate_export_handler)
+    load = annotate_sub.add_parser("import", help="Validate a filled sheet and write the labels as JSONL.")
+    load.add_argument("sheet", type=Path, help="Filled CSV sheet.")
+    load.add_argument("--out", type=Path, required=True, help="JSONL file of human labels to write.")
+    load.set_defaults(func=annotate_import_handler)
+    annotate.set_defaults(func=lambda args: (annotate.print_help(), 0)[1])
+
+    validate = sub.add_parser("validate", help="Agreement of the checker with human labels, pooled and per model.")
+    validate.add_argument("human", type=Path, help="Human labels: a filled CSV sheet or imported JSONL.")
+    validate.add_argument("out_dir", type=Path, help="Run directory with labels.jsonl.")
+    validate.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    validate.set_defaults(func=validate_handler)
+
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
@@ -145,4 +165,85 @@ def report_handler(args: argparse.Namespace) -> int:
     print(f"judge errors (left out): {errors}")
     figure = stacked_outcome_bars(frame, args.figure or args.out / "outcomes.png")
     print(f"figure: {figure}")
+    return 0
+
+
+def _run_labels(out_dir: Path) -> list[Any]:
+    from commitbench.cli import UsageError
+    from commitbench.followup_run import LABELS_FILE, read_labels
+
+    path = out_dir / LABELS_FILE
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: run `commitbench followup run --out {out_dir}` first")
+    try:
+        return read_labels(path)
+    except ValueError as exc:
+        raise UsageError(f"{path} is not a labels file: {exc}") from None
+
+
+def annotate_export_handler(args: argparse.Namespace) -> int:
+    from commitbench.analysis.followup_validation import select_for_annotation, write_sheet
+    from commitbench.cli import UsageError
+
+    if args.n < 1:
+        raise UsageError(f"--n must be at least 1, got {args.n}")
+    chosen = select_for_annotation(_run_labels(args.out_dir), args.n, args.seed)
+    if not chosen:
+        raise UsageError(f"{args.out_dir} holds no labelled response to annotate")
+    write_sheet(args.sheet, chosen)
+    print(f"{len(chosen)} responses written to {args.sheet}")
+    return 0
+
+
+def read_human_labels(path: Path) -> list[Any]:
+    """Human labels from a filled CSV sheet or from the JSONL that ``annotate import`` writes."""
+    from pydantic import ValidationError
+
+    from commitbench.analysis.followup_validation import HumanLabel, SheetError, read_sheet
+    from commitbench.cli import UsageError
+
+    if not path.exists():
+        raise UsageError(f"{path} does not exist")
+    if path.suffix.lower() == ".csv":
+        try:
+            return read_sheet(path)
+        except SheetError as exc:
+            raise UsageError(str(exc)) from None
+    labels = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            labels.append(HumanLabel.model_validate_json(line))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(line)'}: {e['msg']}" for e in exc.errors())
+            raise UsageError(f"{path}:{number}: {problems}") from None
+    return labels
+
+
+def annotate_import_handler(args: argparse.Namespace) -> int:
+    from commitbench.analysis.followup_validation import SheetError, read_sheet
+    from commitbench.cli import UsageError
+
+    if not args.sheet.exists():
+        raise UsageError(f"{args.sheet} does not exist")
+    try:
+        labels = read_sheet(args.sheet)
+    except SheetError as exc:
+        raise UsageError(str(exc)) from None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(label.model_dump_json() + "\n" for label in labels), encoding="utf-8")
+    print(f"{len(labels)} labelled responses written to {args.out}")
+    return 0
+
+
+def validate_handler(args: argparse.Namespace) -> int:
+    from commitbench.analysis.followup_validation import format_validation, validate
+    from commitbench.cli import UsageError
+
+    human = read_human_labels(args.human)
+    if not human:
+        raise UsageError(f"{args.human} holds no label")
+    report = validate(human, _run_labels(args.out_dir))
+    print(report.model_dump_json(indent=2) if args.json else format_validation(report))
     return 0
