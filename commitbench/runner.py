@@ -399,6 +399,10 @@ class RunSummary(BaseModel):
     errors: dict[str, int] = Field(description="Recorded model-call errors by kind.")
     failures: list[str] = Field(description="The first few failure messages (infra errors, crashes).")
     wall_s: float = Field(description="Wall time of the invocation.")
+    play_wall_s: float = Field(default=0.0, description="Wall time spent playing cells (startup excluded).")
+    play_cpu_s: float = Field(
+        default=0.0, description="CPU time of this process while playing cells (all threads, startup excluded)."
+    )
     message: str = Field(default="", description="Why the run stopped early, when it did.")
 
 
@@ -483,6 +487,8 @@ class Runner:
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
+        self._play_wall = 0.0
+        self._play_cpu = 0.0
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> tuple[list[Episode], list[Cell], list[Cell], int]:
@@ -520,7 +526,12 @@ class Runner:
                         base_urls[entry.name] = local_server.base_url
             if chat_pending and CacheMode(self.config.cache.mode) is not CacheMode.OFF:
                 cache = CallCache(self.cache_path(), self.config.cache.mode, run_id=manifest.run_id)
-            interrupted = asyncio.run(self._run_async(episodes, pending, cache, base_urls))
+            play_wall, play_cpu = time.perf_counter(), time.process_time()
+            try:
+                interrupted = asyncio.run(self._run_async(episodes, pending, cache, base_urls))
+            finally:
+                self._play_wall = time.perf_counter() - play_wall
+                self._play_cpu = time.process_time() - play_cpu
             if interrupted:
                 status = RunStatus.INTERRUPTED
             elif self._fatal is not None:
@@ -570,6 +581,8 @@ class Runner:
             errors=dict(errors),
             failures=list(self._counters.failures),
             wall_s=time.perf_counter() - started,
+            play_wall_s=self._play_wall,
+            play_cpu_s=self._play_cpu,
             message=message,
         )
 
@@ -812,6 +825,7 @@ class _Progress:
     """A rich progress bar refreshed from the event loop (no refresh thread)."""
 
     def __init__(self, runner: Runner, total: int) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.runner = runner
@@ -823,6 +837,7 @@ class _Progress:
             TextColumn("{task.fields[status]}"),
             auto_refresh=False,
             transient=False,
+            console=Console(stderr=True),
         )
         self.task = self.progress.add_task(runner.config.name, total=total, status="")
         self.progress.start()
