@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from commitbench.cache import CacheMode
 from commitbench.llm import ModelSettings, RetryPolicy
-from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_intervention
+from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
 
 __all__ = [
     "CHAT_AGENT",
@@ -164,8 +164,7 @@ class InterventionArm(BaseModel):
     @field_validator("stack")
     @classmethod
     def _registered(cls, stack: tuple[InterventionSpec, ...]) -> tuple[InterventionSpec, ...]:
-        for spec in stack:
-            check_intervention(spec.name)
+        check_stack([spec.name for spec in stack])
         return stack
 
     def names(self) -> list[str]:

@@ -784,7 +784,7 @@ class Runner:
         trace.sample = cell.sample
         trace.run_key = cell.run_key
         trace.truncated = bool(truncated)
-        hashes = {}
+        hashes = dict(trace.prompt_hashes)  # interventions record the texts they add here
         system_events = [e for e in trace.events if e.kind.value == "system"]
         if system_events:
             hashes["system_prompt"] = hashlib.sha256(system_events[0].text.encode("utf-8")).hexdigest()

@@ -26,16 +26,24 @@ __all__ = [
     "NO_INTERVENTION",
     "InterventionFactory",
     "InterventionSpec",
+    "StackCheck",
     "UnknownInterventionError",
     "apply_interventions",
     "check_intervention",
+    "check_stack",
     "register_intervention",
+    "register_stack_check",
 ]
 
 InterventionFactory = Callable[[gym.Env[Any, Any], Mapping[str, Any]], gym.Env[Any, Any]]
 
 # Name -> factory. Wrapper modules add themselves with register_intervention().
 INTERVENTIONS: dict[str, InterventionFactory] = {}
+
+# A check of a whole stack (names, innermost first) that raises ValueError when the names cannot
+# be applied together (two release policies, say). Each family of wrappers may add one.
+StackCheck = Callable[[Sequence[str]], None]
+STACK_CHECKS: list[StackCheck] = []
 
 # How configs write "no intervention at all".
 NO_INTERVENTION = "none"
@@ -83,8 +91,23 @@ def check_intervention(name: str) -> InterventionFactory:
     return factory
 
 
+def register_stack_check(check: StackCheck) -> None:
+    """Add a check run on every stack before it is applied (and when a config is validated)."""
+    if check not in STACK_CHECKS:
+        STACK_CHECKS.append(check)
+
+
+def check_stack(names: Sequence[str]) -> None:
+    """Every name is registered and the registered stack checks accept the combination."""
+    for name in names:
+        check_intervention(name)
+    for check in STACK_CHECKS:
+        check(names)
+
+
 def apply_interventions(env: gym.Env[Any, Any], stack: Sequence[InterventionSpec]) -> gym.Env[Any, Any]:
     """Wrap ``env`` with every intervention of ``stack``, the first listed innermost."""
+    check_stack([spec.name for spec in stack])
     for spec in stack:
         factory = check_intervention(spec.name)
         wrapped = factory(env, dict(spec.params))
@@ -96,10 +119,16 @@ def apply_interventions(env: gym.Env[Any, Any], stack: Sequence[InterventionSpec
 
 def _register_standing_interventions() -> None:
     """The standing interventions: release-policy wordings, oracle stores B1-B4, the self-kept ledger."""
+    from commitbench.oracles.base import check_combination
     from commitbench.oracles.catalog import STANDING_INTERVENTIONS
 
     for name, factory in STANDING_INTERVENTIONS.items():
         register_intervention(name, factory)
+
+    def standing_combination(names: Sequence[str]) -> None:
+        check_combination([n for n in names if n in STANDING_INTERVENTIONS])
+
+    register_stack_check(standing_combination)
 
 
 _register_standing_interventions()

@@ -133,8 +133,24 @@ def test_intervention_arms_accept_none_names_and_params(monkeypatch: pytest.Monk
         gym.make("commitbench/Standing-v0", disable_env_checker=True), config.interventions[2].stack
     )
     assert isinstance(env, Tagged) and env.tag == "plain" and env.env.tag == "x"
-    with pytest.raises(registry.UnknownInterventionError, match="known: tag"):
+    with pytest.raises(registry.UnknownInterventionError, match=r"unknown intervention 'nope' \(known: .*\btag\b"):
         registry.check_intervention("nope")
+
+
+def test_registered_interventions_run_and_bad_combinations_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="two release policies"):
+        reference_config(2, interventions=[["policy:explicit", "policy:silent"]])
+    config = reference_config(4, interventions=["none", "oracle:B4"])
+    summary = run_experiment(config, tmp_path)
+    assert summary.status is RunStatus.COMPLETE and summary.cells_done == 2 * 2 * 4
+    traces = latest_traces(tmp_path)
+    with_oracle = [t for t in traces if t.interventions]
+    plain = [t for t in traces if not t.interventions]
+    assert len(with_oracle) == len(plain) == 8
+    assert {tuple(t.interventions) for t in with_oracle} == {("oracle:B4",)}
+    # The intervention's own prompt hashes are kept next to the runner's.
+    assert all(len(t.prompt_hashes) > len(plain[0].prompt_hashes) for t in with_oracle)
+    assert {t.run_key for t in with_oracle}.isdisjoint({t.run_key for t in plain})
 
 
 def test_run_keys_are_stable_and_follow_the_identity() -> None:
