@@ -86,6 +86,9 @@ MANIFEST_SCHEMA_VERSION = 1
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
 # an environment or agent bug from looping forever.
 MAX_STEPS_PER_EPISODE = 5_000
+# httpx's connection pool scans every connection on every request, so its CPU cost per call grows
+# with the connections open: a model with more requests in flight than this gets several clients.
+CONNECTIONS_PER_CLIENT = 64
 
 
 # ---------------------------------------------------------------------------------- cells
@@ -483,7 +486,9 @@ class Runner:
         self._on_cell_done = on_cell_done
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
-        self._clients: dict[str, ModelClient] = {}
+        # Model name -> its clients. A model with many requests in flight gets several clients
+        # (shards), each with its own connection pool: see CONNECTIONS_PER_CLIENT.
+        self._clients: dict[str, list[ModelClient]] = {}
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
@@ -553,13 +558,16 @@ class Runner:
             invocation.status = status
             invocation.cells_done = self._counters.done
             invocation.cells_failed = self._counters.failed
-            invocation.client_stats = {name: c.stats().model_dump() for name, c in self._clients.items()}
+            invocation.client_stats = {
+                name: merge_client_stats([c.stats() for c in shards]).model_dump()
+                for name, shards in self._clients.items()
+            }
             manifest.status = status
             manifest.cells_done = cells_done
             manifest.ended_at = invocation.ended_at
             manifest.updated_at = invocation.ended_at
             write_json_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
-        stats = [c.stats() for c in self._clients.values()]
+        stats = [c.stats() for shards in self._clients.values() for c in shards]
         errors: Counter[str] = Counter()
         for s in stats:
             errors.update(s.errors)
@@ -641,9 +649,15 @@ class Runner:
             if retry.seed is None:
                 retry = RetryPolicy(**{**retry.model_dump(), "seed": self.config.seed})
             settings = entry.model_settings(base_urls.get(entry.name), local_alias=DEFAULT_ALIAS)
-            self._clients[entry.name] = ModelClient(
-                settings, cache=cache, retry=retry, max_concurrency=entry.max_concurrency or self.config.concurrency
-            )
+            in_flight = entry.max_concurrency or self.config.concurrency
+            n_shards = -(-in_flight // CONNECTIONS_PER_CLIENT)
+            per_shard = -(-in_flight // n_shards)
+            self._clients[entry.name] = [
+                ModelClient(
+                    settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard)
+                )
+                for _ in range(n_shards)
+            ]
 
     async def _run_async(
         self, episodes: list[Episode], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
@@ -677,7 +691,8 @@ class Runner:
             n_workers = min(self.config.concurrency, len(pending))
             shared_episodes = tuple(episodes)
             workers.extend(
-                loop.create_task(self._worker(queue, writer, shared_episodes, progress)) for _ in range(n_workers)
+                loop.create_task(self._worker(index, queue, writer, shared_episodes, progress))
+                for index in range(n_workers)
             )
             ticker = loop.create_task(progress.tick()) if progress is not None else None
             try:
@@ -689,7 +704,7 @@ class Runner:
                         await ticker
         finally:
             await writer.close()
-            for client in self._clients.values():
+            for client in (c for shards in self._clients.values() for c in shards):
                 with contextlib.suppress(Exception):
                     await client.aclose()
             for sig in installed:
@@ -708,7 +723,12 @@ class Runner:
         workers_queue.clear()
 
     async def _worker(
-        self, queue: deque[Cell], writer: _TraceWriter, episodes: tuple[Episode, ...], progress: _Progress | None
+        self,
+        index: int,
+        queue: deque[Cell],
+        writer: _TraceWriter,
+        episodes: tuple[Episode, ...],
+        progress: _Progress | None,
     ) -> None:
         envs: dict[str, gym.Env[Any, Any]] = {}
         try:
@@ -720,7 +740,7 @@ class Runner:
                     base = gym.make(self.config.env, episodes=episodes, disable_env_checker=True)
                     env = envs[label] = apply_interventions(base, cell.arm.stack)
                 try:
-                    trace = await self._play(cell, env)
+                    trace = await self._play(cell, env, index)
                 except ModelEndpointError as exc:
                     self._abort(str(exc), queue)
                     return
@@ -738,13 +758,13 @@ class Runner:
                 with contextlib.suppress(Exception):
                     env.close()
 
-    async def _play(self, cell: Cell, env: gym.Env[Any, Any]) -> EpisodeTrace:
+    async def _play(self, cell: Cell, env: gym.Env[Any, Any], worker: int = 0) -> EpisodeTrace:
         agent: Any
         chat: ChatAgent | None = None
         if cell.player.kind == "chat":
             assert cell.player.model is not None
             chat = ChatAgent(
-                self._clients[cell.player.model.name],
+                self._client_for(cell.player.model.name, worker),
                 name=cell.player.name,
                 sample_index=cell.sample,
                 session_id=cell.run_key,
@@ -796,29 +816,51 @@ class Runner:
         trace.infra_error = failure
         return trace
 
+    def _client_for(self, model: str, worker: int) -> ModelClient:
+        shards = self._clients[model]
+        return shards[worker % len(shards)]
+
     # ------------------------------------------------------------------ progress data
     def client_totals(self) -> ClientStats | None:
-        stats = [c.stats() for c in self._clients.values()]
-        if not stats:
-            return None
-        errors: Counter[str] = Counter()
-        for s in stats:
-            errors.update(s.errors)
-        return ClientStats(
-            calls=sum(s.calls for s in stats),
-            completed=sum(s.completed for s in stats),
-            in_flight=sum(s.in_flight for s in stats),
-            http_requests=sum(s.http_requests for s in stats),
-            retries=sum(s.retries for s in stats),
-            cache_hits=sum(s.cache_hits for s in stats),
-            cache_misses=sum(s.cache_misses for s in stats),
-            prompt_tokens=sum(s.prompt_tokens for s in stats),
-            completion_tokens=sum(s.completion_tokens for s in stats),
-            errors=dict(errors),
-            concurrency_limit=sum(s.concurrency_limit for s in stats),
-            elapsed_s=max(s.elapsed_s for s in stats),
-            calls_per_s=sum(s.calls_per_s for s in stats),
-        )
+        stats = [c.stats() for shards in self._clients.values() for c in shards]
+        return merge_client_stats(stats) if stats else None
+
+
+def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
+    """The counters of several clients added up (rates too; the elapsed time is the longest)."""
+    errors: Counter[str] = Counter()
+    for s in stats:
+        errors.update(s.errors)
+    return ClientStats(
+        calls=sum(s.calls for s in stats),
+        completed=sum(s.completed for s in stats),
+        in_flight=sum(s.in_flight for s in stats),
+        http_requests=sum(s.http_requests for s in stats),
+        retries=sum(s.retries for s in stats),
+        cache_hits=sum(s.cache_hits for s in stats),
+        cache_misses=sum(s.cache_misses for s in stats),
+        prompt_tokens=sum(s.prompt_tokens for s in stats),
+        completion_tokens=sum(s.completion_tokens for s in stats),
+        errors=dict(errors),
+        concurrency_limit=sum(s.concurrency_limit for s in stats),
+        elapsed_s=max((s.elapsed_s for s in stats), default=0.0),
+        calls_per_s=sum(s.calls_per_s for s in stats),
+    )
+
+
+def _http_client(in_flight: int) -> Any:
+    """An HTTP client that keeps a connection alive for every request in flight.
+
+    The SDK's default pool keeps 100 idle connections: above that concurrency every response
+    closes a connection and the next request opens a new one, which costs more CPU than the call.
+    """
+    import openai
+
+    from commitbench.llm import httpx2
+
+    return openai.DefaultAsyncHttpxClient(
+        limits=httpx2.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))
+    )
 
 
 class _Progress:

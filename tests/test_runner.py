@@ -96,6 +96,17 @@ def test_example_configs_load() -> None:
     assert vllm.models[0].settings.extra_body
 
 
+def test_the_documented_full_example_is_a_valid_config(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "runner.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "documented.yaml"
+    path.write_text(block)
+    config = load_config(path)
+    assert [m.name for m in config.models] == ["qwen3-8b", "local"]
+    labels = [arm.label() for arm in config.interventions]
+    assert labels == ["none", "policy:explicit", "policy:explicit+ledger:self-kept"]
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
