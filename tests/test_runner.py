@@ -25,6 +25,7 @@ from commitbench.oracles import registry
 from commitbench.runner import (
     MANIFEST_FILE,
     TRACES_FILE,
+    Runner,
     RunStatus,
     expand_cells,
     latest_traces,
@@ -285,6 +286,21 @@ def test_chat_run_then_a_cached_rerun_makes_no_http_request(tmp_path: Path, mock
     assert traces_a.keys() == traces_b.keys()
     assert all(comparable(traces_a[k]) == comparable(traces_b[k]) for k in traces_a)
     assert all(call.cache_hit for t in traces_b.values() for call in t.model_calls)
+
+
+def test_many_requests_in_flight_are_spread_over_several_clients(tmp_path: Path, mock_server: MockServer) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    config = chat_config(mock_server.base_url, 12, concurrency=130)
+    runner = Runner(config, tmp_path)
+    summary = runner.run()
+    assert summary.status is RunStatus.COMPLETE
+    shards = runner._clients["mock"]
+    assert len(shards) == 3 and all(c.limiter.max_limit == 44 for c in shards)
+    assert all(c.stats().calls > 0 for c in shards)
+    assert summary.http_requests == mock_server.stats().chat_completions
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    assert manifest.invocations[-1].client_stats["mock"]["calls"] == summary.model_calls
 
 
 def test_replay_only_rebuilds_a_run_with_the_server_stopped(tmp_path: Path) -> None:

@@ -28,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
         help="play an experiment config (or 'standing' with --agent) into a resumable run directory",
-        description=__doc__.split("\n\n")[0],
+        description="Play an experiment config, or the standing benchmark with one agent,\n"
+        "into a resumable run directory (traces.jsonl, manifest.json, cache.sqlite).",
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' for the shorthand")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
