@@ -40,7 +40,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -66,6 +66,7 @@ __all__ = [
     "Cell",
     "CellStatus",
     "Player",
+    "RunDirectoryBusyError",
     "RunManifest",
     "RunSummary",
     "Runner",
@@ -82,6 +83,7 @@ __all__ = [
 
 TRACES_FILE = "traces.jsonl"
 MANIFEST_FILE = "manifest.json"
+LOCK_FILE = ".lock"
 MANIFEST_SCHEMA_VERSION = 1
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
 # an environment or agent bug from looping forever.
@@ -312,6 +314,35 @@ class RunManifest(BaseModel):
     invocations: list[Invocation] = Field(default_factory=list, description="Every invocation, oldest first.")
 
 
+class RunDirectoryBusyError(RuntimeError):
+    """Another process is running into the same directory."""
+
+
+@contextlib.contextmanager
+def directory_lock(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out_dir`` (released by the kernel even on SIGKILL)."""
+    import fcntl
+
+    path = out_dir / LOCK_FILE
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunDirectoryBusyError(
+                f"{out_dir} is in use by {holder}; wait for it to finish or stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -511,6 +542,12 @@ class Runner:
 
     # ------------------------------------------------------------------ running
     def run(self) -> RunSummary:
+        """Play the pending cells; one process at a time per directory (a lock file guards it)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with directory_lock(self.out_dir):
+            return self._run_locked()
+
+    def _run_locked(self) -> RunSummary:
         started = time.perf_counter()
         episodes, cells, pending, torn = self.prepare()
         cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()

@@ -229,6 +229,27 @@ def test_torn_last_line_and_failed_cells_are_replayed_once(tmp_path: Path) -> No
     assert len(latest) == 20 and not any(t.infra_error for t in latest)
 
 
+def test_a_directory_in_use_by_another_run_is_refused(tmp_path: Path) -> None:
+    from commitbench.runner import RunDirectoryBusyError, directory_lock
+
+    code = (
+        "import sys, time; from pathlib import Path; from commitbench.runner import directory_lock\n"
+        "with directory_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(30)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunDirectoryBusyError, match=f"in use by pid {holder.pid}"):
+            run_experiment(reference_config(2), tmp_path)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    # The kernel drops the lock with the process, however it died.
+    with directory_lock(tmp_path):
+        pass
+    assert run_experiment(reference_config(2), tmp_path).cells_done == 4
+
+
 def test_a_directory_of_another_experiment_is_refused(tmp_path: Path) -> None:
     run_experiment(reference_config(3), tmp_path)
     with pytest.raises(ValueError, match=r"holds a different experiment.*--force"):

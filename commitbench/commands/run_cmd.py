@@ -196,14 +196,14 @@ def _print_summary(summary: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from commitbench.runner import RunStatus, run_experiment
+    from commitbench.runner import RunDirectoryBusyError, RunStatus, run_experiment
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, RunDirectoryBusyError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
     if summary.status is RunStatus.INTERRUPTED:
