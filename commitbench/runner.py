@@ -40,7 +40,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -504,8 +504,6 @@ class Runner:
         argv: Sequence[str] | None = None,
         force: bool = False,
         episodes: Sequence[Episode] | None = None,
-        local_server_factory: Callable[[], Any] | None = None,
-        on_cell_done: Callable[[EpisodeTrace], None] | None = None,
     ) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
@@ -513,8 +511,6 @@ class Runner:
         self.argv = list(argv if argv is not None else sys.argv)
         self.force = force
         self._episodes_arg = episodes
-        self._local_server_factory = local_server_factory
-        self._on_cell_done = on_cell_done
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
         # Model name -> its clients. A model with many requests in flight gets several clients
@@ -582,6 +578,9 @@ class Runner:
                 status = RunStatus.INCOMPLETE
         except KeyboardInterrupt:
             status = RunStatus.INTERRUPTED
+        except BaseException as exc:
+            status, message = RunStatus.ABORTED, f"{type(exc).__name__}: {exc}"
+            raise
         finally:
             if cache is not None:
                 cache.close()
@@ -632,13 +631,9 @@ class Runner:
         )
 
     def _start_local_server(self) -> Any:
-        if self._local_server_factory is not None:
-            server = self._local_server_factory()
-        else:
-            from commitbench.agents.local_model import LocalModelServer
+        from commitbench.agents.local_model import LocalModelServer
 
-            server = LocalModelServer()
-        return server.start()
+        return LocalModelServer().start()
 
     def _begin_manifest(self, cells: list[Cell], cells_hash: str, n_episodes: int, n_pending: int) -> RunManifest:
         previous = read_manifest(self.out_dir)
@@ -786,8 +781,6 @@ class Runner:
                 else:
                     self._counters.done += 1
                 writer.put(trace)
-                if self._on_cell_done is not None:
-                    self._on_cell_done(trace)
                 if progress is not None:
                     progress.advance()
         finally:

@@ -196,6 +196,7 @@ def _print_summary(summary: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    from commitbench.agents.local_model import LocalModelError
     from commitbench.runner import RunDirectoryBusyError, RunStatus, run_experiment
 
     config = build_config(args)
@@ -203,7 +204,7 @@ def _handle(args: argparse.Namespace) -> int:
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
-    except (ValueError, FileNotFoundError, RunDirectoryBusyError) as exc:
+    except (ValueError, FileNotFoundError, RunDirectoryBusyError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
     if summary.status is RunStatus.INTERRUPTED:
