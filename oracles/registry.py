@@ -132,3 +132,13 @@ def _register_standing_interventions() -> None:
 
 
 _register_standing_interventions()
+
+
+def _register_claim_guard() -> None:
+    """The deterministic write-claim guard, usable on both environments."""
+    from commitbench.oracles.claim_guard import claim_guard_factory
+
+    register_intervention("claim_guard", claim_guard_factory)
+
+
+_register_claim_guard()
