@@ -68,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_handle)
 
 
+# Default cap on generated tokens per call for the embedded model (override with --max-tokens).
+LOCAL_MAX_TOKENS = 256
+
 _SHORTHAND_ONLY = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body",
                    "samples", "split", "cells", "types", "policy", "gaps", "variants", "limit")
 
@@ -106,6 +109,8 @@ def standing_config(args: argparse.Namespace) -> Any:
             if args.model == "local":
                 if args.base_url:
                     raise UsageError("--model local starts the embedded model; it takes no --base-url")
+                # The small embedded model sometimes rambles until the context is full; cap it.
+                generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
                 entry = ModelEntry(name="local", local=True, settings=GenerationSettings(**generation))
             else:
                 generation["model"] = args.model
