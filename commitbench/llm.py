@@ -484,6 +484,7 @@ class ModelClient:
         )
         self._calls = 0
         self._completed = 0
+        self._inflight: dict[str, asyncio.Future[ModelResponse]] = {}
         self._http_requests = 0
         self._retries = 0
         self._cache_hits = 0
@@ -543,9 +544,30 @@ class ModelClient:
                     self._cache_hits += 1
                     return self._from_cache(stored, key, started)
                 self._cache_misses += 1
-            response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
-            if response.error is None and self.cache is not None:
-                self.cache.put(key, model, response.cache_payload())
+            leader = self._inflight.get(key)
+            if leader is not None:
+                # The same request is already on its way: share its answer instead of asking twice.
+                # A server need not be deterministic, and two answers to one key would make the
+                # cache disagree with one of the traces (and replay diverge).
+                shared = await asyncio.shield(leader)
+                self._cache_hits += 1
+                return shared.model_copy(update={"cache_hit": True, "latency_s": time.perf_counter() - started})
+            future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
+            self._inflight[key] = future
+            try:
+                response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
+                if response.error is None and self.cache is not None:
+                    self.cache.put(key, model, response.cache_payload())
+                future.set_result(response)
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+            except Exception as exc:
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: followers re-raise it, nobody else has to
+                raise
+            finally:
+                del self._inflight[key]
             return response
         finally:
             self._completed += 1

@@ -427,3 +427,29 @@ def test_settings_validate_and_describe_identity() -> None:
         ModelSettings(model="qwen", temprature=0.2)  # type: ignore[call-arg]
     with pytest.raises(ValueError):
         ModelSettings(model="")
+
+
+# ------------------------------------------------------------ identical requests in flight
+def test_identical_requests_in_flight_share_one_answer(
+    mock_server: MockServer, mock_settings: ModelSettings, tmp_path: Path
+) -> None:
+    """A server need not answer one prompt twice the same way; concurrent twins must not ask twice,
+    or the cache would hold one answer while a trace holds the other and replay would diverge."""
+    mock_server.set_latency(50)
+    mock_server.script(ReplySpec(text="first answer"), ReplySpec(text="second answer"))
+
+    async def twins() -> tuple[list[ModelResponse], ModelClient]:
+        cache = CallCache(tmp_path / "cache.sqlite")
+        async with ModelClient(mock_settings, cache=cache, retry=FAST_RETRY) as client:
+            responses = await asyncio.gather(*(client.complete(USER) for _ in range(3)))
+        cache.close()
+        return list(responses), client
+
+    responses, client = run(twins())
+    assert {r.text for r in responses} == {"first answer"}
+    assert sum(not r.cache_hit for r in responses) == 1
+    assert client.stats().http_requests == 1
+    assert mock_server.stats().chat_completions == 1
+    replay = CallCache(tmp_path / "cache.sqlite", mode="replay_only")
+    response, _ = run(one_call(mock_settings, cache=replay))
+    assert response.cache_hit and response.text == "first answer"
