@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from enum import Enum
 from functools import cache
 from importlib import resources
@@ -174,10 +175,25 @@ def render_case(case: JudgeCase, episode: Episode) -> list[dict[str, str]]:
     return [{"role": "system", "content": instructions}, {"role": "user", "content": user}]
 
 
+# Grammar-constrained decoding (llama.cpp) lets a small model ramble inside a string until the
+# token limit; a length bound in the grammar ends each reason. OpenAI's strict mode rejects
+# maxLength, so only the json_object form carries it (the reply model itself stays unbounded).
+REASON_MAX_CHARS = 120
+
+
+def _bounded_reasons(schema: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(schema))
+    for definition in out.get("$defs", {}).values():
+        reason = definition.get("properties", {}).get("reason")
+        if reason is not None:
+            reason["maxLength"] = REASON_MAX_CHARS
+    return out
+
+
 def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA) -> dict[str, Any]:
     schema = strict_json_schema(StandingJudgeOutput)
     if style is ResponseFormatStyle.JSON_OBJECT:
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": _bounded_reasons(schema)}
     return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
 
 

@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--response-format", choices=["json_schema", "json_object"], default=None,
                         help="how the schema is sent (default json_schema; json_object for the local model)")
     parser.add_argument("--max-attempts", type=int, default=3, help="attempts per message before a judge error")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="bound on each judge reply in tokens (default 600; part of the judge's identity)")
     parser.add_argument("--concurrency", type=int, default=16, help="judge requests in flight (default 16)")
     parser.add_argument("--cache", type=Path, help="cache database (default RUN_DIR/cache.sqlite)")
     parser.add_argument("--cache-mode", choices=["read_write", "replay_only", "off"], default="read_write",
@@ -193,6 +195,9 @@ def _llm(args: argparse.Namespace) -> JudgeRunSummary:
         raise UsageError("the LLM judge needs --judge-model NAME (with --base-url) or --judge-model local")
     if args.max_attempts < 1:
         raise UsageError("--max-attempts must be at least 1")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    limits = {"max_tokens": args.max_tokens} if args.max_tokens is not None else {}
     server = None
     if args.judge_model == LOCAL:
         if args.base_url:
@@ -203,12 +208,12 @@ def _llm(args: argparse.Namespace) -> JudgeRunSummary:
             server = LocalModelServer().start()
         except LocalModelError as exc:
             raise UsageError(str(exc)) from None
-        settings = judge_settings(server.alias, server.base_url)
+        settings = judge_settings(server.alias, server.base_url, **limits)
         style = ResponseFormatStyle(args.response_format or "json_object")
     else:
         if not args.base_url:
             raise UsageError(f"--judge-model {args.judge_model} needs --base-url (an OpenAI-compatible /v1 URL)")
-        settings = judge_settings(args.judge_model, args.base_url, args.api_key_env)
+        settings = judge_settings(args.judge_model, args.base_url, args.api_key_env, **limits)
         style = ResponseFormatStyle(args.response_format or "json_schema")
     mode = CacheMode(args.cache_mode)
     cache_path = args.cache or args.run_dir / "cache.sqlite"
