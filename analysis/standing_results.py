@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
@@ -15,9 +16,10 @@ from commitbench.episodes.standing_compiler import load_episodes
 from commitbench.episodes.standing_episode import Episode
 from commitbench.judges.labels import MessageLabel
 from commitbench.judges.rule_judge import RuleJudge
-from commitbench.traces import EpisodeTrace, read_traces
+from commitbench.traces import EpisodeTrace, TraceFileError
 
 TRACES_FILE = "traces.jsonl"
+T = TypeVar("T")
 
 
 class RunLabelsRecord(BaseModel):
@@ -33,18 +35,58 @@ def labels_path(run_dir: Path, judge: str) -> Path:
     return run_dir / f"labels-{safe}.jsonl"
 
 
-def latest_traces(run_dir: Path) -> list[EpisodeTrace]:
-    """Finished traces, one per run key (the last good one), infrastructure failures dropped."""
+def _traces_path(run_dir: Path) -> Path:
     path = run_dir / TRACES_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run directory?")
-    by_key: dict[str, EpisodeTrace] = {}
-    for i, trace in enumerate(read_traces(path)):
+    return path
+
+
+def iter_traces(path: Path) -> Iterator[EpisodeTrace]:
+    """Stream the traces of a JSONL file, one at a time. A torn last line (a crash mid-write) is
+    skipped; any other bad line is an error naming the file and line."""
+    with path.open(encoding="utf-8") as handle:
+        pending: tuple[int, str] | None = None
+        for number, line in enumerate(handle, start=1):
+            if pending is not None:
+                yield _parse_trace(path, *pending, last=False)
+            pending = (number, line) if line.strip() else None
+        if pending is not None:
+            try:
+                yield _parse_trace(path, *pending, last=True)
+            except _TornLine:
+                return
+
+
+class _TornLine(Exception):
+    pass
+
+
+def _parse_trace(path: Path, number: int, line: str, last: bool) -> EpisodeTrace:
+    try:
+        return EpisodeTrace.model_validate_json(line)
+    except ValidationError as exc:
+        if last:
+            raise _TornLine from None
+        raise TraceFileError(f"{path}:{number}: not a valid trace: {exc.errors()[0]['msg']}") from None
+
+
+def _latest(traces: Iterable[EpisodeTrace], convert: Callable[[EpisodeTrace], T]) -> list[T]:
+    """One item per run key from the last good trace; infrastructure failures dropped. A failure
+    never replaces a good trace of the same key; a later good trace replaces anything."""
+    by_key: dict[str, T | None] = {}
+    for i, trace in enumerate(traces):
         key = trace.run_key or f"#{i}"
-        if trace.infra_error and key in by_key:
+        if trace.infra_error:
+            by_key.setdefault(key, None)
             continue
-        by_key[key] = trace
-    return [t for t in by_key.values() if not t.infra_error]
+        by_key[key] = convert(trace)
+    return [item for item in by_key.values() if item is not None]
+
+
+def latest_traces(run_dir: Path) -> list[EpisodeTrace]:
+    """Finished traces, one per run key (the last good one), infrastructure failures dropped."""
+    return _latest(iter_traces(_traces_path(run_dir)), lambda trace: trace)
 
 
 def read_label_records(path: Path) -> list[RunLabelsRecord]:
@@ -98,19 +140,23 @@ def append_label_records(path: Path, records: Iterable[RunLabelsRecord]) -> None
 
 
 def load_rows(run_dir: Path | str, judge: str = "rules", episodes: dict[str, Episode] | None = None) -> pd.DataFrame:
-    """One row per run. ``judge='rules'`` labels on the fly; any other judge reads its stored labels."""
+    """One row per run. ``judge='rules'`` labels on the fly; any other judge reads its stored labels.
+
+    Traces are streamed and folded into rows one at a time, so a full grid never sits in memory.
+    """
     run_dir = Path(run_dir)
-    traces = latest_traces(run_dir)
+    path = _traces_path(run_dir)
     if episodes is None:
         episodes = {e.id: e for e in load_episodes()}
     stored = None if judge == "rules" else read_labels(run_dir, judge)
     rule_judge = RuleJudge()
-    rows = []
-    missing = sorted({t.episode_id for t in traces if t.episode_id not in episodes})
-    if missing:
-        raise KeyError(f"{len(missing)} episode id(s) in {run_dir} are not in the compiled episodes: {missing[:3]}")
-    for trace in traces:
-        episode = episodes[trace.episode_id]
+    missing: set[str] = set()
+
+    def row(trace: EpisodeTrace) -> dict[str, object] | None:
+        episode = episodes.get(trace.episode_id)
+        if episode is None:
+            missing.add(trace.episode_id)
+            return None
         if stored is None:
             labels = rule_judge.label(trace, episode)
         else:
@@ -120,8 +166,13 @@ def load_rows(run_dir: Path | str, judge: str = "rules", episodes: dict[str, Epi
                     MessageLabel(message_index=i, step=m.step, error="not labelled", judge=judge)
                     for i, m in enumerate(trace.assistant_messages())
                 ]
-        rows.append(run_row(trace, episode, labels))
-    return pd.DataFrame(rows)
+        return run_row(trace, episode, labels)
+
+    rows = _latest(iter_traces(path), row)
+    if missing:
+        found = sorted(missing)
+        raise KeyError(f"{len(found)} episode id(s) in {run_dir} are not in the compiled episodes: {found[:3]}")
+    return pd.DataFrame([r for r in rows if r is not None])
 
 
 def write_json(path: Path, payload: object) -> None:
