@@ -238,3 +238,25 @@ def test_the_full_study_config_loads_and_expands():
     cells = expand_cells(config, episodes)
     assert len(cells) == 1080 * len(arms) * len(config.models)
     assert len({c.run_key for c in cells}) == len(cells)
+
+
+def test_rows_stream_the_trace_file_keep_the_last_good_trace_and_skip_a_torn_tail(tmp_path):
+    from commitbench.traces import TraceFileError
+
+    episode = SLICE[0]
+    env = StandingEnv(episode_id=episode.id, episodes=EPISODES)
+    good = play_episode(env, make_reference_agent("creditor-rule"))
+    good.run_key = "k1"
+    failed = good.model_copy(update={"infra_error": "timeout", "run_key": "k1"})
+    other_failed = good.model_copy(update={"infra_error": "timeout", "run_key": "k2"})
+    retried = good.model_copy(update={"run_key": "k2", "sample": 0})
+    run_dir = tmp_path / "run"
+    append_traces(run_dir / "traces.jsonl", [good, failed, other_failed, retried])
+    with (run_dir / "traces.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(good.model_dump_json()[:100])  # a crash in mid-write
+    rows = load_rows(run_dir)
+    assert list(rows["run_key"]) == ["k1", "k2"] and (rows["infra_error"] == "").all()
+    lines = (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines()
+    (run_dir / "traces.jsonl").write_text("\n".join([lines[0], "{oops", lines[1]]) + "\n", encoding="utf-8")
+    with pytest.raises(TraceFileError, match=r"traces\.jsonl:2: not a valid trace"):
+        load_rows(run_dir)
