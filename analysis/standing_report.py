@@ -7,6 +7,8 @@
 * :func:`cell_table`: strict accuracy per cell, with intervals;
 * :func:`paired_table`: differences between each intervention and a baseline intervention on the
   same episodes, per model and policy (paired cluster bootstrap);
+* :func:`policy_table`: the policy's effect, explicit minus silent, per model and intervention
+  (the two policies of an episode share its chat, so commitment types are resampled jointly);
 * :func:`long_frame` / :func:`wide_frame` / :func:`markdown`: the forms written to CSV and Markdown.
 
 Every interval is a 95% bootstrap interval clustered by commitment type; every table counts the
@@ -21,7 +23,14 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.standing_metrics import METRIC_NAMES, MetricValue, compute_metrics, paired_difference
+from commitbench.analysis.bootstrap import paired_bootstrap
+from commitbench.analysis.standing_metrics import (
+    METRIC_NAMES,
+    METRICS,
+    MetricValue,
+    compute_metrics,
+    paired_difference,
+)
 
 GROUP: tuple[str, ...] = ("agent", "interventions", "policy")
 CELL_ORDER: tuple[str, ...] = ("BASE", "CRED", "DELEG", "PEER", "MGR", "RELAY", "FACT", "REINSTATE")
@@ -111,6 +120,53 @@ def paired_table(
                         episodes=len(shared),
                     )
                 )
+    return out
+
+
+TWIN_KEY: tuple[str, ...] = ("commitment_type", "cell", "gap", "variant", "sample")
+
+
+def policy_table(
+    rows: pd.DataFrame, metrics: Sequence[str] = MAIN_METRICS, n_boot: int = 1000, seed: int = 0
+) -> list[PairedValue]:
+    """metric(explicit) - metric(silent) per model and intervention (manager cells count under
+    explicit only, as in every metric), resampling commitment types jointly for both policies."""
+    out: list[PairedValue] = []
+    if rows.empty:
+        return out
+    specs = {m.name: m for m in METRICS}
+    for (agent, arm), part in rows.groupby(["agent", "interventions"], sort=True):
+        explicit = part[part["policy"] == "explicit"]
+        silent = part[part["policy"] == "silent"]
+        if explicit.empty or silent.empty:
+            continue
+        twins = len(
+            set(map(tuple, explicit[list(TWIN_KEY)].astype(str).to_numpy()))
+            & set(map(tuple, silent[list(TWIN_KEY)].astype(str).to_numpy()))
+        )
+        for metric in metrics:
+            spec = specs[metric]
+            values_a, clusters_a, _ = spec.columns(explicit)
+            values_b, clusters_b, _ = spec.columns(silent)
+            try:
+                result = paired_bootstrap(
+                    values_a, clusters_a, values_b, clusters_b, stat=spec.stat, n_boot=n_boot, seed=seed
+                )
+                estimate, low, high = _finite(result.estimate), _finite(result.low), _finite(result.high)
+            except ValueError:
+                estimate = low = high = None
+            out.append(
+                PairedValue(
+                    group={"agent": str(agent), "interventions": str(arm)},
+                    metric=metric,
+                    arm="explicit",
+                    baseline="silent",
+                    estimate=estimate,
+                    low=low,
+                    high=high,
+                    episodes=twins,
+                )
+            )
     return out
 
 

@@ -78,13 +78,17 @@ _KIND_SLOTS: dict[str, Slot] = {"policy": Slot.POLICY, "oracle": Slot.ORACLE, "l
 
 
 def check_combination(names: Sequence[str]) -> None:
-    """Raise :class:`InterventionError` when the interventions named cannot be stacked."""
+    """Raise :class:`InterventionError` when the standing interventions named cannot be stacked.
+
+    Names of other kinds (interventions of other environments, test doubles) are left alone, so
+    a config validator may pass a whole arm.
+    """
     by_slot: dict[Slot, str] = {}
     for name in names:
         kind, _ = parse_name(name)
         slot = _KIND_SLOTS.get(kind)
         if slot is None:
-            raise InterventionError(f"unknown intervention {name!r}; kinds are {', '.join(_KIND_SLOTS)}")
+            continue
         if slot in by_slot:
             what = {Slot.POLICY: "release policies", Slot.ORACLE: "oracle stores", Slot.LEDGER: "ledgers"}[slot]
             raise InterventionError(f"two {what} in one stack ({by_slot[slot]} and {name}); apply at most one")

@@ -98,6 +98,12 @@ def test_sensible_combinations_are_accepted(names):
     assert intervention_names(env) == names
 
 
+def test_combination_check_leaves_other_kinds_alone():
+    check_combination(["claim_guard", "oracle:B3", "tag[v=x]", "policy:explicit"])
+    with pytest.raises(InterventionError, match="two oracle stores"):
+        check_combination(["claim_guard", "oracle:B3", "oracle:B4"])
+
+
 def test_factories_refuse_parameters_and_wrappers_refuse_other_environments():
     with pytest.raises(InterventionError, match="takes no parameters"):
         STANDING_INTERVENTIONS["oracle:B3"](_env(_episode()), {"level": "B3+"})

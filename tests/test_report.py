@@ -84,8 +84,14 @@ def test_report_tables_and_files(run_dir, capsys):
     assert report["paired"] and all(p["estimate"] in (0.0, None) for p in report["paired"])
     assert {p["episodes"] for p in report["paired"]} == {len(SLICE) // 2}
 
+    # The policy's effect on the same chats: last-speaker-wins strict 8/15 (explicit) - 8/13 (silent).
+    effect = {(p["group"]["agent"], p["group"]["interventions"], p["metric"]): p for p in report["policy_effect"]}
+    lsw_effect = effect["last-speaker-wins", "none", "strict_accuracy"]
+    assert lsw_effect["estimate"] == pytest.approx(8 / 15 - 8 / 13) and lsw_effect["episodes"] == len(SLICE) // 2
+    assert effect["creditor-rule", "oracle:B3+", "override"]["estimate"] == 0.0
+
     out = run_dir / "report"
-    for name in ("metrics", "gap", "cells", "paired"):
+    for name in ("metrics", "gap", "cells", "paired", "policy"):
         assert (out / f"{name}.csv").exists() and (out / f"{name}.md").exists()
     assert (out / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
     with (out / "metrics.csv").open(encoding="utf-8") as handle:

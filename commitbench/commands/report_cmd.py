@@ -12,6 +12,7 @@ Prints and writes (into ``RUN_DIR/report/``, CSV and Markdown each):
 * ``cells``: strict accuracy per cell;
 * ``paired``: each intervention minus the baseline (``--baseline``, default ``none`` when that
   arm is present) on the same episodes, per model and policy (paired bootstrap);
+* ``policy``: the policy's effect, explicit minus silent, per model and intervention;
 * ``strict_by_cell.png``: a heatmap of strict accuracy per cell and intervention.
 
 ``--json`` prints one machine-readable document instead of tables (also saved as
@@ -72,6 +73,7 @@ def build_report(
     gap = sr.gap_table(rows, n_boot=n_boot, seed=seed)
     cells = sr.cell_table(rows, n_boot=n_boot, seed=seed)
     paired = sr.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else []
+    policy = sr.policy_table(rows, n_boot=n_boot, seed=seed)
     report: dict[str, Any] = {
         "run_dir": str(run_dir),
         "judge": judge,
@@ -89,6 +91,7 @@ def build_report(
         "by_cell": [m.model_dump() for m in cells],
         "strict_by_cell": _strict_by_cell(rows),
         "paired": [p.model_dump() for p in paired],
+        "policy_effect": [p.model_dump() for p in policy],
         "files": {},
     }
     if write:
@@ -105,6 +108,12 @@ def build_report(
                 difference=[sr.interval_text(p.estimate, p.low, p.high, signed=True) for p in paired]
             ).drop(columns=["low", "high"])
             tables["paired"] = (frame, text)
+        if policy:
+            frame = sr.paired_frame(policy)
+            text = frame.assign(
+                difference=[sr.interval_text(p.estimate, p.low, p.high, signed=True) for p in policy]
+            ).drop(columns=["low", "high", "arm", "baseline"])
+            tables["policy"] = (frame, text)
         for name, (long, wide) in tables.items():
             long.to_csv(out / f"{name}.csv", index=False)
             (out / f"{name}.md").write_text(_markdown_doc(name, report, wide), encoding="utf-8")
@@ -137,6 +146,7 @@ _TITLES = {
     "gap": "Standing metrics per gap",
     "cells": "Strict accuracy per cell",
     "paired": "Differences from the baseline intervention on the same episodes (percentage points)",
+    "policy": "Effect of the explicit release policy: explicit minus silent, same chats (percentage points)",
 }
 
 
@@ -259,6 +269,21 @@ def render_report(report: dict[str, Any]) -> None:
                     if n in metrics else "-" for n in MAIN_METRICS
                 ))
             console.print(table)
+    if report["policy_effect"]:
+        table = Table(title="Explicit minus silent policy, same chats (pp)", title_justify="left")
+        table.add_column("model", overflow="fold")
+        table.add_column("intervention", overflow="fold")
+        for name in MAIN_METRICS:
+            table.add_column(SHORT[name], justify="right")
+        effects: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for p in report["policy_effect"]:
+            effects.setdefault((p["group"]["agent"], p["group"]["interventions"]), {})[p["metric"]] = p
+        for (agent, arm), metrics in effects.items():
+            table.add_row(agent, arm, *(
+                _compact(metrics[n]["estimate"], metrics[n]["low"], metrics[n]["high"], signed=True)
+                if n in metrics else "-" for n in MAIN_METRICS
+            ))
+        console.print(table)
     console.print(
         f"judge errors: {report['judge_errors']} messages in {report['runs_with_judge_errors']} runs "
         f"(excluded where a grade needs them)   tool errors: {report['tool_errors']}"
