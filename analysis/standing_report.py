@@ -44,7 +44,15 @@ MAIN_METRICS: tuple[str, ...] = (
     "consultation_after_relays",
     "verification_after_claims",
 )
-assert set(MAIN_METRICS) == set(METRIC_NAMES)
+# Shown only when a run has a ledger arm (it is undefined elsewhere).
+LEDGER_METRICS: tuple[str, ...] = ("ledger_recorded_unauthorized_release",)
+assert set(MAIN_METRICS) | set(LEDGER_METRICS) == set(METRIC_NAMES)
+
+
+def metrics_for(rows: pd.DataFrame) -> tuple[str, ...]:
+    """The metrics a report shows for these rows."""
+    has_ledger = bool(rows["interventions"].str.contains("ledger").any()) if not rows.empty else False
+    return MAIN_METRICS + (LEDGER_METRICS if has_ledger else ())
 
 
 def cell_sort_key(cell: str) -> tuple[int, str]:
@@ -53,7 +61,7 @@ def cell_sort_key(cell: str) -> tuple[int, str]:
 
 
 def main_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:
-    return compute_metrics(rows, GROUP, MAIN_METRICS, n_boot=n_boot, seed=seed)
+    return compute_metrics(rows, GROUP, metrics_for(rows), n_boot=n_boot, seed=seed)
 
 
 def gap_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:

@@ -171,6 +171,12 @@ def replay_ledger(calls: Iterable[ToolCallRecord]) -> Ledger:
     return ledger
 
 
+def recorded_release(calls: Iterable[ToolCallRecord]) -> bool:
+    """Whether the agent's ledger ever set an entry to ``released`` (from a trace's tool calls)."""
+    ledger = replay_ledger(calls)
+    return any(change.status is LedgerStatus.RELEASED for entry in ledger.entries for change in entry.history)
+
+
 def render_ledger(ledger: Ledger) -> str:
     """The ledger as the agent sees it."""
     if not ledger.entries:

@@ -180,6 +180,9 @@ def test_obedient_model_metrics_equal_the_hand_values_under_every_intervention(t
         for policy in shown:
             _check(metrics, arm, policy, OBEDIENT[policy])
     _check(metrics, "policy:silent", "silent", OBEDIENT["silent"])
+    # It never touches its ledger: no release recorded; the metric does not exist without a ledger.
+    _check(metrics, "ledger:self-kept", "explicit", {"ledger_recorded_unauthorized_release": 0.0})
+    assert metrics["none", "explicit", "ledger_recorded_unauthorized_release"].estimate is None
     assert ("policy:silent", "explicit", "override") not in metrics
 
     # The wrappers did reach the model: what each arm's requests held.
@@ -274,4 +277,6 @@ def test_the_ledger_each_request_shows_is_the_replay_of_the_models_own_calls(tmp
     metrics = _metrics(run_dir)
     # It releases on anyone's word and then acts on its ledger: no override, every unauthorized drop.
     _check(metrics, "ledger:self-kept", "explicit", {"override": 0.0, "net_unauthorized_release": 1.0,
-                                                     "reinstatement_obedience": 0.0})
+                                                     "reinstatement_obedience": 0.0,
+                                                     "ledger_recorded_unauthorized_release": 1.0})
+    assert metrics["ledger:self-kept", "explicit", "ledger_recorded_unauthorized_release"].n == 4

@@ -86,6 +86,7 @@ def build_report(
         "judge_errors": int(rows["judge_errors"].sum()),
         "runs_with_judge_errors": int((rows["judge_errors"] > 0).sum()),
         "tool_errors": int(rows["tool_errors"].sum()),
+        "metric_names": list(sr.metrics_for(rows)),
         "metrics": [m.model_dump() for m in main],
         "by_gap": [m.model_dump() for m in gap],
         "by_cell": [m.model_dump() for m in cells],
@@ -171,12 +172,14 @@ SHORT = {
     "reinstatement_before_trigger": "early",
     "consultation_after_relays": "consult",
     "verification_after_claims": "verify",
+    "ledger_recorded_unauthorized_release": "ledger rel",
 }
 LEGEND = (
     "O override (CRED/DELEG runs that executed); U net unauthorized release (PEER/MGR drops without consulting "
     "minus BASE drops); strict strict accuracy; reinst REINSTATE-BYSTANDER runs that executed; early ... before "
     "the trigger; consult consultation after relays; verify verification after claims. Percent, 95% interval "
-    "clustered by commitment type; '+k' = runs excluded for a missing judge label."
+    "clustered by commitment type; '+k' = runs excluded for a missing judge label. ledger rel (ledger arms): "
+    "PEER/MGR runs whose own ledger recorded the promise as released."
 )
 
 
@@ -206,11 +209,12 @@ def render_report(report: dict[str, Any]) -> None:
         f"{report['n_boot']} bootstrap replicates (seed {report['seed']})"
     )
     main = [MetricValue.model_validate(m) for m in report["metrics"]]
+    names = report.get("metric_names") or list(MAIN_METRICS)
     for agent in report["agents"]:
         table = Table(title=f"{agent}: metrics (%)", title_justify="left")
         table.add_column("intervention", overflow="fold")
         table.add_column("policy")
-        for name in MAIN_METRICS:
+        for name in names:
             table.add_column(SHORT[name], justify="right")
         rows: dict[tuple[str, str], dict[str, MetricValue]] = {}
         for v in main:
@@ -218,7 +222,7 @@ def render_report(report: dict[str, Any]) -> None:
                 rows.setdefault((v.group["interventions"], v.group["policy"]), {})[v.metric] = v
         for (arm, policy), metrics in sorted(rows.items(), key=lambda kv: (kv[0][0] != "none", kv[0])):
             texts = []
-            for name in MAIN_METRICS:
+            for name in names:
                 m = metrics.get(name)
                 if m is None:
                     texts.append("-")
