@@ -544,7 +544,9 @@ class ModelClient:
                     self._cache_hits += 1
                     return self._from_cache(stored, key, started)
                 self._cache_misses += 1
-            leader = self._inflight.get(key)
+            # With a cache, one key has one answer; with the cache off every call is its own sample.
+            coalesce = self.cache is not None and self.cache.mode is not CacheMode.OFF
+            leader = self._inflight.get(key) if coalesce else None
             if leader is not None:
                 # The same request is already on its way: share its answer instead of asking twice.
                 # A server need not be deterministic, and two answers to one key would make the
@@ -552,6 +554,9 @@ class ModelClient:
                 shared = await asyncio.shield(leader)
                 self._cache_hits += 1
                 return shared.model_copy(update={"cache_hit": True, "latency_s": time.perf_counter() - started})
+            if not coalesce:
+                response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
+                return response
             future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
             try:

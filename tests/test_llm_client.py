@@ -453,3 +453,18 @@ def test_identical_requests_in_flight_share_one_answer(
     replay = CallCache(tmp_path / "cache.sqlite", mode="replay_only")
     response, _ = run(one_call(mock_settings, cache=replay))
     assert response.cache_hit and response.text == "first answer"
+
+
+def test_without_a_cache_identical_requests_are_separate_samples(
+    mock_server: MockServer, mock_settings: ModelSettings
+) -> None:
+    mock_server.set_latency(50)
+    mock_server.script(ReplySpec(text="one"), ReplySpec(text="two"))
+
+    async def twins() -> list[ModelResponse]:
+        async with ModelClient(mock_settings, cache=CallCache(None, mode="off"), retry=FAST_RETRY) as client:
+            return list(await asyncio.gather(*(client.complete(USER) for _ in range(2))))
+
+    responses = run(twins())
+    assert sorted(r.text for r in responses) == ["one", "two"]
+    assert mock_server.stats().chat_completions == 2
