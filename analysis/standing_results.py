@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,7 +16,7 @@ from commitbench.episodes.standing_compiler import load_episodes
 from commitbench.episodes.standing_episode import Episode
 from commitbench.judges.labels import MessageLabel
 from commitbench.judges.rule_judge import RuleJudge
-from commitbench.traces import EpisodeTrace, TraceFileError
+from commitbench.traces import EpisodeTrace, iter_traces
 
 TRACES_FILE = "traces.jsonl"
 T = TypeVar("T")
@@ -40,35 +40,6 @@ def _traces_path(run_dir: Path) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run directory?")
     return path
-
-
-def iter_traces(path: Path) -> Iterator[EpisodeTrace]:
-    """Stream the traces of a JSONL file, one at a time. A torn last line (a crash mid-write) is
-    skipped; any other bad line is an error naming the file and line."""
-    with path.open(encoding="utf-8") as handle:
-        pending: tuple[int, str] | None = None
-        for number, line in enumerate(handle, start=1):
-            if pending is not None:
-                yield _parse_trace(path, *pending, last=False)
-            pending = (number, line) if line.strip() else None
-        if pending is not None:
-            try:
-                yield _parse_trace(path, *pending, last=True)
-            except _TornLine:
-                return
-
-
-class _TornLine(Exception):
-    pass
-
-
-def _parse_trace(path: Path, number: int, line: str, last: bool) -> EpisodeTrace:
-    try:
-        return EpisodeTrace.model_validate_json(line)
-    except ValidationError as exc:
-        if last:
-            raise _TornLine from None
-        raise TraceFileError(f"{path}:{number}: not a valid trace: {exc.errors()[0]['msg']}") from None
 
 
 def _latest(traces: Iterable[EpisodeTrace], convert: Callable[[EpisodeTrace], T]) -> list[T]:

@@ -108,18 +108,37 @@ def append_traces(path: Path | str, traces: Iterable[EpisodeTrace]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_traces(path: Path | str, skip_partial_last_line: bool = True) -> list[EpisodeTrace]:
-    """Read a JSONL trace file. A torn last line (crash mid-write) is skipped; any other bad line is an error."""
+class _TornLine(Exception):
+    """The last line of a trace file is cut short (a crash mid-write)."""
+
+
+def _parse_trace(path: Path, number: int, line: str, last: bool) -> EpisodeTrace:
+    try:
+        return EpisodeTrace.model_validate_json(line)
+    except (ValidationError, json.JSONDecodeError) as exc:
+        if last:
+            raise _TornLine from None
+        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise TraceFileError(f"{path}:{number}: not a valid trace: {reason}") from None
+
+
+def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
+    """Stream the traces of a JSONL file, one at a time. A torn last line (a crash mid-write) is
+    skipped; any other bad line is an error naming the file and line."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    traces: list[EpisodeTrace] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            traces.append(EpisodeTrace.model_validate_json(line))
-        except (ValidationError, json.JSONDecodeError) as exc:
-            if skip_partial_last_line and number == len(lines):
-                break
-            raise TraceFileError(f"{path}:{number}: not a valid trace: {exc}") from None
-    return traces
+    with path.open(encoding="utf-8") as handle:
+        pending: tuple[int, str] | None = None
+        for number, line in enumerate(handle, start=1):
+            if pending is not None:
+                yield _parse_trace(path, *pending, last=False)
+            pending = (number, line) if line.strip() else None
+        if pending is not None:
+            try:
+                yield _parse_trace(path, *pending, last=True)
+            except _TornLine:
+                return
+
+
+def read_traces(path: Path | str) -> list[EpisodeTrace]:
+    """Every trace of a JSONL file (see :func:`iter_traces`)."""
+    return list(iter_traces(path))
