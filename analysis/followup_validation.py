@@ -29,7 +29,7 @@ import csv
 import random
 import re
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -420,3 +420,54 @@ def read_sheet(path: Path) -> list[HumanLabel]:
             seen.add(label.item_id)
             labels.append(label)
     return labels
+
+
+class CheckerAgreementRow(BaseModel):
+    """Agreement of two checkers on the same responses, for one model or pooled."""
+
+    model: str = Field(description="Tested model, or 'pooled'.")
+    n: int = Field(description="Responses both checkers labelled.")
+    excluded: int = Field(description="Responses left out because one checker had a judge error.")
+    outcome_accuracy: float | None = Field(description="Share of responses with the same outcome label.")
+    outcome_kappa: float | None = Field(description="Cohen's kappa of the outcome labels.")
+    commitment_kappa: float | None = Field(description="Kappa of 'the reply holds a commitment'.")
+    false_claim_kappa: float | None = Field(description="Kappa of the false-action-claim answer.")
+
+
+def checker_agreement(
+    records_a: Sequence[LabelRecord], records_b: Sequence[LabelRecord]
+) -> list[CheckerAgreementRow]:
+    """Pooled and per-model agreement between two checkers' labels of the same traces (by run key)."""
+    by_key = {r.run_key: r for r in records_b}
+    pairs: dict[str, list[tuple[LabelRecord, LabelRecord]]] = {}
+    excluded: dict[str, int] = {}
+    for a in records_a:
+        b = by_key.get(a.run_key)
+        if b is None:
+            continue
+        usable = all(r.result.outcome is not None and r.result.response is not None for r in (a, b))
+        if not usable:
+            excluded[a.model] = excluded.get(a.model, 0) + 1
+            continue
+        pairs.setdefault(a.model, []).append((a, b))
+
+    def row(model: str, items: list[tuple[LabelRecord, LabelRecord]], left_out: int) -> CheckerAgreementRow:
+        def column(pick: Callable[[LabelRecord], Hashable]) -> tuple[list[Hashable], list[Hashable]]:
+            return [pick(a) for a, _ in items], [pick(b) for _, b in items]
+
+        outcome_a, outcome_b = column(lambda r: r.result.outcome.value)  # type: ignore[union-attr]
+        commit_a, commit_b = column(lambda r: bool(r.result.commitments))
+        claim_a, claim_b = column(lambda r: r.result.response.false_action_claim.value)  # type: ignore[union-attr]
+        return CheckerAgreementRow(
+            model=model,
+            n=len(items),
+            excluded=left_out,
+            outcome_accuracy=accuracy(outcome_a, outcome_b),
+            outcome_kappa=cohen_kappa(outcome_a, outcome_b),
+            commitment_kappa=cohen_kappa(commit_a, commit_b),
+            false_claim_kappa=cohen_kappa(claim_a, claim_b),
+        )
+
+    rows = [row("pooled", [p for items in pairs.values() for p in items], sum(excluded.values()))]
+    rows += [row(model, pairs[model], excluded.get(model, 0)) for model in sorted(pairs)]
+    return rows

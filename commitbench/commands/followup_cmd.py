@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("out", type=Path, help="Run directory with labels.jsonl.")
     report.add_argument("--figure", type=Path, default=None, help="PNG path (default: OUT/outcomes.png).")
     report.add_argument("--boot", type=int, default=1000, help="Bootstrap replicates.")
+    report.add_argument("--json", action="store_true", help="Print one JSON document instead of tables.")
     report.set_defaults(func=report_handler)
 
     annotate = sub.add_parser("annotate", help="Blind annotation sheets: export a sample, import the labels.")
@@ -51,6 +52,24 @@ def register(subparsers: Any) -> None:
     load.add_argument("--out", type=Path, required=True, help="JSONL file of human labels to write.")
     load.set_defaults(func=annotate_import_handler)
     annotate.set_defaults(func=lambda args: (annotate.print_help(), 0)[1])
+
+    label = sub.add_parser("label", help="Label a run's stored replies again with another checker (no agent calls).")
+    label.add_argument("out", type=Path, help="Run directory with traces.jsonl.")
+    label.add_argument("--checker", choices=["rules", "llm"], required=True, help="Offline rules or LLM checker.")
+    label.add_argument(
+        "--labels", type=Path, default=None, help="Labels file to write (default OUT/labels-CHECKER.jsonl)."
+    )
+    label.add_argument("--judge-model", default=None, help="Checker model for --checker llm.")
+    label.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="Checker endpoint.")
+    label.add_argument("--api-key-env", default=None, help="Environment variable with the API key.")
+    label.add_argument("--local", action="store_true", help="Use the embedded local model as the checker.")
+    label.set_defaults(func=label_handler)
+
+    agree = sub.add_parser("agreement", help="Agreement of two checkers' labels of the same replies.")
+    agree.add_argument("labels_a", type=Path, help="Labels of one checker (e.g. OUT/labels.jsonl).")
+    agree.add_argument("labels_b", type=Path, help="Labels of the other (e.g. OUT/labels-llm.jsonl).")
+    agree.add_argument("--json", action="store_true", help="Print one JSON document.")
+    agree.set_defaults(func=agreement_handler)
 
     validate = sub.add_parser("validate", help="Agreement of the checker with human labels, pooled and per model.")
     validate.add_argument("human", type=Path, help="Human labels: a filled CSV sheet or imported JSONL.")
@@ -129,7 +148,7 @@ def run_handler(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
     print(f"{n} responses ({infra} infrastructure errors, {judge_errors} judge errors) in {args.out}")
-    return report_handler(argparse.Namespace(out=args.out, figure=None, boot=1000))
+    return report_handler(argparse.Namespace(out=args.out, figure=None, boot=1000, json=False))
 
 
 def outcome_table(frame: Any, n_boot: int = 1000) -> Any:
@@ -144,11 +163,35 @@ def outcome_table(frame: Any, n_boot: int = 1000) -> Any:
     return counts.merge(wide, on=by).merge(summary, on=by)
 
 
+GROUP = ["setup", "variant", "persona", "model"]
+PAIRED_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr")
+
+
+def fix_differences(frame: Any, n_boot: int = 1000) -> Any:
+    """Each fix arm minus the baseline on the same requests (paired bootstrap over requests)."""
+    import pandas as pd
+
+    from commitbench.analysis.followup_metrics import paired_difference
+
+    arms = sorted(a for a in frame["arm"].astype(str).unique() if a != "baseline")
+    if not arms or "baseline" not in set(frame["arm"].astype(str)):
+        return pd.DataFrame()
+    tables = [
+        paired_difference(frame, metric, "arm", arm, "baseline", by=GROUP, n_boot=n_boot)
+        for arm in arms
+        for metric in PAIRED_METRICS
+    ]
+    return pd.concat(tables, ignore_index=True)
+
+
 def report_handler(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
     import pandas as pd
 
     from commitbench.analysis.followup_figures import stacked_outcome_bars
-    from commitbench.analysis.followup_metrics import to_frame
+    from commitbench.analysis.followup_metrics import headline_table, to_frame
     from commitbench.cli import UsageError
     from commitbench.followup_run import LABELS_FILE, labelled_responses, read_labels
 
@@ -160,11 +203,92 @@ def report_handler(args: argparse.Namespace) -> int:
         raise UsageError(f"{path} holds no labelled response ({errors} judge errors)")
     frame = to_frame(rows)
     table = outcome_table(frame, args.boot)
+    headline = headline_table(frame, [*GROUP, "arm"], n_boot=args.boot)
+    paired = fix_differences(frame, args.boot)
+    figure = stacked_outcome_bars(frame, args.figure or args.out / "outcomes.png")
+    if getattr(args, "json", False):
+        def records(df: Any) -> Any:
+            return json.loads(df.to_json(orient="records")) if len(df) else []
+
+        json.dump(
+            {"labels": str(path), "responses": len(rows), "judge_errors": errors, "outcomes": records(table),
+             "headline": records(headline), "fix_differences": records(paired), "figure": str(figure)},
+            sys.stdout, indent=2,
+        )
+        sys.stdout.write("\n")
+        return 0
     with pd.option_context("display.width", 200, "display.max_columns", 40, "display.float_format", "{:.3f}".format):
         print(table.to_string(index=False))
+        print("\nheadline rates (95% intervals clustered by request):")
+        print(headline.to_string(index=False))
+        if len(paired):
+            print("\nfixes minus baseline on the same requests (paired bootstrap):")
+            print(paired.to_string(index=False))
     print(f"judge errors (left out): {errors}")
-    figure = stacked_outcome_bars(frame, args.figure or args.out / "outcomes.png")
     print(f"figure: {figure}")
+    return 0
+
+
+def label_handler(args: argparse.Namespace) -> int:
+    from commitbench.cache import CallCache
+    from commitbench.cli import UsageError
+    from commitbench.followup_run import label_traces, read_latest, write_labels
+    from commitbench.llm import ModelClient, ModelSettings
+
+    traces = list(read_latest(args.out / "traces.jsonl").values())
+    if not traces:
+        raise UsageError(f"{args.out} holds no follow-up traces")
+    out = args.labels or args.out / f"labels-{args.checker}.jsonl"
+    server = None
+    if args.checker == "llm" and args.local:
+        from commitbench.agents.local_model import LocalModelServer
+
+        server = LocalModelServer().start()
+        settings = server.settings(max_tokens=512)
+    elif args.checker == "llm":
+        if not args.judge_model:
+            raise UsageError("--checker llm needs --judge-model (or --local)")
+        settings = ModelSettings(model=args.judge_model, base_url=args.judge_base_url, api_key_env=args.api_key_env)
+    else:
+        settings = ModelSettings(model="unused", base_url="http://127.0.0.1:9/v1", api_key_env=None)
+
+    async def go() -> list[Any]:
+        async with ModelClient(settings, cache=CallCache(args.out / "cache.sqlite")) as client:
+            return await label_traces(traces, make_checker(args.checker, client))
+
+    try:
+        records = asyncio.run(go())
+    finally:
+        if server is not None:
+            server.stop()
+    write_labels(out, records)
+    errors = sum(1 for r in records if r.result.outcome is None)
+    print(f"{len(records)} replies labelled by the {args.checker} checker ({errors} judge errors) -> {out}")
+    return 0
+
+
+def agreement_handler(args: argparse.Namespace) -> int:
+    import json
+
+    from commitbench.analysis.followup_validation import checker_agreement
+    from commitbench.cli import UsageError
+    from commitbench.followup_run import read_labels
+
+    for path in (args.labels_a, args.labels_b):
+        if not path.exists():
+            raise UsageError(f"{path} does not exist")
+    rows = checker_agreement(read_labels(args.labels_a), read_labels(args.labels_b))
+    if args.json:
+        print(json.dumps([r.model_dump() for r in rows], indent=2))
+        return 0
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    print(f"{'model':<20} {'n':>5} {'excl':>5} {'outcome acc':>12} {'outcome k':>10} {'commit k':>9} {'claim k':>8}")
+    for r in rows:
+        print(f"{r.model:<20} {r.n:>5} {r.excluded:>5} {fmt(r.outcome_accuracy):>12} {fmt(r.outcome_kappa):>10} "
+              f"{fmt(r.commitment_kappa):>9} {fmt(r.false_claim_kappa):>8}")
     return 0
 
 
