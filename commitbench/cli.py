@@ -49,9 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Spellings that stand for another command: ``run followup ...`` is ``followup run ...``.
+ALIASES: dict[tuple[str, str], tuple[str, str]] = {("run", "followup"): ("followup", "run")}
+
+
+def _expand_aliases(argv: list[str]) -> list[str]:
+    head = tuple(argv[:2])
+    if len(head) == 2 and head in ALIASES:
+        return [*ALIASES[head], *argv[2:]]  # type: ignore[index]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_expand_aliases(list(sys.argv[1:] if argv is None else argv)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

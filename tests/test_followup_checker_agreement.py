@@ -73,3 +73,9 @@ def test_label_and_agreement_commands(tmp_path, capsys):
     assert main(["followup", "agreement", str(tmp_path / "a.jsonl"), str(tmp_path / "nope.jsonl")]) == 2
     assert main(["followup", "label", str(tmp_path), "--checker", "rules"]) == 2  # no traces there
     assert isinstance(pd.DataFrame(rows), pd.DataFrame)
+
+
+def test_run_followup_is_the_followup_run_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "followup", "--help"])
+    assert "--setups" in capsys.readouterr().out
