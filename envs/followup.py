@@ -41,11 +41,13 @@ from commitbench.envs.protocol import (
     Event,
     EventKind,
     ToolCallRecord,
+    ToolHandler,
     ToolSpec,
     action_space,
+    dispatch_tool_call,
+    is_agent_error,
     observation_space,
     parse_action,
-    validate_arguments,
 )
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
@@ -56,8 +58,6 @@ ENV_ID = "commitbench/FollowUp-v0"
 USER_NAME = "User"
 USER_CHANNEL = "chat"
 
-# A handler gets validated arguments and returns (ok, result text).
-ToolHandler = Callable[[dict[str, Any]], tuple[bool, str]]
 
 
 class FollowUpEpisode(BaseModel):
@@ -451,36 +451,15 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         }
 
     # ------------------------------------------------------------------ tools
-    def _error(self, act: AgentAction, kind: str, message: str) -> ToolCallRecord:
-        assert self.trace is not None
-        if kind == "invalid_action":
-            self.trace.invalid_actions += 1
-        self.trace.tool_errors += 1
-        return ToolCallRecord(
-            step=0, turn=0, tool=act.tool or "<invalid>", arguments=act.arguments, raw_arguments=act.raw_arguments,
-            call_id=act.call_id or "", ok=False, result=f"Error: {message}", error_kind=kind,
-        )
-
     def _run_tool(self, act: AgentAction) -> ToolCallRecord:
+        assert self.trace is not None
         self._calls += 1
-        if act.kind is ActionKind.INVALID:
-            return self._error(act, "invalid_action", act.error or "unparseable action")
-        name = act.tool or ""
-        spec = self._tool_specs.get(name)
-        if spec is None:
-            known = ", ".join(sorted(self._tool_specs)) or "none"
-            return self._error(act, "unknown_tool", f"there is no tool named {name!r}; tools are: {known}")
-        problem = validate_arguments(spec, act.arguments)
-        if problem is not None:
-            return self._error(act, "bad_arguments", f"{name}: {problem}")
-        args = act.arguments or {}
-        ok, result = self._execute(name, args)
-        if not ok:
-            return self._error(act, "bad_arguments", f"{name}: {result}")
-        return ToolCallRecord(
-            step=0, turn=0, tool=name, arguments=args, raw_arguments=act.raw_arguments, call_id=act.call_id or "",
-            ok=True, result=result, is_write=spec.is_write,
-        )
+        record = dispatch_tool_call(act, self._tool_specs, lambda n, a: (*self._execute(n, a), ""), 0, 0)
+        if is_agent_error(record):
+            self.trace.tool_errors += 1
+            if record.error_kind == "invalid_action":
+                self.trace.invalid_actions += 1
+        return record
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1

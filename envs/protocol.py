@@ -22,6 +22,7 @@ An *observation* is a dict with ``events`` (a tuple of event dicts, see :class:`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -305,3 +306,60 @@ class ToolCallRecord(BaseModel):
     result: str = Field(description="Result text returned to the agent (an error message when ok is False).")
     is_write: bool = Field(default=False, description="Whether the tool changes the world.")
     error_kind: str = Field(default="", description="unknown_tool, bad_arguments, turn_limit, failed, ... ('' if ok).")
+
+
+# A tool handler gets validated arguments and returns (ok, result text).
+ToolHandler = Callable[[dict[str, Any]], tuple[bool, str]]
+# An executor runs a validated call: (ok, result text, error kind). Error kind "failed" means the
+# call was well formed but the world refused it; any other non-empty kind is an agent error.
+ToolExecutor = Callable[[str, dict[str, Any]], tuple[bool, str, str]]
+
+WORLD_REFUSAL = "failed"
+
+
+def dispatch_tool_call(
+    act: AgentAction, specs: Mapping[str, ToolSpec], execute: ToolExecutor, step: int, turn: int
+) -> ToolCallRecord:
+    """Check an action against the tool specs, run it, and record the result; never raises.
+
+    Unparseable actions, unknown tools and bad arguments become records with ``ok=False`` and an
+    ``error_kind`` (``invalid_action``, ``unknown_tool``, ``bad_arguments``); see
+    :func:`is_agent_error` for what environments count as tool errors.
+    """
+
+    def record(
+        ok: bool, result: str, kind: str = "", tool: str | None = None, is_write: bool = False
+    ) -> ToolCallRecord:
+        return ToolCallRecord(
+            step=step,
+            turn=turn,
+            tool=tool if tool is not None else (act.tool or "<invalid>"),
+            arguments=act.arguments,
+            raw_arguments=act.raw_arguments,
+            call_id=act.call_id or "",
+            ok=ok,
+            result=result if ok or kind == WORLD_REFUSAL else f"Error: {result}",
+            is_write=is_write,
+            error_kind=kind,
+        )
+
+    if act.kind is ActionKind.INVALID:
+        return record(False, act.error or "unparseable action", "invalid_action")
+    name = act.tool or ""
+    spec = specs.get(name)
+    if spec is None:
+        known = ", ".join(sorted(specs)) or "none"
+        return record(False, f"there is no tool named {name!r}; tools are: {known}", "unknown_tool")
+    problem = validate_arguments(spec, act.arguments)
+    if problem is not None:
+        return record(False, f"{name}: {problem}", "bad_arguments")
+    ok, result, kind = execute(name, act.arguments or {})
+    if not ok and not kind:
+        kind = "bad_arguments"
+    acted = ok or kind == WORLD_REFUSAL
+    return record(ok, result if acted else f"{name}: {result}", kind, tool=name, is_write=spec.is_write and acted)
+
+
+def is_agent_error(call: ToolCallRecord) -> bool:
+    """A call the agent got wrong (as opposed to one that worked or that the world refused)."""
+    return not call.ok and call.error_kind != WORLD_REFUSAL

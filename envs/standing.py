@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -37,11 +37,13 @@ from commitbench.envs.protocol import (
     Event,
     EventKind,
     ToolCallRecord,
+    ToolHandler,
     ToolSpec,
     action_space,
+    dispatch_tool_call,
+    is_agent_error,
     observation_space,
     parse_action,
-    validate_arguments,
 )
 from commitbench.envs.workspace import Workspace, dm_channel
 from commitbench.episodes.standing_episode import CANCELLATION_ACTS, Episode, ScriptAct, ScriptMessage
@@ -51,8 +53,6 @@ from commitbench.traces import EpisodeTrace, TurnRecord
 
 ENV_ID = "commitbench/Standing-v0"
 
-# A handler gets validated arguments and returns (ok, result text).
-ToolHandler = Callable[[dict[str, Any]], tuple[bool, str]]
 
 
 def select_episodes(
@@ -389,51 +389,15 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         keep = {ReplyKind.STILL_NEEDED, ReplyKind.DENY_CANCEL, ReplyKind.GO_AHEAD}
         return "keep" if self.episode.creditor_reply_kind in keep else "drop"
 
-    def _error(self, act: AgentAction, kind: str, message: str, tool: str | None = None) -> ToolCallRecord:
-        assert self.trace is not None
-        if kind == "invalid_action":
-            self.trace.invalid_actions += 1
-        self.trace.tool_errors += 1
-        return ToolCallRecord(
-            step=self._step_no(),
-            turn=self._turn,
-            tool=tool if tool is not None else (act.tool or "<invalid>"),
-            arguments=act.arguments,
-            raw_arguments=act.raw_arguments,
-            call_id=act.call_id or "",
-            ok=False,
-            result=f"Error: {message}",
-            error_kind=kind,
-        )
-
     def _run_tool(self, act: AgentAction) -> ToolCallRecord:
+        assert self.trace is not None
         self._calls_in_turn += 1
-        if act.kind is ActionKind.INVALID:
-            return self._error(act, "invalid_action", act.error or "unparseable action")
-        name = act.tool or ""
-        spec = self._tool_specs.get(name)
-        if spec is None:
-            known = ", ".join(sorted(self._tool_specs))
-            return self._error(act, "unknown_tool", f"there is no tool named {name!r}; tools are: {known}")
-        problem = validate_arguments(spec, act.arguments)
-        if problem is not None:
-            return self._error(act, "bad_arguments", f"{name}: {problem}")
-        args = act.arguments or {}
-        ok, result, error_kind = self._execute(name, args)
-        if not ok and error_kind != "failed":
-            return self._error(act, error_kind or "bad_arguments", result)
-        return ToolCallRecord(
-            step=self._step_no(),
-            turn=self._turn,
-            tool=name,
-            arguments=args,
-            raw_arguments=act.raw_arguments,
-            call_id=act.call_id or "",
-            ok=ok,
-            result=result,
-            is_write=spec.is_write,
-            error_kind=error_kind,
-        )
+        record = dispatch_tool_call(act, self._tool_specs, self._execute, self._step_no(), self._turn)
+        if is_agent_error(record):
+            self.trace.tool_errors += 1
+            if record.error_kind == "invalid_action":
+                self.trace.invalid_actions += 1
+        return record
 
     def _execute(self, name: str, args: dict[str, Any]) -> tuple[bool, str, str]:
         """Run a validated tool call. Returns (ok, result text, error kind)."""
