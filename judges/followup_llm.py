@@ -41,9 +41,10 @@ from commitbench.judges.followup_schemas import (
     DetectedCommitment,
     DetectorOutput,
     FeasibilityJudgeOutput,
+    ResponseFormatStyle,
     ResponseJudgeOutput,
     parse_model_json,
-    strict_response_format,
+    response_format_for,
 )
 from commitbench.judges.outcomes import AssessedCommitment, OutcomeLabel, derive_outcome
 from commitbench.llm import ModelClient
@@ -251,6 +252,7 @@ async def ask_json(
     user_content: str,
     schema: type[ModelT],
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
 ) -> tuple[ModelT | None, list[JudgeCall], str | None]:
     """Ask for JSON in ``schema``; retry unusable output; return (value or None, calls, error)."""
     if max_attempts < 1:
@@ -259,7 +261,7 @@ async def ask_json(
         {"role": "system", "content": load_prompt(prompt_name)},
         {"role": "user", "content": user_content},
     ]
-    response_format = strict_response_format(schema, f"{step}_output")
+    response_format = response_format_for(schema, f"{step}_output", style)
     calls: list[JudgeCall] = []
     last_error = ""
     for attempt in range(1, max_attempts + 1):
@@ -287,17 +289,23 @@ class LLMChecker:
     name = "llm"
 
     def __init__(
-        self, client: ModelClient, suite: SuiteSetups | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+        self,
+        client: ModelClient,
+        suite: SuiteSetups | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
     ) -> None:
         if client.settings.temperature not in (0, 0.0):
             raise ValueError("the checker's model must run at temperature 0")
         self.client = client
         self.suite = suite or load_setups()
         self.max_attempts = max_attempts
+        self.style = style
 
     async def detect(self, turn: FollowUpTurn) -> tuple[DetectorOutput | None, list[JudgeCall], str | None]:
         return await ask_json(
-            self.client, "detector", "followup_detector", render_turn(turn), DetectorOutput, self.max_attempts
+            self.client, "detector", "followup_detector", render_turn(turn), DetectorOutput, self.max_attempts,
+            self.style,
         )
 
     async def judge_response(
@@ -305,7 +313,8 @@ class LLMChecker:
     ) -> tuple[ResponseJudgeOutput | None, list[JudgeCall], str | None]:
         content = f"{render_tool_list(turn.setup, turn.persona, self.suite)}\n\n{render_turn(turn)}"
         return await ask_json(
-            self.client, "response", "followup_response", content, ResponseJudgeOutput, self.max_attempts
+            self.client, "response", "followup_response", content, ResponseJudgeOutput, self.max_attempts,
+            self.style,
         )
 
     async def judge_feasibility(
@@ -316,7 +325,8 @@ class LLMChecker:
             f"COMMITMENT\n{commitment.model_dump_json()}"
         )
         return await ask_json(
-            self.client, "feasibility", "followup_feasibility", content, FeasibilityJudgeOutput, self.max_attempts
+            self.client, "feasibility", "followup_feasibility", content, FeasibilityJudgeOutput, self.max_attempts,
+            self.style,
         )
 
     async def check(self, turn: FollowUpTurn) -> CheckResult:

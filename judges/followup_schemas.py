@@ -279,3 +279,36 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 def strict_response_format(model: type[BaseModel], name: str) -> dict[str, Any]:
     """An OpenAI-compatible ``response_format`` object for ``model`` (also honoured by vLLM)."""
     return {"type": "json_schema", "json_schema": {"name": name, "schema": strict_json_schema(model), "strict": True}}
+
+
+class ResponseFormatStyle(str, Enum):
+    """How a JSON schema is sent: OpenAI/vLLM ``json_schema``, or llama.cpp's ``json_object`` + schema."""
+
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"
+
+
+# Grammar-constrained decoding (llama.cpp) lets a small model ramble inside a string until the
+# token limit; a length bound in the grammar ends each string. OpenAI's strict mode rejects
+# maxLength, so only the json_object form carries it (the parsed models stay unbounded).
+GRAMMAR_MAX_STRING = 200
+
+
+def _bound_strings(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _bound_strings(v) for k, v in node.items()}
+        if out.get("type") == "string" and "enum" not in out and "maxLength" not in out:
+            out["maxLength"] = GRAMMAR_MAX_STRING
+        return out
+    if isinstance(node, list):
+        return [_bound_strings(v) for v in node]
+    return node
+
+
+def response_format_for(
+    model: type[BaseModel], name: str, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA
+) -> dict[str, Any]:
+    """The ``response_format`` for ``model`` in the form the server understands."""
+    if style is ResponseFormatStyle.JSON_OBJECT:
+        return {"type": "json_object", "schema": _bound_strings(strict_json_schema(model))}
+    return strict_response_format(model, name)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from enum import Enum
 from functools import cache
 from importlib import resources
 from string import Template
@@ -34,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.envs.protocol import EventKind
 from commitbench.episodes.standing_episode import Episode
-from commitbench.judges.followup_schemas import parse_model_json, strict_json_schema
+from commitbench.judges.followup_schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
 from commitbench.judges.labels import MessageLabel
 from commitbench.llm import ModelClient, ModelErrorKind, ModelSettings
 from commitbench.traces import EpisodeTrace
@@ -62,13 +61,6 @@ _INFRASTRUCTURE = frozenset(
 
 class JudgeUnavailable(RuntimeError):
     """The judge model could not be reached (after retries); nothing should be recorded."""
-
-
-class ResponseFormatStyle(str, Enum):
-    """How the JSON schema is sent: OpenAI/vLLM ``json_schema``, or llama.cpp's ``json_object`` + schema."""
-
-    JSON_SCHEMA = "json_schema"
-    JSON_OBJECT = "json_object"
 
 
 class LabelAnswer(BaseModel):

@@ -79,3 +79,27 @@ def test_run_followup_is_the_followup_run_command(capsys):
     with pytest.raises(SystemExit):
         main(["run", "followup", "--help"])
     assert "--setups" in capsys.readouterr().out
+
+
+def test_llm_checker_sends_json_object_with_bounded_strings_to_llama_cpp(mock_server, mock_settings):
+    import asyncio
+
+    from commitbench.commands.followup_cmd import make_checker
+    from commitbench.judges.followup_schemas import GRAMMAR_MAX_STRING, DetectorOutput
+    from commitbench.llm import ModelClient
+    from commitbench.mockserver import ReplySpec
+
+    mock_server.script(ReplySpec(text=DetectorOutput(commitments=[]).model_dump_json()))
+
+    async def detect() -> object:
+        async with ModelClient(mock_settings) as client:
+            checker = make_checker("llm", client, local=True)
+            return await checker.detect(_record(0, REPLIES[3]).turn)
+
+    value, calls, error = asyncio.run(detect())
+    assert error is None and value is not None and len(calls) == 1
+    body = mock_server.requests()[-1]["body"]
+    body = json.loads(body) if isinstance(body, str) else body
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_object"
+    assert f'"maxLength": {GRAMMAR_MAX_STRING}' in json.dumps(fmt["schema"])

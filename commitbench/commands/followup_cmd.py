@@ -80,13 +80,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
-def make_checker(kind: str, client: Any) -> Any:
+def make_checker(kind: str, client: Any, local: bool = False) -> Any:
+    """The rules or LLM checker; a local llama.cpp server gets the schema as ``json_object``."""
     from commitbench.cli import UsageError
 
     if kind == "llm":
         from commitbench.judges.followup_llm import LLMChecker
+        from commitbench.judges.followup_schemas import ResponseFormatStyle
 
-        return LLMChecker(client)
+        style = ResponseFormatStyle.JSON_OBJECT if local else ResponseFormatStyle.JSON_SCHEMA
+        return LLMChecker(client, style=style)
     try:
         from commitbench.judges.offline_checker import OfflineChecker  # type: ignore[attr-defined]
     except ImportError as exc:
@@ -134,7 +137,9 @@ def run_handler(args: argparse.Namespace) -> int:
             judge_settings, cache=cache
         ) as judge_client:
             traces = await run_cells(spec, client, args.out, requests, rewrite_client=client)
-            labels = await label_traces(traces, make_checker(args.checker, judge_client))
+            labels = await label_traces(
+                traces, make_checker(args.checker, judge_client, local=args.local and not args.judge_base_url)
+            )
             write_labels(args.out / LABELS_FILE, labels)
             errors = sum(1 for r in labels if r.result.outcome is None)
             return len(traces), sum(1 for t in traces if t.infra_error), errors
@@ -254,7 +259,7 @@ def label_handler(args: argparse.Namespace) -> int:
 
     async def go() -> list[Any]:
         async with ModelClient(settings, cache=CallCache(args.out / "cache.sqlite")) as client:
-            return await label_traces(traces, make_checker(args.checker, client))
+            return await label_traces(traces, make_checker(args.checker, client, local=args.local))
 
     try:
         records = asyncio.run(go())
