@@ -63,6 +63,7 @@ def register(subparsers: Any) -> None:
     label.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="Checker endpoint.")
     label.add_argument("--api-key-env", default=None, help="Environment variable with the API key.")
     label.add_argument("--local", action="store_true", help="Use the embedded local model as the checker.")
+    label.add_argument("--limit", type=int, default=None, help="Label only the first N replies (in trace order).")
     label.set_defaults(func=label_handler)
 
     agree = sub.add_parser("agreement", help="Agreement of two checkers' labels of the same replies.")
@@ -240,7 +241,7 @@ def label_handler(args: argparse.Namespace) -> int:
     from commitbench.followup_run import label_traces, read_latest, write_labels
     from commitbench.llm import ModelClient, ModelSettings
 
-    traces = list(read_latest(args.out / "traces.jsonl").values())
+    traces = list(read_latest(args.out / "traces.jsonl").values())[: args.limit]
     if not traces:
         raise UsageError(f"{args.out} holds no follow-up traces")
     out = args.labels or args.out / f"labels-{args.checker}.jsonl"
