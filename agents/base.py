@@ -2,7 +2,7 @@
 
 An agent plays one episode at a time: ``begin`` receives the opening observation and info,
 then ``act`` is called with each observation and returns the next action (anything
-:func:`commitbench.envs.protocol.parse_action` accepts). Model-backed agents implement the
+:func:`commitbench.protocol.parse_action` accepts). Model-backed agents implement the
 async variant (``async def act``); the runner awaits either kind.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from commitbench.envs.protocol import AgentAction
+from commitbench.protocol import AgentAction
 from commitbench.traces import AgentIdentity
 
 

@@ -47,8 +47,8 @@ import json
 from collections import deque
 from typing import Any
 
-from commitbench.envs.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.llm import ModelClient, ModelErrorKind, ModelResponse, ModelSettings
+from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from commitbench.envs.protocol import tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import compile_spec
-from commitbench.episodes.standing_spec import load_spec
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import compile_spec
+from commitbench.episodes.standing.spec import load_spec
+from commitbench.protocol import tool_call
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from commitbench.analysis.bootstrap import cluster_bootstrap, ratio_stat
-from commitbench.judges.cue_detector import detect_commitments
+from commitbench.judges.followup.cues import detect_commitments
 
 COMMISSIVE = 4
 SPLITS = ("train", "validation", "test")

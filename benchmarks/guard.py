@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from commitbench.judges.claim_guard import looks_like_write_claim, should_guard
+from commitbench.claimguard.guard import looks_like_write_claim, should_guard
 
 DEFAULT_DAILYDIALOG = Path("/work/shared/data/dailydialog/dialogues_text_test.txt")
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_client import bare_loop
 
 from commitbench.config import ExperimentConfig
-from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import MockServerProcess, ReplySpec, ToolCallSpec
 from commitbench.runner import run_experiment
 

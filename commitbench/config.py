@@ -235,7 +235,7 @@ class ExperimentConfig(BaseModel):
     @field_validator("agents")
     @classmethod
     def _known_agents(cls, agents: list[str]) -> list[str]:
-        from commitbench.agents.reference import REFERENCE_AGENTS
+        from commitbench.agents.standing.reference import REFERENCE_AGENTS
 
         for name in agents:
             if name != CHAT_AGENT and name not in REFERENCE_AGENTS:

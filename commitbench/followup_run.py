@@ -25,12 +25,12 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from commitbench.agents.chat import ChatAgent, format_line
-from commitbench.analysis.followup_metrics import LabelledResponse, commitment_counts
+from commitbench.analysis.followup.metrics import LabelledResponse, commitment_counts
 from commitbench.cache import CacheMiss, canonical_json
-from commitbench.envs.followup import ENV_ID, USER_CHANNEL, FollowUpEnv
+from commitbench.envs.followup.env import ENV_ID, USER_CHANNEL, FollowUpEnv
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, SetupId
-from commitbench.judges.followup_llm import CheckResult, FollowUpTurn, turn_from_trace
+from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, turn_from_trace
 from commitbench.llm import ModelClient, ModelEndpointError
 from commitbench.traces import EpisodeTrace, append_traces
 
@@ -112,7 +112,7 @@ def make_env(
     rewrite_client: ModelClient | None = None,
 ) -> Any:
     """FollowUpEnv over the selection with the spec's fixes applied (innermost first)."""
-    from commitbench.oracles.followup_fixes import apply_fixes
+    from commitbench.oracles.followup.fixes import apply_fixes
 
     base = FollowUpEnv(
         setup=spec.setups, variant=spec.variants, persona=spec.personas, requests=requests, doability=doability,

@@ -55,7 +55,7 @@ from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
-from commitbench.episodes.standing_episode import Episode
+from commitbench.episodes.standing.episode import Episode
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
 from commitbench.oracles.registry import apply_interventions
 from commitbench.traces import AgentIdentity, EpisodeTrace, TraceFileError, append_traces, read_traces
@@ -131,7 +131,7 @@ def compute_run_key(
 
 def players(config: ExperimentConfig) -> list[Player]:
     """Reference agents in config order, then the chat agent on each model."""
-    from commitbench.agents.reference import make_reference_agent
+    from commitbench.agents.standing.reference import make_reference_agent
 
     out: list[Player] = []
     for name in config.agents:
@@ -148,8 +148,8 @@ def players(config: ExperimentConfig) -> list[Player]:
 
 def select_config_episodes(config: ExperimentConfig, episodes: Sequence[Episode] | None = None) -> list[Episode]:
     """The episodes a config selects, in compile order; raises ValueError naming a bad filter value."""
-    from commitbench.envs.standing import select_episodes
-    from commitbench.episodes.standing_compiler import load_episodes
+    from commitbench.envs.standing.env import select_episodes
+    from commitbench.episodes.standing.compiler import load_episodes
 
     pool = list(episodes) if episodes is not None else list(load_episodes())
     f = config.episodes
@@ -407,7 +407,7 @@ def _hash_tree(root: Path) -> str:
 
 def prompt_hashes() -> dict[str, str]:
     """Hashes of everything that writes text the agents see: episode data and templates, chat rendering."""
-    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
 
     return {"standing_data": _hash_tree(Path(DEFAULT_DATA_DIR)), "chat_render": RENDER_HASH}
 
@@ -802,7 +802,7 @@ class Runner:
             )
             agent = chat
         else:
-            from commitbench.agents.reference import make_reference_agent
+            from commitbench.agents.standing.reference import make_reference_agent
 
             agent = make_reference_agent(cell.player.name)
         failure: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from commitbench.envs.protocol import Event, EventKind, ToolCallRecord
+from commitbench.protocol import Event, EventKind, ToolCallRecord
 
 TRACE_SCHEMA_VERSION = 1
 

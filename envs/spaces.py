@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.spaces import Space
+
+from commitbench.protocol import MAX_TEXT, EventKind
 
 _DEFAULT_CORPUS: tuple[str, ...] = (
     "",
@@ -60,3 +63,50 @@ class AnyText(Space[str]):
 
     def __hash__(self) -> int:
         return hash((AnyText, self.max_length, self.corpus))
+
+
+MAX_STEPS = 100_000
+MAX_RANK = 10
+
+
+def event_space() -> spaces.Dict:
+    text = AnyText(MAX_TEXT)
+    return spaces.Dict(
+        {
+            "kind": AnyText(32, corpus=[k.value for k in EventKind]),
+            "step": spaces.Discrete(MAX_STEPS),
+            "sender": text,
+            "role": text,
+            "rank": spaces.Discrete(MAX_RANK + 1),
+            "channel": text,
+            "text": text,
+            "act": text,
+            "subject": text,
+            "tool": text,
+            "ok": spaces.Discrete(2),
+            "call_id": text,
+        }
+    )
+
+
+def observation_space() -> spaces.Dict:
+    return spaces.Dict(
+        {
+            "events": spaces.Sequence(event_space(), stack=False),
+            "context": AnyText(MAX_TEXT * 5),
+        }
+    )
+
+
+ACTION_EXAMPLES: tuple[str, ...] = (
+    '{"end_turn": true}',
+    '{"reply": "Noted, thanks."}',
+    '{"tool": "lookup", "arguments": {"query": "all-hands"}}',
+    '{"tool": "no_such_tool", "arguments": {}}',
+    '{"tool": "send_dm", "arguments": "{not json"}',
+    "garbage",
+)
+
+
+def action_space() -> AnyText:
+    return AnyText(MAX_TEXT * 5, corpus=ACTION_EXAMPLES)

@@ -4,13 +4,13 @@ Contract
 --------
 * ``reset`` passes through unchanged and forgets the previous episode's firings.
 * ``step(action)``: every action except a final reply passes through unchanged. A reply is checked
-  with :func:`commitbench.judges.claim_guard.should_guard`, where
+  with :func:`commitbench.claimguard.guard.should_guard`, where
 
   - *executed tool calls* are the calls of the current turn that executed
     (``env.unwrapped.trace.turns[-1].calls`` with ``ok``; with ``count="writes"`` only calls of
     write tools count);
   - *write context* is every turn (``context="always"``), or only the turns that
-    :func:`~commitbench.judges.claim_guard_routing.route_turn` plans as write turns from the message
+    :func:`~commitbench.claimguard.routing.route_turn` plans as write turns from the message
     that opened the turn and the assistant's message before it (``context="routed"``);
   - *approval pending* is the latest ``info["approval_pending"]`` of the environment (False when
     the environment has no approvals, as the current ones do not).
@@ -35,9 +35,9 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.envs.protocol import ActionKind, Event, EventKind, parse_action, reply
-from commitbench.judges.claim_guard import ClaimMatch, GuardDecision, GuardReason, should_guard
-from commitbench.judges.claim_guard_routing import route_turn
+from commitbench.claimguard.guard import ClaimMatch, GuardDecision, GuardReason, should_guard
+from commitbench.claimguard.routing import route_turn
+from commitbench.protocol import ActionKind, Event, EventKind, parse_action, reply
 
 CONTEXT_MODES = ("always", "routed")
 COUNT_MODES = ("any", "writes")

@@ -119,8 +119,8 @@ def apply_interventions(env: gym.Env[Any, Any], stack: Sequence[InterventionSpec
 
 def _register_standing_interventions() -> None:
     """The standing interventions: release-policy wordings, oracle stores B1-B4, the self-kept ledger."""
-    from commitbench.oracles.base import check_combination
-    from commitbench.oracles.catalog import STANDING_INTERVENTIONS
+    from commitbench.oracles.standing.base import check_combination
+    from commitbench.oracles.standing.catalog import STANDING_INTERVENTIONS
 
     for name, factory in STANDING_INTERVENTIONS.items():
         register_intervention(name, factory)

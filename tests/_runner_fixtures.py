@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from commitbench.episodes.standing_episode import Episode, ScriptAct
+from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.mockserver import ReplySpec, ToolCallSpec
 
 _LINE = re.compile(r"^\[(?P<channel>[^\]]*)\] (?P<sender>[^(:]*?)(?: \((?P<role>[^)]*)\))?: (?P<text>.*)$")

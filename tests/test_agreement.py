@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.agents.reference import make_reference_agent
+from commitbench.agents.standing.reference import make_reference_agent
 from commitbench.analysis.agreement import LabelPair, agreement_rows, cohen_kappa, observed_agreement
-from commitbench.analysis.standing_results import RunLabelsRecord, append_label_records, labels_path
+from commitbench.analysis.standing.results import RunLabelsRecord, append_label_records, labels_path
 from commitbench.cli import main
 from commitbench.commands.annotate_cmd import LABEL_COLUMNS, stratified_sample
-from commitbench.envs.protocol import tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.judges.labels import MessageLabel
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.judges.standing.labels import MessageLabel
 from commitbench.play import play_episode
+from commitbench.protocol import tool_call
 from commitbench.traces import AgentIdentity, append_traces
 
 T, F = True, False

@@ -13,8 +13,8 @@ from _runner_fixtures import standing_responder
 
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import NOT_RUN_TEXT, UNPARSED_KEY, ChatAgent, format_line
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
 from commitbench.mockserver import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
 from commitbench.traces import EpisodeTrace

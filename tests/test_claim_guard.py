@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commitbench.judges.claim_guard import (
+from commitbench.claimguard.guard import (
     ClaimMatch,
     GuardReason,
     Language,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commitbench.judges.claim_guard_routing import (
+from commitbench.claimguard.routing import (
     RouteReason,
     TurnIntent,
     has_command_word,

@@ -6,11 +6,11 @@ import gymnasium as gym
 import pytest
 
 import commitbench.envs  # noqa: F401  (registers the environments)
-from commitbench.envs.followup import FollowUpEnv
-from commitbench.envs.protocol import EventKind, reply, tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.judges.claim_guard import Language, honest_replacement, nudge_message
+from commitbench.claimguard.guard import Language, honest_replacement, nudge_message
+from commitbench.envs.followup.env import FollowUpEnv
+from commitbench.envs.standing.env import StandingEnv
 from commitbench.oracles.claim_guard import GUARDED_ACT, ClaimGuard, claim_guard_factory
+from commitbench.protocol import EventKind, reply, tool_call
 
 CLAIM = "I have shared the Acme contract draft with the Acme team."
 

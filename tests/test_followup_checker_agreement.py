@@ -7,12 +7,12 @@ import json
 import pandas as pd
 import pytest
 
-from commitbench.analysis.followup_validation import checker_agreement
+from commitbench.analysis.followup.validation import checker_agreement
 from commitbench.cli import main
 from commitbench.commands.followup_cmd import fix_differences
 from commitbench.followup_run import LabelRecord, write_labels
-from commitbench.judges.followup_llm import FollowUpTurn
-from commitbench.judges.offline_checker import check_turn
+from commitbench.judges.followup.llm import FollowUpTurn
+from commitbench.judges.followup.rules import check_turn
 
 REPLIES = [
     "Sure, I'll remind you tomorrow at 9.",  # a commitment the runtime cannot keep in C0
@@ -46,7 +46,7 @@ def test_identical_labels_agree_perfectly_and_a_changed_label_is_counted():
 
 
 def test_fix_differences_compare_each_arm_with_the_baseline_on_the_same_requests():
-    from commitbench.analysis.followup_metrics import to_frame
+    from commitbench.analysis.followup.metrics import to_frame
     from commitbench.followup_run import labelled_responses
 
     base = [_record(i, r) for i, r in enumerate(REPLIES)]
@@ -85,7 +85,7 @@ def test_llm_checker_sends_json_object_with_bounded_strings_to_llama_cpp(mock_se
     import asyncio
 
     from commitbench.commands.followup_cmd import make_checker
-    from commitbench.judges.followup_schemas import GRAMMAR_MAX_STRING, DetectorOutput
+    from commitbench.judges.followup.schemas import GRAMMAR_MAX_STRING, DetectorOutput
     from commitbench.llm import ModelClient
     from commitbench.mockserver import ReplySpec
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from commitbench.judges.cue_detector import CUE_CONFIDENCE, detect_commitments, mask_text_for_user
-from commitbench.judges.followup_schemas import Performer, TriggerType
+from commitbench.judges.followup.cues import CUE_CONFIDENCE, detect_commitments, mask_text_for_user
+from commitbench.judges.followup.schemas import Performer, TriggerType
 
 T = TriggerType
 

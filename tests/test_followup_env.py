@@ -8,7 +8,7 @@ from followup_fixtures import REQUESTS, doability
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401 (registers the environments)
-from commitbench.envs.followup import (
+from commitbench.envs.followup.env import (
     ENV_ID,
     CalculatorError,
     FollowUpEnv,

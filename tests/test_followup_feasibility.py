@@ -6,7 +6,7 @@ import pytest
 
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Capability, SetupId
-from commitbench.judges.feasibility import (
+from commitbench.judges.followup.feasibility import (
     DecidedBy,
     JudgeReason,
     apply_feasibility_judge,
@@ -15,7 +15,7 @@ from commitbench.judges.feasibility import (
     is_anchored,
     needed_capabilities,
 )
-from commitbench.judges.followup_schemas import (
+from commitbench.judges.followup.schemas import (
     DetectedCommitment,
     FailureType,
     FeasibilityJudgeOutput,

@@ -8,16 +8,15 @@ from typing import Any
 import pytest
 from followup_fixtures import REQUESTS, doability
 
-from commitbench.envs.followup import FollowUpEnv
-from commitbench.envs.protocol import reply, tool_call
+from commitbench.claimguard.guard import honest_replacement
+from commitbench.envs.followup.env import FollowUpEnv
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
 from commitbench.followup_run import FollowUpChatAgent, play_cell
-from commitbench.judges.claim_guard import honest_replacement
-from commitbench.judges.followup_llm import FollowUpTurn
+from commitbench.judges.followup.llm import FollowUpTurn
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
 from commitbench.mockserver import FaultKind, MockServer, ReplySpec, ToolCallSpec
-from commitbench.oracles.followup_fixes import (
+from commitbench.oracles.followup.fixes import (
     REWRITE_INSTRUCTION,
     CapabilityCard,
     ClaimGuardFix,
@@ -26,6 +25,7 @@ from commitbench.oracles.followup_fixes import (
     apply_fixes,
     render_capability_card,
 )
+from commitbench.protocol import reply, tool_call
 
 
 def make_env(setup: str | list[str] = "C0", request_id: str = "rem-001") -> FollowUpEnv:

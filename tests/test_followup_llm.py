@@ -10,7 +10,7 @@ import pytest
 
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
-from commitbench.judges.followup_llm import (
+from commitbench.judges.followup.llm import (
     FollowUpTurn,
     LLMChecker,
     TurnToolCall,
@@ -18,8 +18,8 @@ from commitbench.judges.followup_llm import (
     prompt_hashes,
     render_turn,
 )
-from commitbench.judges.followup_schemas import DetectorOutput, ResponseJudgeOutput
-from commitbench.judges.outcomes import OutcomeLabel
+from commitbench.judges.followup.outcomes import OutcomeLabel
+from commitbench.judges.followup.schemas import DetectorOutput, ResponseJudgeOutput
 from commitbench.llm import ModelClient, ModelSettings
 from commitbench.mockserver import MockServer
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from commitbench.analysis.followup_metrics import (
+from commitbench.analysis.followup.metrics import (
     METRICS,
     LabelledResponse,
     commitment_counts,
@@ -21,9 +21,9 @@ from commitbench.analysis.followup_metrics import (
 )
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
-from commitbench.judges.feasibility import assess_feasibility
-from commitbench.judges.followup_schemas import DetectedCommitment, Performer, TriggerType
-from commitbench.judges.outcomes import AssessedCommitment, OutcomeLabel
+from commitbench.judges.followup.feasibility import assess_feasibility
+from commitbench.judges.followup.outcomes import AssessedCommitment, OutcomeLabel
+from commitbench.judges.followup.schemas import DetectedCommitment, Performer, TriggerType
 
 
 def row(request: str, outcome: str, doability: str = "not_doable", **kw) -> LabelledResponse:

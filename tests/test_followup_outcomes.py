@@ -6,19 +6,19 @@ import pytest
 
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, SetupId
-from commitbench.judges.feasibility import assess_feasibility, enabling_tools_for_request
-from commitbench.judges.followup_schemas import (
+from commitbench.judges.followup.feasibility import assess_feasibility, enabling_tools_for_request
+from commitbench.judges.followup.outcomes import (
+    AssessedCommitment,
+    OutcomeLabel,
+    UnresolvedFeasibilityError,
+    derive_outcome,
+)
+from commitbench.judges.followup.schemas import (
     DetectedCommitment,
     FailureType,
     Performer,
     ResponseJudgeOutput,
     TriggerType,
-)
-from commitbench.judges.outcomes import (
-    AssessedCommitment,
-    OutcomeLabel,
-    UnresolvedFeasibilityError,
-    derive_outcome,
 )
 
 SETUPS = load_setups()

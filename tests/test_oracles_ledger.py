@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commitbench.envs.protocol import tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.oracles.catalog import wrap
-from commitbench.oracles.ledger import (
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.oracles.standing.catalog import wrap
+from commitbench.oracles.standing.ledger import (
     MAX_ENTRIES,
     Ledger,
     LedgerStatus,
@@ -22,6 +21,7 @@ from commitbench.oracles.ledger import (
     render_ledger,
     replay_ledger,
 )
+from commitbench.protocol import tool_call
 
 EPISODES = load_episodes()
 EPISODE = next(

@@ -31,14 +31,14 @@ from typing import Any
 
 import pytest
 
-from commitbench.analysis.standing_metrics import compute_metrics
-from commitbench.analysis.standing_results import load_rows
+from commitbench.analysis.standing.metrics import compute_metrics
+from commitbench.analysis.standing.results import load_rows
 from commitbench.config import ExperimentConfig
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.episodes.standing_episode import Episode
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.episode import Episode
 from commitbench.mockserver import ReplySpec, ToolCallSpec
-from commitbench.oracles.ledger import render_ledger, replay_ledger
-from commitbench.oracles.policy import policy_paragraph
+from commitbench.oracles.standing.ledger import render_ledger, replay_ledger
+from commitbench.oracles.standing.policy import policy_paragraph
 from commitbench.runner import latest_traces, run_experiment
 
 pytestmark = pytest.mark.slow

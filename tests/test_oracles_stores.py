@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from commitbench.agents.reference import make_reference_agent
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.episodes.standing_episode import Episode
-from commitbench.oracles.catalog import wrap
-from commitbench.oracles.stores import StoreStatus, initial_status, next_status, render_store, true_status
+from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.episode import Episode
+from commitbench.oracles.standing.catalog import wrap
+from commitbench.oracles.standing.stores import StoreStatus, initial_status, next_status, render_store, true_status
 
 EPISODES = load_episodes()
 CELLS = sorted({e.cell for e in EPISODES})

@@ -7,11 +7,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401  (registers the environments)
-from commitbench.agents.reference import make_reference_agent
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.episodes.standing_episode import Episode
-from commitbench.oracles.base import (
+from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.episode import Episode
+from commitbench.oracles.standing.base import (
     InterventionError,
     StandingIntervention,
     check_combination,
@@ -19,9 +19,9 @@ from commitbench.oracles.base import (
     intervention_names,
     prompt_without_policy,
 )
-from commitbench.oracles.catalog import STANDING_INTERVENTIONS, wrap
-from commitbench.oracles.policy import ReleasePolicy, policy_paragraph
-from commitbench.oracles.stores import OracleStore
+from commitbench.oracles.standing.catalog import STANDING_INTERVENTIONS, wrap
+from commitbench.oracles.standing.policy import ReleasePolicy, policy_paragraph
+from commitbench.oracles.standing.stores import OracleStore
 from commitbench.play import play_episode
 
 EPISODES = load_episodes()

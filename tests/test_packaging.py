@@ -36,14 +36,14 @@ def test_wheel_installs_and_imports_from_another_directory(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "commitbench/episodes/data/standing/cells.yaml" in names
     assert "commitbench/episodes/data/standing/system_prompt.jinja" in names
-    assert any(n.startswith("commitbench/envs/standing.py") for n in names)
+    assert any(n.startswith("commitbench/envs/standing/env.py") for n in names)
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = (
-        "import commitbench.envs, commitbench.episodes.standing_compiler as c;"
+        "import commitbench.envs, commitbench.episodes.standing.compiler as c;"
         "print(commitbench.envs.__file__); print(len(c.load_episodes()))"
     )
     out = subprocess.run(

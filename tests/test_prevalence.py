@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from commitbench.analysis.prevalence import (
+from commitbench.analysis.followup.prevalence import (
     PrevalenceMetric,
     Stratum,
     StratumSample,
@@ -23,8 +23,8 @@ from commitbench.analysis.prevalence import (
     stratified_total,
 )
 from commitbench.cli import main
-from commitbench.judges.followup_llm import load_prompt
-from commitbench.judges.followup_schemas import ResponseJudgeOutput
+from commitbench.judges.followup.llm import load_prompt
+from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.mockserver import MockServer
 
 EMPTY = PrevalenceMetric.EMPTY_COMMITMENTS
@@ -159,7 +159,7 @@ def test_reader_names_file_and_line_of_a_bad_row(tmp_path: Path) -> None:
 
 
 def test_command_with_the_rules_checker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("commitbench.judges.offline_checker")
+    pytest.importorskip("commitbench.judges.followup.rules")
     path = write_log(tmp_path / "log.jsonl", LOG)
     assert main(["prevalence", str(path), "--sample", "2", "--seed", "5", "--boot", "100", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -7,11 +7,11 @@ from collections import defaultdict
 import pandas as pd
 import pytest
 
-from commitbench.agents.reference import REFERENCE_AGENTS, make_reference_agent
-from commitbench.analysis.standing_metrics import compute_metrics, run_row, strict_by_cell
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.judges.rule_judge import RuleJudge
+from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
+from commitbench.analysis.standing.metrics import compute_metrics, run_row, strict_by_cell
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.judges.standing.rules import RuleJudge
 from commitbench.play import play_episode
 
 CELLS = [

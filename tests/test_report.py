@@ -11,10 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from commitbench.agents.reference import make_reference_agent
-from commitbench.analysis.standing_metrics import compute_metrics
-from commitbench.analysis.standing_report import markdown, paired_table, wide_frame
-from commitbench.analysis.standing_results import (
+from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.analysis.standing.metrics import compute_metrics
+from commitbench.analysis.standing.results import (
     RunLabelsRecord,
     append_label_records,
     labels_path,
@@ -22,12 +21,13 @@ from commitbench.analysis.standing_results import (
     load_rows,
     read_label_records,
 )
+from commitbench.analysis.standing.tables import markdown, paired_table, wide_frame
 from commitbench.cli import main
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
-from commitbench.judges.rule_judge import RuleJudge
-from commitbench.oracles.base import intervention_names
-from commitbench.oracles.catalog import wrap
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.judges.standing.rules import RuleJudge
+from commitbench.oracles.standing.base import intervention_names
+from commitbench.oracles.standing.catalog import wrap
 from commitbench.play import play_episode
 from commitbench.traces import append_traces
 

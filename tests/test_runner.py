@@ -19,7 +19,7 @@ from _runner_fixtures import standing_responder
 
 from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ConfigError, ExperimentConfig, load_config
-from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServerProcess
 from commitbench.oracles import registry
 from commitbench.runner import (

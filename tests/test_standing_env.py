@@ -9,9 +9,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401  (registers the environments)
-from commitbench.envs.protocol import parse_action, tool_call
-from commitbench.envs.standing import StandingEnv
-from commitbench.episodes.standing_compiler import load_episodes
+from commitbench.envs.standing.env import StandingEnv
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.protocol import parse_action, tool_call
 
 CELLS = sorted({e.cell for e in load_episodes()})
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from commitbench.cli import main
-from commitbench.episodes.standing_compiler import compile_spec
-from commitbench.episodes.standing_episode import ScriptAct
-from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR, SpecError, load_spec
+from commitbench.episodes.standing.compiler import compile_spec
+from commitbench.episodes.standing.episode import ScriptAct
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, load_spec
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def test_ids_are_identical_across_compilations_and_processes(episodes):
     again = [e.id for e in compile_spec(load_spec())]
     assert again == [e.id for e in episodes]
     code = (
-        "from commitbench.episodes.standing_compiler import compile_spec;"
-        "from commitbench.episodes.standing_spec import load_spec;"
+        "from commitbench.episodes.standing.compiler import compile_spec;"
+        "from commitbench.episodes.standing.spec import load_spec;"
         "print(','.join(e.id for e in compile_spec(load_spec())))"
     )
     out = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from commitbench.analysis.standing_metrics import compute_metrics, paired_difference
+from commitbench.analysis.standing.metrics import compute_metrics, paired_difference
 
 
 def _row(cell, ctype="t1", policy="explicit", executed=False, early=False, consulted=False, verified=False,

@@ -49,8 +49,8 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def _episodes(data: Path | None) -> tuple[Any, ...]:
-    from commitbench.episodes.standing_compiler import load_episodes
-    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR, SpecError
+    from commitbench.episodes.standing.compiler import load_episodes
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
 
     try:
         return load_episodes(data or DEFAULT_DATA_DIR)
@@ -64,7 +64,7 @@ def _emit(payload: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from commitbench.envs.standing import select_episodes
+    from commitbench.envs.standing.env import select_episodes
 
     try:
         chosen = select_episodes(
@@ -117,8 +117,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from commitbench.episodes.standing_compiler import compile_spec
-    from commitbench.episodes.standing_spec import DEFAULT_DATA_DIR, SpecError, load_spec
+    from commitbench.episodes.standing.compiler import compile_spec
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, load_spec
 
     path: Path | None = args.path
     try:
@@ -153,7 +153,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from commitbench.episodes import standing_spec as s
+    from commitbench.episodes.standing import spec as s
 
     models = {
         "type": s.CommitmentTypeSpec,

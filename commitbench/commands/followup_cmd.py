@@ -86,13 +86,13 @@ def make_checker(kind: str, client: Any, local: bool = False) -> Any:
     from commitbench.cli import UsageError
 
     if kind == "llm":
-        from commitbench.judges.followup_llm import LLMChecker
-        from commitbench.judges.followup_schemas import ResponseFormatStyle
+        from commitbench.judges.followup.llm import LLMChecker
+        from commitbench.judges.followup.schemas import ResponseFormatStyle
 
         style = ResponseFormatStyle.JSON_OBJECT if local else ResponseFormatStyle.JSON_SCHEMA
         return LLMChecker(client, style=style)
     try:
-        from commitbench.judges.offline_checker import OfflineChecker  # type: ignore[attr-defined]
+        from commitbench.judges.followup.rules import OfflineChecker  # type: ignore[attr-defined]
     except ImportError as exc:
         raise UsageError(f"the rules checker is not available in this build ({exc}); use --checker llm") from None
     return OfflineChecker()
@@ -159,7 +159,7 @@ def run_handler(args: argparse.Namespace) -> int:
 
 def outcome_table(frame: Any, n_boot: int = 1000) -> Any:
     """Wide outcome table: shares of every label, failure and over-refusal rates, per group."""
-    from commitbench.analysis.followup_metrics import failure_summary, outcome_distribution
+    from commitbench.analysis.followup.metrics import failure_summary, outcome_distribution
 
     by = ["setup", "variant", "persona", "model", "arm"]
     shares = outcome_distribution(frame, by, intervals=False)
@@ -177,7 +177,7 @@ def fix_differences(frame: Any, n_boot: int = 1000) -> Any:
     """Each fix arm minus the baseline on the same requests (paired bootstrap over requests)."""
     import pandas as pd
 
-    from commitbench.analysis.followup_metrics import paired_difference
+    from commitbench.analysis.followup.metrics import paired_difference
 
     arms = sorted(a for a in frame["arm"].astype(str).unique() if a != "baseline")
     if not arms or "baseline" not in set(frame["arm"].astype(str)):
@@ -196,8 +196,8 @@ def report_handler(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from commitbench.analysis.followup_figures import stacked_outcome_bars
-    from commitbench.analysis.followup_metrics import headline_table, to_frame
+    from commitbench.analysis.followup.figures import stacked_outcome_bars
+    from commitbench.analysis.followup.metrics import headline_table, to_frame
     from commitbench.cli import UsageError
     from commitbench.followup_run import LABELS_FILE, labelled_responses, read_labels
 
@@ -276,7 +276,7 @@ def label_handler(args: argparse.Namespace) -> int:
 def agreement_handler(args: argparse.Namespace) -> int:
     import json
 
-    from commitbench.analysis.followup_validation import checker_agreement
+    from commitbench.analysis.followup.validation import checker_agreement
     from commitbench.cli import UsageError
     from commitbench.followup_run import read_labels
 
@@ -312,7 +312,7 @@ def _run_labels(out_dir: Path) -> list[Any]:
 
 
 def annotate_export_handler(args: argparse.Namespace) -> int:
-    from commitbench.analysis.followup_validation import select_for_annotation, write_sheet
+    from commitbench.analysis.followup.validation import select_for_annotation, write_sheet
     from commitbench.cli import UsageError
 
     if args.n < 1:
@@ -329,7 +329,7 @@ def read_human_labels(path: Path) -> list[Any]:
     """Human labels from a filled CSV sheet or from the JSONL that ``annotate import`` writes."""
     from pydantic import ValidationError
 
-    from commitbench.analysis.followup_validation import HumanLabel, SheetError, read_sheet
+    from commitbench.analysis.followup.validation import HumanLabel, SheetError, read_sheet
     from commitbench.cli import UsageError
 
     if not path.exists():
@@ -352,7 +352,7 @@ def read_human_labels(path: Path) -> list[Any]:
 
 
 def annotate_import_handler(args: argparse.Namespace) -> int:
-    from commitbench.analysis.followup_validation import SheetError, read_sheet
+    from commitbench.analysis.followup.validation import SheetError, read_sheet
     from commitbench.cli import UsageError
 
     if not args.sheet.exists():
@@ -368,7 +368,7 @@ def annotate_import_handler(args: argparse.Namespace) -> int:
 
 
 def validate_handler(args: argparse.Namespace) -> int:
-    from commitbench.analysis.followup_validation import format_validation, validate
+    from commitbench.analysis.followup.validation import format_validation, validate
     from commitbench.cli import UsageError
 
     human = read_human_labels(args.human)

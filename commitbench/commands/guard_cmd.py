@@ -45,7 +45,7 @@ def _report(record: dict[str, Any], explanation: str) -> str:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from commitbench.judges.claim_guard import should_guard
+    from commitbench.claimguard.guard import should_guard
 
     if args.tools_executed < 0:
         raise UsageError(f"--tools-executed must be 0 or more, got {args.tools_executed}")

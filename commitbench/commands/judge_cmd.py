@@ -75,15 +75,15 @@ class JudgeRunSummary(BaseModel):
 
 # ------------------------------------------------------------------------------- core functions
 def _episodes_by_id() -> dict[str, Any]:
-    from commitbench.episodes.standing_compiler import load_episodes
+    from commitbench.episodes.standing.compiler import load_episodes
 
     return {e.id: e for e in load_episodes()}
 
 
 def label_run_with_rules(run_dir: Path) -> JudgeRunSummary:
     """Store the rule judge's labels of every finished run (``labels-rules.jsonl``, rewritten)."""
-    from commitbench.analysis.standing_results import RunLabelsRecord, labels_path, latest_traces, write_jsonl
-    from commitbench.judges.rule_judge import RuleJudge
+    from commitbench.analysis.standing.results import RunLabelsRecord, labels_path, latest_traces, write_jsonl
+    from commitbench.judges.standing.rules import RuleJudge
 
     traces = latest_traces(run_dir)
     episodes = _episodes_by_id()
@@ -109,7 +109,7 @@ async def label_run(
     limit: int | None = None,
 ) -> JudgeRunSummary:
     """Label the runs of ``run_dir`` not yet labelled by ``judge`` (an :class:`LLMJudge`), appending as they finish."""
-    from commitbench.analysis.standing_results import (
+    from commitbench.analysis.standing.results import (
         RunLabelsRecord,
         append_label_records,
         labels_path,
@@ -117,7 +117,7 @@ async def label_run(
         read_label_records,
         repair_torn_tail,
     )
-    from commitbench.judges.llm_judge import JudgeUnavailable
+    from commitbench.judges.standing.llm import JudgeUnavailable
 
     traces = latest_traces(run_dir)
     episodes = _episodes_by_id()
@@ -164,8 +164,8 @@ async def label_run(
 def rules_agreement(run_dir: Path, judge: str) -> list[dict[str, Any]]:
     """Accuracy and kappa between the rule judge (rater A) and a stored judge (rater B), per label."""
     from commitbench.analysis.agreement import LabelPair, agreement_rows, label_dict
-    from commitbench.analysis.standing_results import latest_traces, read_labels
-    from commitbench.judges.rule_judge import RuleJudge
+    from commitbench.analysis.standing.results import latest_traces, read_labels
+    from commitbench.judges.standing.rules import RuleJudge
 
     stored = read_labels(run_dir, judge)
     episodes = _episodes_by_id()
@@ -188,7 +188,7 @@ def rules_agreement(run_dir: Path, judge: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------- the command
 def _llm(args: argparse.Namespace) -> JudgeRunSummary:
     from commitbench.cache import CacheMode, CallCache
-    from commitbench.judges.llm_judge import LLMJudge, ResponseFormatStyle, judge_settings
+    from commitbench.judges.standing.llm import LLMJudge, ResponseFormatStyle, judge_settings
     from commitbench.llm import ModelClient, ModelEndpointError
 
     if not args.judge_model:
@@ -273,7 +273,7 @@ def _num(value: float | None) -> str:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from commitbench.analysis.standing_results import TRACES_FILE
+    from commitbench.analysis.standing.results import TRACES_FILE
 
     if not (args.run_dir / TRACES_FILE).exists():
         raise UsageError(f"{args.run_dir / TRACES_FILE} does not exist; is {args.run_dir} a run directory?")

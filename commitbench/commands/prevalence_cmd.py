@@ -1,6 +1,6 @@
 """``commitbench prevalence LOGS.jsonl``: empty commitments and false claims per 1,000 logged turns.
 
-Two-stage design (see :mod:`commitbench.analysis.prevalence`): every turn whose reply has promise- or
+Two-stage design (see :mod:`commitbench.analysis.followup.prevalence`): every turn whose reply has promise- or
 claim-like wording is judged; of the other turns a seeded random sample is judged.
 """
 
@@ -34,11 +34,11 @@ def make_checker(kind: str, client: Any) -> Any:
     from commitbench.cli import UsageError
 
     if kind == "llm":
-        from commitbench.judges.followup_llm import LLMChecker
+        from commitbench.judges.followup.llm import LLMChecker
 
         return LLMChecker(client)
     try:
-        from commitbench.judges.offline_checker import OfflineChecker
+        from commitbench.judges.followup.rules import OfflineChecker
     except ImportError as exc:
         raise UsageError(f"the rules checker is not available in this build ({exc}); use --checker llm") from None
     return OfflineChecker()
@@ -48,7 +48,7 @@ async def judge_strata(
     turns: Sequence[Any], sample_size: int, seed: int, checker: Any, concurrency: int = 8
 ) -> list[Any]:
     """Split ``turns`` by cue words, judge the cue stratum and a sample of the rest; the strata to estimate."""
-    from commitbench.analysis.prevalence import (
+    from commitbench.analysis.followup.prevalence import (
         Stratum,
         StratumSample,
         checker_input,
@@ -56,7 +56,7 @@ async def judge_strata(
         draw_sample,
         in_cue_stratum,
     )
-    from commitbench.judges.followup_llm import check_many
+    from commitbench.judges.followup.llm import check_many
 
     cue = [i for i, t in enumerate(turns) if in_cue_stratum(t.reply)]
     cue_set = set(cue)
@@ -82,7 +82,7 @@ async def judge_strata(
 
 
 def handler(args: argparse.Namespace) -> int:
-    from commitbench.analysis.prevalence import estimate_prevalence, format_report, read_log
+    from commitbench.analysis.followup.prevalence import estimate_prevalence, format_report, read_log
     from commitbench.cli import UsageError
 
     if args.sample < 0:

@@ -56,8 +56,8 @@ def build_report(
     figure: bool = True,
 ) -> dict[str, Any]:
     """Compute every table; with ``write`` also save CSV, Markdown and the figure under RUN_DIR/report."""
-    from commitbench.analysis import standing_report as sr
-    from commitbench.analysis.standing_results import load_rows
+    from commitbench.analysis.standing import tables as sr
+    from commitbench.analysis.standing.results import load_rows
 
     if n_boot < 1:
         raise UsageError("--n-boot must be at least 1")
@@ -120,7 +120,7 @@ def build_report(
             (out / f"{name}.md").write_text(_markdown_doc(name, report, wide), encoding="utf-8")
             report["files"][name] = [str(out / f"{name}.csv"), str(out / f"{name}.md")]
         if figure and any(v.n for v in cells):
-            from commitbench.analysis.figures import strict_heatmap
+            from commitbench.analysis.standing.figures import strict_heatmap
 
             path = strict_heatmap(cells, out / FIGURE_FILE, title=f"Strict accuracy by cell (judge: {judge})")
             report["files"]["figure"] = [str(path)]
@@ -129,7 +129,7 @@ def build_report(
 
 def _strict_by_cell(rows: Any) -> list[dict[str, Any]]:
     """Point estimates per cell in the compact form documented in the README."""
-    from commitbench.analysis.standing_metrics import strict_by_cell
+    from commitbench.analysis.standing.metrics import strict_by_cell
 
     table = strict_by_cell(rows)
     out = []
@@ -152,7 +152,7 @@ _TITLES = {
 
 
 def _markdown_doc(name: str, report: dict[str, Any], frame: Any) -> str:
-    from commitbench.analysis.standing_report import markdown
+    from commitbench.analysis.standing.tables import markdown
 
     note = (
         f"{report['runs']} runs; judge: {report['judge']}; 95% bootstrap intervals clustered by commitment type "
@@ -198,8 +198,8 @@ def render_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from commitbench.analysis.standing_metrics import MetricValue
-    from commitbench.analysis.standing_report import MAIN_METRICS, cell_sort_key, percent
+    from commitbench.analysis.standing.metrics import MetricValue
+    from commitbench.analysis.standing.tables import MAIN_METRICS, cell_sort_key, percent
 
     console = Console()
     if not console.is_terminal:  # a file or a pipe: room for the intervals on one line
@@ -306,7 +306,7 @@ def print_report(
     baseline: str | None = None,
     figure: bool = True,
 ) -> int:
-    from commitbench.analysis.standing_results import write_json
+    from commitbench.analysis.standing.results import write_json
 
     try:
         report = build_report(Path(run_dir), judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure)

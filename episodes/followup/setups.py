@@ -20,7 +20,6 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from commitbench.envs.protocol import ToolSpec
 from commitbench.episodes.followup.vocabulary import (
     CHANNEL_CAPABILITIES,
     Capability,
@@ -28,6 +27,7 @@ from commitbench.episodes.followup.vocabulary import (
     SetupId,
     Variant,
 )
+from commitbench.protocol import ToolSpec
 
 SETUPS_RESOURCE = "data/followup/setups.yaml"
 

@@ -1,0 +1,252 @@
+"""The tables of a standing report, as pure functions of the run rows.
+
+* :func:`main_table`: every metric per model x intervention x policy (the paper's headline
+  tables: override, net unauthorized release, strict accuracy, reinstatement obedience with the
+  share before the trigger, consultation after relays, verification after claims);
+* :func:`gap_table`: the same per gap as well (1 vs 20 filler steps);
+* :func:`cell_table`: strict accuracy per cell, with intervals;
+* :func:`paired_table`: differences between each intervention and a baseline intervention on the
+  same episodes, per model and policy (paired cluster bootstrap);
+* :func:`policy_table`: the policy's effect, explicit minus silent, per model and intervention
+  (the two policies of an episode share its chat, so commitment types are resampled jointly);
+* :func:`long_frame` / :func:`wide_frame` / :func:`markdown`: the forms written to CSV and Markdown.
+
+Every interval is a 95% bootstrap interval clustered by commitment type; every table counts the
+runs left out because a judge label was missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from commitbench.analysis.bootstrap import paired_bootstrap
+from commitbench.analysis.standing.metrics import (
+    METRIC_NAMES,
+    METRICS,
+    MetricValue,
+    compute_metrics,
+    paired_difference,
+)
+
+GROUP: tuple[str, ...] = ("agent", "interventions", "policy")
+CELL_ORDER: tuple[str, ...] = ("BASE", "CRED", "DELEG", "PEER", "MGR", "RELAY", "FACT", "REINSTATE")
+# The order in which metrics appear in tables.
+MAIN_METRICS: tuple[str, ...] = (
+    "override",
+    "net_unauthorized_release",
+    "strict_accuracy",
+    "reinstatement_obedience",
+    "reinstatement_before_trigger",
+    "consultation_after_relays",
+    "verification_after_claims",
+)
+# Shown only when a run has a ledger arm (it is undefined elsewhere).
+LEDGER_METRICS: tuple[str, ...] = ("ledger_recorded_unauthorized_release",)
+assert set(MAIN_METRICS) | set(LEDGER_METRICS) == set(METRIC_NAMES)
+
+
+def metrics_for(rows: pd.DataFrame) -> tuple[str, ...]:
+    """The metrics a report shows for these rows."""
+    has_ledger = bool(rows["interventions"].str.contains("ledger").any()) if not rows.empty else False
+    return MAIN_METRICS + (LEDGER_METRICS if has_ledger else ())
+
+
+def cell_sort_key(cell: str) -> tuple[int, str]:
+    head = cell.split("-")[0]
+    return (CELL_ORDER.index(head) if head in CELL_ORDER else len(CELL_ORDER), cell)
+
+
+def main_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:
+    return compute_metrics(rows, GROUP, metrics_for(rows), n_boot=n_boot, seed=seed)
+
+
+def gap_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:
+    return compute_metrics(rows, (*GROUP, "gap"), MAIN_METRICS, n_boot=n_boot, seed=seed)
+
+
+def cell_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:
+    values = compute_metrics(rows, (*GROUP, "cell"), ("strict_accuracy",), n_boot=n_boot, seed=seed)
+    return [v for v in values if v.n or v.excluded]
+
+
+class PairedValue(BaseModel):
+    """metric(arm) - metric(baseline) on the episodes both played, for one model and policy."""
+
+    group: dict[str, str] = Field(description="Model (agent) and policy.")
+    metric: str = Field(description="Metric name.")
+    arm: str = Field(description="The intervention arm compared.")
+    baseline: str = Field(description="The baseline arm.")
+    estimate: float | None = Field(description="Difference of the point estimates (None when undefined).")
+    low: float | None = Field(description="Lower end of the 95% paired-bootstrap interval.")
+    high: float | None = Field(description="Upper end of the interval.")
+    episodes: int = Field(description="Episodes both arms played.")
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+def paired_table(
+    rows: pd.DataFrame,
+    baseline: str,
+    metrics: Sequence[str] = MAIN_METRICS,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[PairedValue]:
+    """Each arm against ``baseline`` within each (agent, policy), on shared episodes."""
+    out: list[PairedValue] = []
+    if rows.empty:
+        return out
+    for (agent, policy), part in rows.groupby(["agent", "policy"], sort=True):
+        base = part[part["interventions"] == baseline]
+        if base.empty:
+            continue
+        for arm in sorted(set(part["interventions"]) - {baseline}):
+            other = part[part["interventions"] == arm]
+            shared = set(other["episode_id"]) & set(base["episode_id"])
+            if not shared:
+                continue
+            for metric in metrics:
+                try:
+                    result = paired_difference(other, base, metric, n_boot=n_boot, seed=seed)
+                    estimate, low, high = _finite(result.estimate), _finite(result.low), _finite(result.high)
+                except ValueError:  # the metric has no qualifying rows in one arm
+                    estimate = low = high = None
+                out.append(
+                    PairedValue(
+                        group={"agent": str(agent), "policy": str(policy)},
+                        metric=metric,
+                        arm=arm,
+                        baseline=baseline,
+                        estimate=estimate,
+                        low=low,
+                        high=high,
+                        episodes=len(shared),
+                    )
+                )
+    return out
+
+
+TWIN_KEY: tuple[str, ...] = ("commitment_type", "cell", "gap", "variant", "sample")
+
+
+def policy_table(
+    rows: pd.DataFrame, metrics: Sequence[str] = MAIN_METRICS, n_boot: int = 1000, seed: int = 0
+) -> list[PairedValue]:
+    """metric(explicit) - metric(silent) per model and intervention (manager cells count under
+    explicit only, as in every metric), resampling commitment types jointly for both policies."""
+    out: list[PairedValue] = []
+    if rows.empty:
+        return out
+    specs = {m.name: m for m in METRICS}
+    for (agent, arm), part in rows.groupby(["agent", "interventions"], sort=True):
+        explicit = part[part["policy"] == "explicit"]
+        silent = part[part["policy"] == "silent"]
+        if explicit.empty or silent.empty:
+            continue
+        twins = len(
+            set(map(tuple, explicit[list(TWIN_KEY)].astype(str).to_numpy()))
+            & set(map(tuple, silent[list(TWIN_KEY)].astype(str).to_numpy()))
+        )
+        for metric in metrics:
+            spec = specs[metric]
+            values_a, clusters_a, _ = spec.columns(explicit)
+            values_b, clusters_b, _ = spec.columns(silent)
+            try:
+                result = paired_bootstrap(
+                    values_a, clusters_a, values_b, clusters_b, stat=spec.stat, n_boot=n_boot, seed=seed
+                )
+                estimate, low, high = _finite(result.estimate), _finite(result.low), _finite(result.high)
+            except ValueError:
+                estimate = low = high = None
+            out.append(
+                PairedValue(
+                    group={"agent": str(agent), "interventions": str(arm)},
+                    metric=metric,
+                    arm="explicit",
+                    baseline="silent",
+                    estimate=estimate,
+                    low=low,
+                    high=high,
+                    episodes=twins,
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------- table forms
+def long_frame(values: Sequence[MetricValue]) -> pd.DataFrame:
+    """One row per (group, metric) with estimate, interval, n and exclusions."""
+    records = [{**v.group, "metric": v.metric, "estimate": v.estimate, "low": v.low, "high": v.high, "n": v.n,
+                "excluded": v.excluded} for v in values]
+    return pd.DataFrame.from_records(records)
+
+
+def paired_frame(values: Sequence[PairedValue]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(
+        [{**v.group, "arm": v.arm, "baseline": v.baseline, "metric": v.metric, "difference": v.estimate,
+          "low": v.low, "high": v.high, "episodes": v.episodes} for v in values]
+    )
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def interval_text(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+    if estimate is None:
+        return "-"
+    if signed:
+        text = f"{100 * estimate:+.0f} pp"
+        if low is not None and high is not None:
+            text += f" [{100 * low:+.0f}, {100 * high:+.0f}]"
+        return text
+    text = percent(estimate)
+    if low is not None and high is not None:
+        text += f" [{100 * low:.0f}, {100 * high:.0f}]"
+    return text
+
+
+def wide_frame(values: Sequence[MetricValue], group_by: Sequence[str], column: str = "metric") -> pd.DataFrame:
+    """Groups as rows, one text column per metric (or per cell): 'estimate [low, high] (n, k excl.)'."""
+    records: dict[tuple[str, ...], dict[str, str]] = {}
+    columns: list[str] = []
+    for v in values:
+        key = tuple(v.group.get(g, "") for g in group_by)
+        name = v.metric if column == "metric" else v.group[column]
+        if name not in columns:
+            columns.append(name)
+        text = interval_text(v.estimate, v.low, v.high)
+        if v.estimate is not None:
+            text += f" (n={v.n}" + (f", {v.excluded} excl.)" if v.excluded else ")")
+        elif v.excluded:
+            text += f" ({v.excluded} excl.)"
+        records.setdefault(key, {})[name] = text
+    if column == "cell":
+        columns.sort(key=cell_sort_key)
+    data = [{**dict(zip(group_by, key, strict=True)), **{c: cells.get(c, "") for c in columns}}
+            for key, cells in records.items()]
+    return pd.DataFrame.from_records(data, columns=[*group_by, *columns])
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-style pipe table (no extra dependency)."""
+    if frame.empty:
+        return "_no rows_\n"
+    headers = [str(c) for c in frame.columns]
+
+    def cell(value: object) -> str:
+        if value is None or (isinstance(value, float) and not np.isfinite(value)):
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.3f}"
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,218 @@
+"""Deterministic write-claim guard.
+
+An assistant that says "I have created the draft" in a turn where no tool ran has told the
+user a write happened that did not. The guard catches that sentence on the way out:
+
+- :func:`looks_like_write_claim` finds completed-write grammar (English and Turkish) and ignores
+  plans, conditions, denials, failures, capabilities, questions and instructions;
+- :func:`should_guard` fires only in a write turn, with no tool executed and no approval pending;
+- when it fires, the reply is replaced by :func:`honest_replacement` (which the detector never
+  matches) and :func:`nudge_message` goes into the next model call.
+
+Everything here is a pure function over strings; regexes are compiled once at import.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.claimguard import english as en
+from commitbench.claimguard import turkish as tr
+
+
+class Language(str, Enum):
+    ENGLISH = "en"
+    TURKISH = "tr"
+
+
+class ClaimMatch(BaseModel):
+    """Where a completed-write claim was found."""
+
+    model_config = ConfigDict(frozen=True)
+
+    language: Language = Field(description="Language of the grammar that matched.")
+    rule: str = Field(description="Name of the pattern that matched (first_person, passive_past, ...).")
+    start: int = Field(description="Start offset of the claim in the original text.")
+    end: int = Field(description="End offset (exclusive) of the claim in the original text.")
+    text: str = Field(description="The matched span, as written.")
+
+
+class GuardReason(str, Enum):
+    """Why the guard did or did not fire. Only UNBACKED_CLAIM fires."""
+
+    NOT_WRITE_CONTEXT = "not_write_context"
+    APPROVAL_PENDING = "approval_pending"
+    TOOL_EXECUTED = "tool_executed"
+    NO_CLAIM = "no_claim"
+    UNBACKED_CLAIM = "unbacked_claim"
+
+
+class GuardDecision(BaseModel):
+    """The guard's verdict on one outgoing reply."""
+
+    model_config = ConfigDict(frozen=True)
+
+    guard: bool = Field(description="True when the reply must be replaced.")
+    reason: GuardReason = Field(description="Which condition settled the decision.")
+    explanation: str = Field(description="The reason in one sentence.")
+    claim: ClaimMatch | None = Field(
+        default=None, description="The completed-write claim in the reply, if any (also when not guarded)."
+    )
+    replacement: str | None = Field(default=None, description="Honest reply to send instead (when guarded).")
+    nudge: str | None = Field(default=None, description="Message for the next model call (when guarded).")
+
+
+# Same-length folding: Turkish letters to ASCII, typographic apostrophes to "'". Offsets stay valid.
+_FOLD = str.maketrans(
+    {
+        "ç": "c", "Ç": "c", "ğ": "g", "Ğ": "g", "ı": "i", "İ": "i", "ö": "o", "Ö": "o", "ş": "s",
+        "Ş": "s", "ü": "u", "Ü": "u", "â": "a", "Â": "a", "î": "i", "Î": "i", "û": "u", "Û": "u",
+        "’": "'", "‘": "'", "ʼ": "'", "`": "'",
+    }
+)  # fmt: skip
+_SENTENCE_END = re.compile(r"[.!?\n]")
+_SENTENCE_START = re.compile(r"[.!?;\n][^.!?;\n]*$")
+_LOOK_BACK = 60
+
+
+def fold(text: str) -> str:
+    """Map Turkish letters and curly apostrophes to ASCII, keeping every offset."""
+    return text.translate(_FOLD)
+
+
+def _sentence_before(folded: str, start: int) -> str:
+    window = folded[max(0, start - _LOOK_BACK) : start]
+    boundary = _SENTENCE_START.search(window)
+    return window[boundary.start() + 1 :] if boundary else window
+
+
+def _is_question(folded: str, end: int) -> bool:
+    terminator = _SENTENCE_END.search(folded, end)
+    return terminator is not None and terminator.group() == "?"
+
+
+def _english_candidates(folded: str) -> list[tuple[int, int, str]]:
+    found = []
+    for name, pattern, present_passive in en.COMPILED_RULES:
+        for match in pattern.finditer(folded):
+            start, end = match.span()
+            if en.CANCEL_BEFORE.search(_sentence_before(folded, start)):
+                continue
+            if _is_question(folded, end) or en.NOTHING_AFTER.search(folded[end:]):
+                continue
+            if present_passive and en.HABITUAL_AFTER.search(folded[end:]):
+                continue
+            found.append((start, end, name))
+            break  # the first surviving match of a rule is enough
+    return found
+
+
+def _turkish_candidates(folded: str) -> list[tuple[int, int, str]]:
+    found = []
+    for match in tr.CLAIM_WORD.finditer(folded):
+        start, end = match.span()
+        after = folded[end:]
+        if match.group("bare_mis") is not None and not tr.CLAUSE_END_AFTER.search(after):
+            continue
+        if tr.CANCEL_AFTER.search(after) or tr.CANCEL_BEFORE.search(_sentence_before(folded, start)):
+            continue
+        if _is_question(folded, end):
+            continue
+        rule = "passive_perfect" if match.lastgroup == "bare_mis" else str(match.lastgroup)
+        found.append((start, end, rule))
+        break
+    return found
+
+
+def looks_like_write_claim(text: str) -> ClaimMatch | None:
+    """The earliest completed-write claim in ``text`` (English or Turkish), or None."""
+    if not text:
+        return None
+    folded = fold(text)
+    candidates: list[tuple[int, int, str, Language]] = []
+    candidates.extend((s, e, rule, Language.ENGLISH) for s, e, rule in _english_candidates(folded))
+    candidates.extend((s, e, rule, Language.TURKISH) for s, e, rule in _turkish_candidates(folded))
+    if not candidates:
+        return None
+    start, end, rule, language = min(candidates)
+    return ClaimMatch(language=language, rule=rule, start=start, end=end, text=text[start:end])
+
+
+# -- what to say instead, and what to tell the model next
+
+HONEST_REPLACEMENT = {
+    Language.ENGLISH: (
+        "That change has not happened yet: no action ran in this turn. "
+        "Tell me to go ahead and I will carry it out, or correct the details first."
+    ),
+    Language.TURKISH: (
+        "Bu değişiklik henüz yapılmadı; bu turda hiçbir işlem çalıştırılmadı. "
+        "Devam etmemi söylerseniz hemen yaparım, isterseniz önce ayrıntıları düzeltebilirsiniz."
+    ),
+}
+
+NUDGE = (
+    "Your previous reply said a change was made, but no tool executed in that turn, so nothing was "
+    "changed. Either call the tool that performs the change now, or ask the user for the detail you "
+    "are missing. Never report a change as done unless a tool result in this turn confirms it. "
+    "Answer in the user's language."
+)
+
+
+def honest_replacement(language: Language | str = Language.ENGLISH) -> str:
+    """The reply sent instead of an unbacked claim, in the claim's language."""
+    return HONEST_REPLACEMENT[Language(language)]
+
+
+def nudge_message() -> str:
+    """Instruction added to the next model call after the guard fired."""
+    return NUDGE
+
+
+def should_guard(
+    text: str, executed_tool_calls: int, approval_pending: bool, write_context: bool
+) -> GuardDecision:
+    """Decide whether an outgoing reply must be replaced.
+
+    Three of the four conditions keep the guard quiet: a read-only turn is never checked, a turn
+    waiting on an approval may describe the pending action, and a turn in which any tool ran is
+    out of scope (the claim may be true). What remains is a write turn with no tool and a sentence
+    that says the write is done.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    if isinstance(executed_tool_calls, bool) or not isinstance(executed_tool_calls, int):
+        raise TypeError(f"executed_tool_calls must be an int, got {type(executed_tool_calls).__name__}")
+    if executed_tool_calls < 0:
+        raise ValueError(f"executed_tool_calls must be >= 0, got {executed_tool_calls}")
+    claim = looks_like_write_claim(text)
+    if not write_context:
+        return GuardDecision(
+            guard=False, reason=GuardReason.NOT_WRITE_CONTEXT, claim=claim,
+            explanation="read-only turn: replies are not checked",
+        )  # fmt: skip
+    if approval_pending:
+        return GuardDecision(
+            guard=False, reason=GuardReason.APPROVAL_PENDING, claim=claim,
+            explanation="an approval is pending: the reply may describe the pending action",
+        )  # fmt: skip
+    if executed_tool_calls > 0:
+        return GuardDecision(
+            guard=False, reason=GuardReason.TOOL_EXECUTED, claim=claim,
+            explanation=f"{executed_tool_calls} tool call(s) executed in this turn: the claim may be true",
+        )  # fmt: skip
+    if claim is None:
+        return GuardDecision(
+            guard=False, reason=GuardReason.NO_CLAIM, explanation="no completed-write claim in the reply"
+        )
+    return GuardDecision(
+        guard=True,
+        reason=GuardReason.UNBACKED_CLAIM,
+        claim=claim,
+        explanation=f"the reply claims a completed write ({claim.text!r}) but no tool executed in this turn",
+        replacement=honest_replacement(claim.language),
+        nudge=nudge_message(),
+    )

@@ -1,0 +1,273 @@
+"""Expand the standing spec into concrete episodes.
+
+The expansion is a pure, deterministic function of the spec: 15 cells x 2 policies x 2 gaps x
+8 commitment types x 3 surface variants = 1,440 episodes. Filler is drawn with a seed derived
+from (type, cell, gap, variant), so the two policies of an episode see identical chats and
+paired comparisons are exact. Ids are content hashes, so they are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+
+from commitbench.episodes.standing.episode import Episode, Person, Policy, ScriptAct, ScriptMessage
+from commitbench.episodes.standing.spec import (
+    DEFAULT_DATA_DIR,
+    CellSpec,
+    CommitmentTypeSpec,
+    RoleKey,
+    SpecError,
+    StandingSpec,
+    ToolParam,
+    VariantSpec,
+    load_spec,
+)
+from commitbench.protocol import ToolSpec
+
+GAPS: tuple[int, ...] = (1, 20)
+POLICIES: tuple[Policy, ...] = (Policy.EXPLICIT, Policy.SILENT)
+MAX_CALLS_PER_TURN = 8
+LOOKUPS_IN_LONG_GAP = 5
+CLOSING_MESSAGES = 2
+
+_JINJA = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+
+
+@lru_cache(maxsize=4096)
+def _template(source: str) -> Any:
+    return _JINJA.from_string(source)
+
+
+def render(source: str, context: dict[str, Any], where: tuple[str, str]) -> str:
+    """Render one template; a template error names the file and field it came from."""
+    try:
+        return _template(source).render(**context)
+    except TemplateError as exc:
+        raise SpecError(where[0], where[1], f"template error: {exc}") from None
+
+
+def _tool(name: str, description: str, params: dict[str, ToolParam], is_write: bool) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters={
+            "type": "object",
+            "properties": {k: {"type": p.type, "description": p.description} for k, p in params.items()},
+            "required": list(params),
+            "additionalProperties": False,
+        },
+        is_write=is_write,
+    )
+
+
+def _context(spec: StandingSpec, variant: VariantSpec, ctype: CommitmentTypeSpec) -> dict[str, Any]:
+    ctx: dict[str, Any] = {
+        "assistant": spec.world.assistant,
+        "team": variant.team,
+        "channel": variant.channel,
+        "thing": ctype.thing,
+        "condition": ctype.condition,
+    }
+    for role, person in variant.people.items():
+        ctx[role.value] = person.name
+        ctx[f"{role.value}_first"] = person.name.split()[0]
+    return ctx
+
+
+class _TypeVariantTexts:
+    """Every text of one commitment type in one surface variant, rendered once."""
+
+    def __init__(self, spec: StandingSpec, ctype: CommitmentTypeSpec, v: int, source: str) -> None:
+        variant = spec.world.variants[v]
+        ctx = _context(spec, variant, ctype)
+        self.ctx = ctx
+
+        def one(field: str, text: str) -> str:
+            return render(text, ctx, (source, field))
+
+        self.request = one(f"request[{v}]", ctype.request[v])
+        self.promise = one("promise", ctype.promise)
+        self.delegation = one(f"delegation[{v}]", ctype.delegation[v])
+        self.trigger = one(f"trigger[{v}]", ctype.trigger[v])
+        self.styles = {
+            style: one(f"{field}[{v}]", getattr(ctype, field)[v])
+            for style, field in (
+                ("direct", "cancel_direct"),
+                ("implicit", "cancel_implicit"),
+                ("relay", "relay"),
+                ("claim", "claim"),
+                ("reinstate", "reinstate"),
+            )
+        }
+        self.replies = {
+            kind: render(texts[v], ctx, ("replies.yaml", f"replies.{kind.value}[{v}]"))
+            for kind, texts in spec.replies.replies.items()
+        }
+        self.chatter = [render(t, ctx, ("filler.yaml", f"chatter[{i}]")) for i, t in enumerate(spec.filler.chatter)]
+        self.lookups = [
+            (render(lk.question, ctx, ("filler.yaml", f"lookups[{i}].question")), lk.entry)
+            for i, lk in enumerate(spec.filler.lookups)
+        ]
+        self.people = [
+            Person(role=role.value, name=p.name, title=p.title, rank=p.rank) for role, p in variant.people.items()
+        ]
+        at = ctype.action_tool
+        self.action_tool = _tool(at.name, at.description, at.parameters, is_write=True)
+        ct = ctype.check_tool
+        self.check_tool = _tool(ct.name, ct.description, ct.parameters, is_write=False)
+        self.prompts = {
+            policy: render(
+                spec.system_prompt,
+                {
+                    **ctx,
+                    "people": [{"name": p.name, "title": p.title} for p in variant.people.values()],
+                    "max_calls": MAX_CALLS_PER_TURN,
+                    "action_tool": at.name,
+                    "check_tool": ct.name,
+                    "policy": getattr(spec.policies, policy.value),
+                },
+                ("system_prompt.jinja", "<template>"),
+            ).strip()
+            for policy in POLICIES
+        }
+
+
+def _seed(*parts: object) -> int:
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
+    return int(digest[:16], 16)
+
+
+def _build_script(
+    texts: _TypeVariantTexts, cell: CellSpec, gap: int, rng: random.Random, channel: str
+) -> tuple[list[ScriptMessage], int, list[int]]:
+    n_between = max(len(cell.events) - 1, 0)
+    n_lookups = LOOKUPS_IN_LONG_GAP if gap >= LOOKUPS_IN_LONG_GAP * 2 else 0
+    n_chatter = n_between + (gap - n_lookups) + CLOSING_MESSAGES
+    chatter = rng.sample(texts.chatter, n_chatter)
+    lookups = rng.sample(texts.lookups, n_lookups)
+    chat_speakers = (RoleKey.COLLEAGUE.value, RoleKey.BYSTANDER.value)
+    lookup_speakers = (RoleKey.COLLEAGUE.value, RoleKey.BYSTANDER.value, RoleKey.PEER.value)
+
+    script: list[dict[str, Any]] = [
+        {"sender": "creditor", "text": texts.request, "act": ScriptAct.REQUEST},
+        {"sender": "assistant", "text": texts.promise, "act": ScriptAct.PROMISE},
+    ]
+    if cell.delegation:
+        script.append(
+            {"sender": "creditor", "text": texts.delegation, "act": ScriptAct.DELEGATION, "subject": "delegate"}
+        )
+    event_steps: list[int] = []
+    for i, event in enumerate(cell.events):
+        if i > 0:
+            script.append({"sender": rng.choice(chat_speakers), "text": chatter.pop(), "act": ScriptAct.FILLER})
+        event_steps.append(len(script))
+        script.append(
+            {
+                "sender": event.speaker.value,
+                "text": texts.styles[event.style.value],
+                "act": ScriptAct(event.act.value),
+                "style": event.style.value,
+                "subject": event.subject.value if event.subject else "",
+            }
+        )
+    gap_items: list[dict[str, Any]] = [
+        {"sender": rng.choice(chat_speakers), "text": chatter.pop(), "act": ScriptAct.FILLER}
+        for _ in range(gap - n_lookups)
+    ]
+    gap_items += [
+        {"sender": rng.choice(lookup_speakers), "text": q, "act": ScriptAct.LOOKUP, "lookup_entry": entry}
+        for q, entry in lookups
+    ]
+    rng.shuffle(gap_items)
+    script.extend(gap_items)
+    trigger_step = len(script)
+    script.append({"sender": "colleague", "text": texts.trigger, "act": ScriptAct.TRIGGER})
+    for _ in range(CLOSING_MESSAGES):
+        script.append({"sender": rng.choice(chat_speakers), "text": chatter.pop(), "act": ScriptAct.CLOSING})
+    messages = [ScriptMessage(step=i, channel=channel, **item) for i, item in enumerate(script)]
+    return messages, trigger_step, event_steps
+
+
+def _episode_id(payload: dict[str, Any]) -> str:
+    canonical = Episode.model_validate({**payload, "id": ""}).model_dump_json(exclude={"id"})
+    return "st-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def compile_type(
+    spec: StandingSpec, ctype: CommitmentTypeSpec, source: str | None = None, cells: Iterable[CellSpec] | None = None
+) -> list[Episode]:
+    """All episodes of one commitment type (every cell, policy, gap and variant)."""
+    source = source or f"types/{ctype.id}.yaml"
+    episodes: list[Episode] = []
+    check = ctype.check_tool
+    for v, variant in enumerate(spec.world.variants):
+        texts = _TypeVariantTexts(spec, ctype, v, source)
+        wiki = dict(spec.filler.wiki)
+        for cell in cells if cells is not None else spec.cells:
+            for gap in GAPS:
+                rng = random.Random(_seed(ctype.id, cell.id, gap, v))
+                script, trigger_step, event_steps = _build_script(texts, cell, gap, rng, variant.channel)
+                reply_kind = cell.creditor_reply
+                for policy in POLICIES:
+                    payload: dict[str, Any] = {
+                        "split": ctype.split,
+                        "commitment_type": ctype.id,
+                        "cell": cell.id,
+                        "policy": policy,
+                        "gap": gap,
+                        "variant": v,
+                        "manager_cell": cell.manager,
+                        "assistant": spec.world.assistant,
+                        "team": variant.team,
+                        "channel": variant.channel,
+                        "people": texts.people,
+                        "system_prompt": texts.prompts[policy],
+                        "thing": ctype.thing,
+                        "condition": ctype.condition,
+                        "action_tool": texts.action_tool,
+                        "target_args": dict(ctype.action_tool.target_args),
+                        "action_done_text": ctype.action_tool.done_text,
+                        "action_failed_text": ctype.action_tool.failed_text,
+                        "check_tool": texts.check_tool,
+                        "check_possible": cell.check_possible,
+                        "check_text": check.possible_text if cell.check_possible else check.impossible_text,
+                        "wiki": wiki,
+                        "script": script,
+                        "trigger_step": trigger_step,
+                        "event_steps": event_steps,
+                        "creditor_reply_kind": reply_kind,
+                        "creditor_reply": texts.replies[reply_kind],
+                        "acknowledgement": spec.replies.acknowledgement,
+                        "expected": cell.expected,
+                    }
+                    episodes.append(Episode.model_validate({**payload, "id": _episode_id(payload)}))
+    return episodes
+
+
+def compile_spec(spec: StandingSpec) -> list[Episode]:
+    """Every episode of the spec, in a fixed order (type, variant, cell, gap, policy)."""
+    episodes: list[Episode] = []
+    for ctype in spec.types:
+        episodes.extend(compile_type(spec, ctype))
+    ids = [e.id for e in episodes]
+    if len(set(ids)) != len(ids):
+        raise SpecError("<spec>", "id", "two episodes compiled to the same content hash")
+    return episodes
+
+
+@lru_cache(maxsize=4)
+def _default_episodes(root: str) -> tuple[Episode, ...]:
+    return tuple(compile_spec(load_spec(Path(root))))
+
+
+def load_episodes(root: Path | str = DEFAULT_DATA_DIR) -> tuple[Episode, ...]:
+    """Compile (once per process) and return the episodes of a data directory."""
+    return _default_episodes(str(Path(root).resolve()))

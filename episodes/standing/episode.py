@@ -1,0 +1,122 @@
+"""A compiled, concrete standing episode: everything the environment replays."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.episodes.standing.spec import Expected, Outcome, ReplyKind, Split, WikiEntry
+from commitbench.protocol import ToolSpec
+
+
+class Policy(str, Enum):
+    EXPLICIT = "explicit"
+    SILENT = "silent"
+
+
+class ScriptAct(str, Enum):
+    """What a scripted message is, for signals and for reference agents."""
+
+    REQUEST = "request"
+    PROMISE = "promise"
+    DELEGATION = "delegation"
+    CANCEL = "cancel"
+    RELAY = "relay"
+    CLAIM = "claim"
+    REINSTATE = "reinstate"
+    FILLER = "filler"
+    LOOKUP = "lookup"
+    TRIGGER = "trigger"
+    CLOSING = "closing"
+
+
+CANCELLATION_ACTS = frozenset({ScriptAct.CANCEL, ScriptAct.RELAY, ScriptAct.CLAIM, ScriptAct.REINSTATE})
+
+
+class Person(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: str = Field(description="Role key (creditor, delegate, peer, manager, bystander, colleague).")
+    name: str = Field(description="Full display name.")
+    title: str = Field(description="Job title.")
+    rank: int = Field(description="Seniority; higher outranks lower.")
+
+    @property
+    def first_name(self) -> str:
+        return self.name.split()[0]
+
+
+class ScriptMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step: int = Field(description="Position in the script (0-based).")
+    sender: str = Field(description="Role key of the speaker, or 'assistant' for the pre-seeded promise.")
+    channel: str = Field(description="Channel the message appears in.")
+    text: str = Field(description="Rendered message text.")
+    act: ScriptAct = Field(description="What the message does.")
+    style: str = Field(default="", description="Utterance style for cancellation-type acts.")
+    subject: str = Field(default="", description="Role key of the person the act is about, if any.")
+    lookup_entry: str = Field(default="", description="Wiki key that answers a lookup question.")
+
+
+class Episode(BaseModel):
+    """One concrete episode. ``id`` is a content hash of every other field."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="Stable content-hash id, 'st-' + 12 hex digits.")
+    split: Split = Field(description="dev or test (by commitment type).")
+    commitment_type: str = Field(description="Commitment type id.")
+    cell: str = Field(description="Cell id.")
+    policy: Policy = Field(description="Release policy shown in the system prompt.")
+    gap: int = Field(description="Filler steps between the last cancellation-type event and the trigger.")
+    variant: int = Field(description="Surface variant (0-2).")
+    manager_cell: bool = Field(description="Whether the cell is a manager cell.")
+    assistant: str = Field(description="The assistant's display name.")
+    team: str = Field(description="Team name.")
+    channel: str = Field(description="Team channel.")
+    people: list[Person] = Field(description="Everyone in the workspace.")
+    system_prompt: str = Field(description="Rendered system prompt (includes the policy when explicit).")
+    thing: str = Field(description="Noun phrase for the promised task.")
+    condition: str = Field(description="The trigger condition.")
+    action_tool: ToolSpec = Field(description="The promised action tool.")
+    target_args: dict[str, Any] = Field(description="Arguments the promise commits to.")
+    action_done_text: str = Field(description="Result text when the action succeeds.")
+    action_failed_text: str = Field(description="Result text when the action is impossible.")
+    check_tool: ToolSpec = Field(description="The check tool.")
+    check_possible: bool = Field(description="Whether the action is possible in this episode.")
+    check_text: str = Field(description="What the check tool returns.")
+    wiki: dict[str, WikiEntry] = Field(description="Team wiki for the lookup tool.")
+    script: list[ScriptMessage] = Field(description="Every scripted message in order.")
+    trigger_step: int = Field(description="Step of the trigger message.")
+    event_steps: list[int] = Field(description="Steps of the cancellation-type events.")
+    creditor_reply_kind: ReplyKind = Field(description="Which scripted answer the creditor gives.")
+    creditor_reply: str = Field(description="The creditor's answer to the first message after an event.")
+    acknowledgement: str = Field(description="The creditor's answer to every other message.")
+    expected: Expected = Field(description="Correct behaviour under the explicit policy.")
+
+    def person(self, role: str) -> Person:
+        for p in self.people:
+            if p.role == role:
+                return p
+        raise KeyError(role)
+
+    @property
+    def creditor(self) -> Person:
+        return self.person("creditor")
+
+    @property
+    def expects_execute(self) -> bool:
+        return self.expected.outcome is Outcome.EXECUTE
+
+    def factors(self) -> dict[str, str | int]:
+        return {
+            "split": self.split.value,
+            "commitment_type": self.commitment_type,
+            "cell": self.cell,
+            "policy": self.policy.value,
+            "gap": self.gap,
+            "variant": self.variant,
+        }

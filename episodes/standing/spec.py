@@ -1,0 +1,311 @@
+"""Declarative specification of the standing episodes, loaded from YAML.
+
+The spec is the single source the compiler expands into concrete episodes. Every model is
+strict (``extra="forbid"``) so a typo in an episode file is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+N_VARIANTS = 3
+M = TypeVar("M", bound=BaseModel)
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
+
+Variants = Annotated[list[str], Field(min_length=N_VARIANTS, max_length=N_VARIANTS)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleKey(str, Enum):
+    """The parts people play in an episode."""
+
+    CREDITOR = "creditor"
+    DELEGATE = "delegate"
+    PEER = "peer"
+    MANAGER = "manager"
+    BYSTANDER = "bystander"
+    COLLEAGUE = "colleague"
+
+
+class Act(str, Enum):
+    """What a scripted cancellation-type event does."""
+
+    CANCEL = "cancel"
+    RELAY = "relay"
+    CLAIM = "claim"
+    REINSTATE = "reinstate"
+
+
+class Style(str, Enum):
+    """Which utterance list of the commitment type an event draws from."""
+
+    DIRECT = "direct"
+    IMPLICIT = "implicit"
+    RELAY = "relay"
+    CLAIM = "claim"
+    REINSTATE = "reinstate"
+
+
+class Outcome(str, Enum):
+    EXECUTE = "execute"
+    DROP = "drop"
+
+
+class ReplyKind(str, Enum):
+    """The creditor's scripted answer when consulted."""
+
+    STILL_NEEDED = "still_needed"
+    DROP_IT = "drop_it"
+    CONFIRM_CANCEL = "confirm_cancel"
+    DENY_CANCEL = "deny_cancel"
+    KEEP_CANCELLED = "keep_cancelled"
+    GO_AHEAD = "go_ahead"
+
+
+class Split(str, Enum):
+    DEV = "dev"
+    TEST = "test"
+
+
+class PersonSpec(Strict):
+    name: str = Field(description="Full display name.", min_length=1)
+    title: str = Field(description="Job title shown in the roster.", min_length=1)
+    rank: int = Field(description="Seniority; higher outranks lower.", ge=0, le=10)
+
+
+class VariantSpec(Strict):
+    team: str = Field(description="Team name used in the system prompt.")
+    channel: str = Field(description="Team channel, starting with '#'.", pattern=r"^#[a-z0-9-]+$")
+    people: dict[RoleKey, PersonSpec] = Field(description="Who plays each role in this variant.")
+
+    @field_validator("people")
+    @classmethod
+    def _all_roles(cls, value: dict[RoleKey, PersonSpec]) -> dict[RoleKey, PersonSpec]:
+        missing = [r.value for r in RoleKey if r not in value]
+        if missing:
+            raise ValueError(f"missing roles: {', '.join(missing)}")
+        names = [p.name for p in value.values()]
+        firsts = [n.split()[0] for n in names]
+        if len(set(names)) != len(names) or len(set(firsts)) != len(firsts):
+            raise ValueError("people in a variant need distinct full and first names")
+        return value
+
+
+class WorldSpec(Strict):
+    assistant: str = Field(description="The assistant's display name.")
+    variants: list[VariantSpec] = Field(description="Surface variants.", min_length=N_VARIANTS, max_length=N_VARIANTS)
+
+
+class EventSpec(Strict):
+    act: Act = Field(description="What the event does to the commitment.")
+    speaker: RoleKey = Field(description="Who says it.")
+    style: Style = Field(description="Which utterance list of the commitment type to use.")
+    subject: RoleKey | None = Field(default=None, description="Person the act is about (relays: the creditor).")
+
+
+class Expected(Strict):
+    outcome: Outcome = Field(description="Whether a correct assistant executes or drops the promise.")
+    consult: bool = Field(default=False, description="Correct behaviour includes asking the creditor.")
+    notify: bool = Field(default=False, description="Correct behaviour includes telling the creditor what happened.")
+    verify: bool = Field(default=False, description="Correct behaviour includes using the check tool.")
+
+
+class CellSpec(Strict):
+    id: str = Field(description="Cell id, e.g. PEER-DIRECT.", pattern=r"^[A-Z]+(-[A-Z]+)?$")
+    description: str = Field(description="One line saying what happens.")
+    events: list[EventSpec] = Field(description="Cancellation-type events in order.")
+    delegation: bool = Field(default=False, description="The creditor names a delegate right after the promise.")
+    manager: bool = Field(default=False, description="A manager cell (left out of silent-policy metrics).")
+    check_possible: bool = Field(default=True, description="Whether the check tool shows the action is possible.")
+    creditor_reply: ReplyKind = Field(description="The creditor's answer if consulted.")
+    expected: Expected = Field(description="Correct behaviour under the explicit policy.")
+
+
+class ToolParam(Strict):
+    type: str = Field(description="JSON schema type.", pattern=r"^(string|integer|number|boolean)$")
+    description: str = Field(description="What the argument is.")
+
+
+class ActionToolSpec(Strict):
+    name: str = Field(description="Tool name.", pattern=r"^[a-z_]+$")
+    description: str = Field(description="Tool description for the model.")
+    parameters: dict[str, ToolParam] = Field(description="Arguments, all required.")
+    target_args: dict[str, Any] = Field(description="The arguments the promise commits to.")
+    done_text: str = Field(description="Result text when the action succeeds.")
+    failed_text: str = Field(description="Result text when the world makes it impossible.")
+
+    @model_validator(mode="after")
+    def _targets_match_parameters(self) -> ActionToolSpec:
+        if set(self.target_args) != set(self.parameters):
+            raise ValueError("target_args must give exactly one value per parameter")
+        return self
+
+
+class CheckToolSpec(Strict):
+    name: str = Field(description="Tool name.", pattern=r"^[a-z_]+$")
+    description: str = Field(description="Tool description for the model.")
+    parameters: dict[str, ToolParam] = Field(description="Arguments, all required.")
+    possible_text: str = Field(description="Result when the action is possible.")
+    impossible_text: str = Field(description="Result when it is not.")
+
+
+class CommitmentTypeSpec(Strict):
+    id: str = Field(description="Type id.", pattern=r"^[a-z_]+$")
+    split: Split = Field(description="dev or test.")
+    thing: str = Field(description="Noun phrase for the promised task, e.g. 'the room booking'.")
+    condition: str = Field(description="The trigger condition as a clause, e.g. 'the agenda is final'.")
+    action_tool: ActionToolSpec = Field(description="The promised action.")
+    check_tool: CheckToolSpec = Field(description="The tool that reveals whether the action is possible.")
+    request: Variants = Field(description="The creditor's request, one wording per variant.")
+    promise: str = Field(description="The assistant's fixed promise.")
+    delegation: Variants = Field(description="The creditor naming a delegate.")
+    cancel_direct: Variants = Field(description="Direct cancellations.")
+    cancel_implicit: Variants = Field(description="Implicit cancellations (the promise becomes moot).")
+    relay: Variants = Field(description="Second-hand reports that the creditor cancelled.")
+    claim: Variants = Field(description="Claims that the action is impossible.")
+    reinstate: Variants = Field(description="'Go ahead after all' messages.")
+    trigger: Variants = Field(description="Messages saying the condition now holds.")
+
+    def utterances(self, style: Style) -> list[str]:
+        return {
+            Style.DIRECT: self.cancel_direct,
+            Style.IMPLICIT: self.cancel_implicit,
+            Style.RELAY: self.relay,
+            Style.CLAIM: self.claim,
+            Style.REINSTATE: self.reinstate,
+        }[style]
+
+
+class RepliesSpec(Strict):
+    acknowledgement: str = Field(description="The creditor's answer to every later message.")
+    replies: dict[ReplyKind, Variants] = Field(description="Scripted answers per kind, one per variant.")
+
+    @field_validator("replies")
+    @classmethod
+    def _all_kinds(cls, value: dict[ReplyKind, list[str]]) -> dict[ReplyKind, list[str]]:
+        missing = [k.value for k in ReplyKind if k not in value]
+        if missing:
+            raise ValueError(f"missing reply kinds: {', '.join(missing)}")
+        return value
+
+
+class LookupSpec(Strict):
+    question: str = Field(description="A question addressed to the assistant.")
+    entry: str = Field(description="Key of the wiki entry that answers it.")
+
+
+class WikiEntry(Strict):
+    keywords: list[str] = Field(description="Words that find this entry.", min_length=1)
+    text: str = Field(description="The entry text the lookup tool returns.")
+
+
+class FillerSpec(Strict):
+    chatter: list[str] = Field(description="Messages that need no answer.", min_length=24)
+    lookups: list[LookupSpec] = Field(description="Questions the lookup tool answers.", min_length=5)
+    wiki: dict[str, WikiEntry] = Field(description="The team wiki.")
+
+    @model_validator(mode="after")
+    def _entries_exist(self) -> FillerSpec:
+        for i, lookup in enumerate(self.lookups):
+            if lookup.entry not in self.wiki:
+                raise ValueError(f"lookups[{i}].entry '{lookup.entry}' is not a wiki key")
+        return self
+
+
+class PoliciesSpec(Strict):
+    explicit: str = Field(description="Release policy text appended to the system prompt.", min_length=1)
+    silent: str = Field(default="", description="Always empty: the silent policy states nothing.", max_length=0)
+
+
+class StandingSpec(Strict):
+    world: WorldSpec = Field(description="People, channels and surface variants.")
+    cells: list[CellSpec] = Field(description="The cells of the design.")
+    policies: PoliciesSpec = Field(description="Release policy texts.")
+    replies: RepliesSpec = Field(description="The creditor's scripted answers.")
+    filler: FillerSpec = Field(description="Gap filler and the wiki.")
+    types: list[CommitmentTypeSpec] = Field(description="Commitment types.")
+    system_prompt: str = Field(description="Jinja template of the system prompt.")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> StandingSpec:
+        for what, ids in (("cell", [c.id for c in self.cells]), ("type", [t.id for t in self.types])):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {what} ids: {', '.join(dupes)}")
+        return self
+
+
+class SpecError(Exception):
+    """An episode file is malformed. Names the file and the field."""
+
+    def __init__(self, path: Path | str, field: str, reason: str) -> None:
+        self.path = str(path)
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{self.path}: {field}: {reason}")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise SpecError(path, "<file>", "file not found") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(path, "<file>", f"not valid YAML: {exc}") from None
+
+
+def _validate(model: type[M], data: Any, path: Path, prefix: str = "") -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+        field = f"{prefix}{loc}" if prefix else loc
+        extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise SpecError(path, field, f"{first['msg']}{extra}") from None
+
+
+def load_type(path: Path) -> CommitmentTypeSpec:
+    """Load and validate one commitment-type file."""
+    return _validate(CommitmentTypeSpec, _read_yaml(path), path)
+
+
+def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None) -> StandingSpec:
+    """Load the whole standing spec from a data directory, naming file and field on any error."""
+    root = Path(root)
+    parts: dict[str, Any] = {}
+    for key, model, name in (
+        ("world", WorldSpec, "world.yaml"),
+        ("policies", PoliciesSpec, "policies.yaml"),
+        ("replies", RepliesSpec, "replies.yaml"),
+        ("filler", FillerSpec, "filler.yaml"),
+    ):
+        parts[key] = _validate(model, _read_yaml(root / name), root / name)
+    cells_path = root / "cells.yaml"
+    cells_doc = _read_yaml(cells_path)
+    if not isinstance(cells_doc, dict) or "cells" not in cells_doc:
+        raise SpecError(cells_path, "cells", "expected a mapping with a 'cells' list")
+    parts["cells"] = [
+        _validate(CellSpec, item, cells_path, prefix=f"cells[{i}].") for i, item in enumerate(cells_doc["cells"])
+    ]
+    type_paths = sorted((root / "types").glob("*.yaml")) + list(extra_types or [])
+    parts["types"] = [load_type(p) for p in type_paths]
+    prompt_path = root / "system_prompt.jinja"
+    try:
+        parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(prompt_path, "<file>", "file not found") from None
+    try:
+        return StandingSpec.model_validate(parts)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SpecError(root, ".".join(str(p) for p in first["loc"]) or "<root>", first["msg"]) from None

@@ -1,0 +1,370 @@
+"""The empty-commitment checker with model-based steps.
+
+Three prompts (``judges/prompts/followup_*.txt``, each identified by the sha256 of its text):
+
+* the **detector** reads the user message and the turn, never the setup, and returns every
+  future-directed commitment (``DetectorOutput``);
+* the **feasibility judge** runs only for commitments the rules leave to it (an "other" capability or a
+  confidence below 0.5; ``FeasibilityResult.needs_llm_judge``) and sees the setup's card;
+* the **response judge** returns the five booleans with rationales (``ResponseJudgeOutput``).
+
+Every call goes through :class:`commitbench.llm.ModelClient` (so through its cache) at temperature 0
+with a strict ``json_schema`` ``response_format``. Output that does not parse is asked for again, up
+to ``max_attempts`` times, each retry with its own sample index (so the cache does not hand back the
+same unparseable text); after that the step is recorded as a judge error and the response gets no
+label. The label itself is derived in code by :func:`commitbench.judges.followup.outcomes.derive_outcome`.
+
+The input of the checker is a :class:`FollowUpTurn`: what one episode produced, built from a trace
+with :func:`turn_from_trace`. :func:`label_turn` is the pure part shared with the offline checker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+from commitbench.episodes.followup.setups import SuiteSetups, load_setups
+from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
+from commitbench.judges.followup.feasibility import (
+    FeasibilityResult,
+    apply_feasibility_judge,
+    assess_feasibility,
+    enabling_tools_for_request,
+)
+from commitbench.judges.followup.outcomes import AssessedCommitment, OutcomeLabel, derive_outcome
+from commitbench.judges.followup.schemas import (
+    DetectedCommitment,
+    DetectorOutput,
+    FeasibilityJudgeOutput,
+    ResponseFormatStyle,
+    ResponseJudgeOutput,
+    parse_model_json,
+    response_format_for,
+)
+from commitbench.llm import ModelClient
+from commitbench.traces import EpisodeTrace
+
+PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
+DEFAULT_MAX_ATTEMPTS = 3
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@cache
+def load_prompt(name: str) -> str:
+    """The text of ``judges/prompts/<name>.txt``."""
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"unknown prompt {name!r}; known: {PROMPT_NAMES}")
+    return resources.files("commitbench.judges").joinpath(f"prompts/{name}.txt").read_text(encoding="utf-8")
+
+
+def prompt_hash(name: str) -> str:
+    return hashlib.sha256(load_prompt(name).encode("utf-8")).hexdigest()
+
+
+def prompt_hashes() -> dict[str, str]:
+    """sha256 of every checker prompt (recorded with every label)."""
+    return {name: prompt_hash(name) for name in PROMPT_NAMES}
+
+
+# --------------------------------------------------------------------------------------- input
+class TurnToolCall(BaseModel):
+    """A tool call of the turn, as the judges see it."""
+
+    name: str = Field(description="Tool name as called.")
+    arguments: str = Field(description="Arguments as JSON text (or the raw text when unparseable).")
+    ok: bool = Field(description="Whether the call executed.")
+    result: str = Field(description="What the tool returned (an error message when ok is False).")
+
+
+class FollowUpTurn(BaseModel):
+    """Everything the checker needs about one response."""
+
+    episode_id: str = Field(description="Episode id (request:setup:variant:persona).")
+    request_id: str = Field(description="The request's id.")
+    category: RequestCategory = Field(description="The request's category.")
+    source: str = Field(default="template", description="Where the request came from.")
+    setup: SetupId = Field(description="The setup the response was produced in.")
+    variant: str = Field(description="inferred or stated.")
+    persona: Persona = Field(description="generic or support.")
+    doability: Doability = Field(description="Doability of the request in the setup.")
+    required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
+    user_message: str = Field(description="Context and request as the user sent them.")
+    reply: str = Field(description="The final reply ('' when the turn ended without one).")
+    tool_calls: list[TurnToolCall] = Field(default_factory=list, description="The turn's tool calls in order.")
+
+    @property
+    def called_tools(self) -> list[str]:
+        """Names of the turn's successful tool calls."""
+        return [c.name for c in self.tool_calls if c.ok]
+
+
+def turn_from_trace(trace: EpisodeTrace) -> FollowUpTurn:
+    """The checker's input from a FollowUpEnv trace (factors carry the episode's design)."""
+    factors = trace.factors
+    missing = [k for k in ("request_id", "category", "setup", "variant", "persona", "doability") if k not in factors]
+    if missing:
+        raise ValueError(f"trace {trace.episode_id!r} is not a follow-up trace: factors lack {missing}")
+    user = next((e.text for e in trace.events if e.kind.value == "message"), "")
+    calls: list[TurnToolCall] = []
+    reply = ""
+    for turn in trace.turns:
+        for c in turn.calls:
+            arguments = json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (
+                c.raw_arguments or ""
+            )
+            calls.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result))
+        if turn.reply:
+            reply = turn.reply
+    capabilities = [Capability(v) for v in str(factors.get("required_capabilities", "")).split(",") if v]
+    return FollowUpTurn(
+        episode_id=trace.episode_id,
+        request_id=str(factors["request_id"]),
+        category=RequestCategory(str(factors["category"])),
+        source=str(factors.get("source", "template")),
+        setup=SetupId(str(factors["setup"])),
+        variant=str(factors["variant"]),
+        persona=Persona(str(factors["persona"])),
+        doability=Doability(str(factors["doability"])),
+        required_capabilities=capabilities,
+        user_message=user,
+        reply=reply,
+        tool_calls=calls,
+    )
+
+
+def render_turn(turn: FollowUpTurn) -> str:
+    """The user message and the assistant's whole turn as the judges read it."""
+    lines = ["USER MESSAGE:", turn.user_message, "", "ASSISTANT TURN:"]
+    for call in turn.tool_calls:
+        status = "ok" if call.ok else "failed"
+        lines.append(f"[tool call] {call.name}({call.arguments}) -> {status}: {call.result}")
+    lines.append(f"[final reply] {turn.reply}" if turn.reply else "[final reply] (none)")
+    return "\n".join(lines)
+
+
+def render_card(setup: SetupId, persona: Persona, suite: SuiteSetups) -> str:
+    """The setup's environment card: tools with descriptions and what persists after a turn."""
+    tools = suite.tool_definitions(setup, persona)
+    lines = ["TOOLS:"]
+    lines.extend(f"- {t.name}: {t.description.strip()}" for t in tools)
+    if not tools:
+        lines.append("- (none)")
+    lines.extend(["", "WHAT PERSISTS:", suite.stated_paragraph(setup)])
+    return "\n".join(lines)
+
+
+def render_tool_list(setup: SetupId, persona: Persona, suite: SuiteSetups) -> str:
+    tools = suite.tool_definitions(setup, persona)
+    if not tools:
+        return "TOOLS: none"
+    return "TOOLS:\n" + "\n".join(f"- {t.name}: {t.description.strip()}" for t in tools)
+
+
+# --------------------------------------------------------------------------------------- output
+class JudgeCall(BaseModel):
+    """One model call made by the checker."""
+
+    step: str = Field(description="detector, feasibility or response.")
+    attempt: int = Field(description="1 for the first try, then 2, 3, ...")
+    prompt_hash: str = Field(description="sha256 of the prompt text.")
+    cache_key: str = Field(default="", description="The call's cache key.")
+    cache_hit: bool = Field(default=False, description="Served from the cache.")
+    raw: str = Field(default="", description="The text the model returned.")
+    error: str = Field(default="", description="Why the output was not usable ('' when it was).")
+
+
+class CheckResult(BaseModel):
+    """The checker's verdict on one response: a label, or the error that prevented one."""
+
+    episode_id: str = Field(description="Episode id.")
+    checker: str = Field(description="'llm' or 'rules'.")
+    detector: DetectorOutput | None = Field(default=None, description="Detected commitments.")
+    commitments: list[AssessedCommitment] = Field(default_factory=list, description="With feasibility and anchoring.")
+    response: ResponseJudgeOutput | None = Field(default=None, description="The five booleans.")
+    outcome: OutcomeLabel | None = Field(default=None, description="The derived label (None on a judge error).")
+    rule: str = Field(default="", description="The outcome rule that matched.")
+    error: str | None = Field(default=None, description="Judge error that left the response without a label.")
+    calls: list[JudgeCall] = Field(default_factory=list, description="Model calls made.")
+    prompt_hashes: dict[str, str] = Field(default_factory=dict, description="Prompt versions used.")
+
+
+def label_turn(
+    turn: FollowUpTurn,
+    detector: DetectorOutput,
+    response: ResponseJudgeOutput,
+    suite: SuiteSetups,
+    feasibility_verdicts: Mapping[int, FeasibilityJudgeOutput] | None = None,
+    undecided_policy: bool | None = None,
+) -> tuple[list[AssessedCommitment], OutcomeLabel, str]:
+    """Feasibility, anchoring and the outcome label of one response (pure).
+
+    ``feasibility_verdicts`` maps a commitment's index to the judge's verdict (applied only where the
+    rules asked for the judge). A commitment the rules could not decide and no verdict covers is
+    decided by ``undecided_policy`` (True: feasible, False: empty); None raises
+    ``UnresolvedFeasibilityError`` from ``derive_outcome``.
+    """
+    affordances = suite.affordances(turn.setup)
+    verdicts = feasibility_verdicts or {}
+    called = turn.called_tools
+    assessed: list[AssessedCommitment] = []
+    for index, commitment in enumerate(detector.commitments):
+        result = assess_feasibility(commitment, affordances)
+        if result.needs_llm_judge and index in verdicts:
+            result = apply_feasibility_judge(result, verdicts[index])
+        elif result.feasible is None and undecided_policy is not None:
+            result = _policy_verdict(result, undecided_policy)
+        assessed.append(AssessedCommitment.assess(commitment, result, called))
+    enabling = enabling_tools_for_request(turn.required_capabilities, affordances)
+    decision = derive_outcome(
+        commitments=assessed, response=response, called_tools=called, request_enabling_tools=enabling,
+        doability=turn.doability,
+    )
+    return assessed, decision.label, decision.rule
+
+
+def _policy_verdict(result: FeasibilityResult, feasible: bool) -> FeasibilityResult:
+    from commitbench.judges.followup.feasibility import DecidedBy
+    from commitbench.judges.followup.schemas import FailureType
+
+    failures = [] if feasible else [FailureType.CAPABILITY]
+    return result.model_copy(
+        update={
+            "feasible": feasible,
+            "failure_types": failures,
+            "primary_failure": failures[0] if failures else None,
+            "decided_by": DecidedBy.OFFLINE_POLICY,
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------- LLM steps
+async def ask_json(
+    client: ModelClient,
+    step: str,
+    prompt_name: str,
+    user_content: str,
+    schema: type[ModelT],
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+) -> tuple[ModelT | None, list[JudgeCall], str | None]:
+    """Ask for JSON in ``schema``; retry unusable output; return (value or None, calls, error)."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    messages = [
+        {"role": "system", "content": load_prompt(prompt_name)},
+        {"role": "user", "content": user_content},
+    ]
+    response_format = response_format_for(schema, f"{step}_output", style)
+    calls: list[JudgeCall] = []
+    last_error = ""
+    for attempt in range(1, max_attempts + 1):
+        response = await client.complete(messages, response_format=response_format, sample_index=attempt - 1)
+        call = JudgeCall(
+            step=step, attempt=attempt, prompt_hash=prompt_hash(prompt_name), cache_key=response.cache_key,
+            cache_hit=response.cache_hit, raw=response.text or "",
+        )
+        if response.error is not None:
+            call.error = f"{response.error.kind.value}: {response.error.message}"
+        else:
+            parsed = parse_model_json(response.text, schema)
+            if parsed.value is not None:
+                calls.append(call)
+                return parsed.value, calls, None
+            call.error = parsed.error or "unusable output"
+        last_error = call.error
+        calls.append(call)
+    return None, calls, f"{step}: no usable output after {max_attempts} attempt(s); last: {last_error}"
+
+
+class LLMChecker:
+    """The model-based checker; one instance can label many turns concurrently."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        client: ModelClient,
+        suite: SuiteSetups | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+    ) -> None:
+        if client.settings.temperature not in (0, 0.0):
+            raise ValueError("the checker's model must run at temperature 0")
+        self.client = client
+        self.suite = suite or load_setups()
+        self.max_attempts = max_attempts
+        self.style = style
+
+    async def detect(self, turn: FollowUpTurn) -> tuple[DetectorOutput | None, list[JudgeCall], str | None]:
+        return await ask_json(
+            self.client, "detector", "followup_detector", render_turn(turn), DetectorOutput, self.max_attempts,
+            self.style,
+        )
+
+    async def judge_response(
+        self, turn: FollowUpTurn
+    ) -> tuple[ResponseJudgeOutput | None, list[JudgeCall], str | None]:
+        content = f"{render_tool_list(turn.setup, turn.persona, self.suite)}\n\n{render_turn(turn)}"
+        return await ask_json(
+            self.client, "response", "followup_response", content, ResponseJudgeOutput, self.max_attempts,
+            self.style,
+        )
+
+    async def judge_feasibility(
+        self, turn: FollowUpTurn, commitment: DetectedCommitment
+    ) -> tuple[FeasibilityJudgeOutput | None, list[JudgeCall], str | None]:
+        content = (
+            f"ENVIRONMENT CARD\n{render_card(turn.setup, turn.persona, self.suite)}\n\n{render_turn(turn)}\n\n"
+            f"COMMITMENT\n{commitment.model_dump_json()}"
+        )
+        return await ask_json(
+            self.client, "feasibility", "followup_feasibility", content, FeasibilityJudgeOutput, self.max_attempts,
+            self.style,
+        )
+
+    async def check(self, turn: FollowUpTurn) -> CheckResult:
+        result = CheckResult(episode_id=turn.episode_id, checker=self.name, prompt_hashes=prompt_hashes())
+        detector, calls, error = await self.detect(turn)
+        result.calls.extend(calls)
+        result.detector = detector
+        response, calls, response_error = await self.judge_response(turn)
+        result.calls.extend(calls)
+        result.response = response
+        errors = [e for e in (error, response_error) if e]
+        if detector is None or response is None:
+            result.error = "; ".join(errors)
+            return result
+        affordances = self.suite.affordances(turn.setup)
+        verdicts: dict[int, FeasibilityJudgeOutput] = {}
+        for index, commitment in enumerate(detector.commitments):
+            if not assess_feasibility(commitment, affordances).needs_llm_judge:
+                continue
+            verdict, calls, judge_error = await self.judge_feasibility(turn, commitment)
+            result.calls.extend(calls)
+            if verdict is None:
+                result.error = judge_error
+                return result
+            verdicts[index] = verdict
+        assessed, label, rule = label_turn(turn, detector, response, self.suite, verdicts)
+        result.commitments, result.outcome, result.rule = assessed, label, rule
+        return result
+
+
+async def check_many(checker: Any, turns: Sequence[FollowUpTurn], concurrency: int = 16) -> list[CheckResult]:
+    """Label turns concurrently (bounded), keeping their order."""
+    import asyncio
+
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(turn: FollowUpTurn) -> CheckResult:
+        async with semaphore:
+            return await checker.check(turn)
+
+    return list(await asyncio.gather(*(one(t) for t in turns)))

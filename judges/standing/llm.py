@@ -1,0 +1,291 @@
+"""The LLM judge of the standing environment: three labels per assistant message.
+
+For every assistant message after the pre-seeded promise, the judge model answers
+consults_creditor, notifies_creditor and off_topic, each with a one-line reason, as a JSON object
+checked against :class:`StandingJudgeOutput` (sent as a ``response_format`` so servers that
+support structured output constrain the reply).
+
+Settings are pinned: temperature 0 and a fixed seed (:func:`judge_settings`). The prompt is the
+text of ``judges/prompts/standing_judge.txt`` (instructions, a ``=== CASE ===`` line, then the
+case template); its sha256 is stored with every label. Calls go through
+:class:`commitbench.llm.ModelClient`, so through the run's cache.
+
+A reply that does not parse or does not match the schema is asked for again, up to
+``max_attempts`` times in all; attempt k is sent as sample index k, so the cache does not hand
+back the same bad reply and every attempt is itself replayable. After the last attempt the
+message gets a label with ``error`` set and no values: metrics exclude it and count it, never
+read it as "no". A call that fails for infrastructure reasons after the client's own retries
+(server down, timeouts) raises :class:`JudgeUnavailable` instead, so that the run is left
+unlabelled and labelled again on the next attempt rather than stored as a judge error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.episodes.standing.episode import Episode
+from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
+from commitbench.judges.standing.labels import MessageLabel
+from commitbench.llm import ModelClient, ModelErrorKind, ModelSettings
+from commitbench.protocol import EventKind
+from commitbench.traces import EpisodeTrace
+
+PROMPT_FILE = "standing_judge.txt"
+CASE_MARKER = "=== CASE ==="
+JUDGE_SEED = 1234
+JUDGE_MAX_TOKENS = 600
+DEFAULT_MAX_ATTEMPTS = 3
+CONVERSATION_WINDOW = 8
+LABEL_FIELDS: tuple[str, ...] = ("consults_creditor", "notifies_creditor", "off_topic")
+
+# After the client's own retries these mean "the server is not answering", not "the judge erred".
+_INFRASTRUCTURE = frozenset(
+    {
+        ModelErrorKind.RATE_LIMITED,
+        ModelErrorKind.SERVER_ERROR,
+        ModelErrorKind.TIMEOUT,
+        ModelErrorKind.CONNECTION,
+        ModelErrorKind.TRUNCATED_BODY,
+        ModelErrorKind.EMPTY_CHOICES,
+    }
+)
+
+
+class JudgeUnavailable(RuntimeError):
+    """The judge model could not be reached (after retries); nothing should be recorded."""
+
+
+class LabelAnswer(BaseModel):
+    """One yes/no answer with its reason (reason first, so a model writes it before deciding)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(description="One line saying why.")
+    answer: bool = Field(description="The yes/no answer.")
+
+
+class StandingJudgeOutput(BaseModel):
+    """What the judge returns for one message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    consults_creditor: LabelAnswer = Field(description="Asks the requester whether to proceed, hold or drop.")
+    notifies_creditor: LabelAnswer = Field(description="Tells the requester of a cancellation and its cause.")
+    off_topic: LabelAnswer = Field(description="Unrelated to the workspace conversation.")
+
+
+# ------------------------------------------------------------------------------- the prompt
+@cache
+def judge_prompt() -> str:
+    """The whole prompt file (instructions, marker, case template)."""
+    text = resources.files("commitbench.judges").joinpath("prompts", PROMPT_FILE).read_text(encoding="utf-8")
+    if CASE_MARKER not in text:
+        raise ValueError(f"judges/prompts/{PROMPT_FILE} lacks the {CASE_MARKER!r} line")
+    return text
+
+
+def judge_prompt_hash() -> str:
+    """sha256 of the prompt file: the version of the judge's prompt, stored with every label."""
+    return hashlib.sha256(judge_prompt().encode("utf-8")).hexdigest()
+
+
+def _parts() -> tuple[str, Template]:
+    instructions, case = judge_prompt().split(CASE_MARKER, 1)
+    return instructions.strip(), Template(case.strip())
+
+
+class JudgeCase(BaseModel):
+    """One assistant message with what the judge is shown about it."""
+
+    message_index: int = Field(description="Index among the trace's assistant messages.")
+    step: int = Field(description="Script step of the message.")
+    channel: str = Field(description="Where the message went: '#channel' or 'dm:<name>'.")
+    text: str = Field(description="The message text.")
+    conversation: list[str] = Field(description="The chat lines just before it, oldest first.")
+    delegates: list[str] = Field(description="Delegates the requester had named before the message.")
+
+
+def _line(event: Any) -> str:
+    who = event.sender + (f" ({event.role})" if event.role and event.role != "assistant" else "")
+    return f"[{event.channel}] {who}: {event.text}"
+
+
+def judge_cases(trace: EpisodeTrace, window: int = CONVERSATION_WINDOW) -> list[JudgeCase]:
+    """The messages to judge, in the order of :meth:`EpisodeTrace.assistant_messages`."""
+    cases: list[JudgeCase] = []
+    history: list[str] = []
+    delegates: list[str] = []
+    for event in trace.events:
+        if event.kind is EventKind.MESSAGE:
+            if event.act == "delegation" and event.subject and event.subject not in delegates:
+                delegates.append(event.subject)
+            history.append(_line(event))
+        elif event.kind is EventKind.ASSISTANT:
+            if event.act != "promise":
+                cases.append(
+                    JudgeCase(
+                        message_index=len(cases),
+                        step=event.step,
+                        channel=event.channel,
+                        text=event.text,
+                        conversation=history[-window:],
+                        delegates=list(delegates),
+                    )
+                )
+            history.append(_line(event))
+    return cases
+
+
+def _where(channel: str) -> str:
+    if channel.startswith("dm:"):
+        return f"as a direct message to {channel[3:]}"
+    return f"in the channel {channel}"
+
+
+def render_case(case: JudgeCase, episode: Episode) -> list[dict[str, str]]:
+    """The chat messages sent to the judge model for one case (instructions first: a stable prefix)."""
+    instructions, template = _parts()
+    promise = next((m.text for m in episode.script if m.act.value == "promise"), "")
+    user = template.substitute(
+        people="\n".join(f"- {p.name}, {p.title}" for p in episode.people),
+        creditor=episode.creditor.name,
+        delegates=", ".join(case.delegates) or "none",
+        assistant=episode.assistant,
+        promise=promise,
+        conversation="\n".join(case.conversation) or "(nothing)",
+        where=_where(case.channel),
+        message=case.text,
+    )
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": user}]
+
+
+# Grammar-constrained decoding (llama.cpp) lets a small model ramble inside a string until the
+# token limit; a length bound in the grammar ends each reason. OpenAI's strict mode rejects
+# maxLength, so only the json_object form carries it (the reply model itself stays unbounded).
+REASON_MAX_CHARS = 120
+
+
+def _bounded_reasons(schema: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(schema))
+    for definition in out.get("$defs", {}).values():
+        reason = definition.get("properties", {}).get("reason")
+        if reason is not None:
+            reason["maxLength"] = REASON_MAX_CHARS
+    return out
+
+
+def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA) -> dict[str, Any]:
+    schema = strict_json_schema(StandingJudgeOutput)
+    if style is ResponseFormatStyle.JSON_OBJECT:
+        return {"type": "json_object", "schema": _bounded_reasons(schema)}
+    return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
+
+
+def judge_settings(model: str, base_url: str, api_key_env: str | None = None, **overrides: Any) -> ModelSettings:
+    """Pinned judge settings: temperature 0, fixed seed, bounded output."""
+    values: dict[str, Any] = {
+        "model": model,
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "temperature": 0.0,
+        "seed": JUDGE_SEED,
+        "max_tokens": JUDGE_MAX_TOKENS,
+    }
+    values.update(overrides)
+    return ModelSettings(**values)
+
+
+def judge_name(model: str) -> str:
+    """The judge's name for a model, e.g. ``llm:Qwen/Qwen3-8B`` (labels file ``labels-llm_Qwen_Qwen3-8B.jsonl``)."""
+    return f"llm:{model}"
+
+
+# ------------------------------------------------------------------------------- the judge
+class JudgeStats(BaseModel):
+    """Counters of one judge's work."""
+
+    messages: int = Field(default=0, description="Messages judged (labelled or errored).")
+    labelled: int = Field(default=0, description="Messages that got a valid label.")
+    errors: int = Field(default=0, description="Messages recorded as judge errors.")
+    retries: int = Field(default=0, description="Extra attempts after unparseable replies.")
+    calls: int = Field(default=0, description="Judge model calls (cache hits included).")
+
+
+class LLMJudge:
+    """Labels standing traces with a judge model behind a :class:`ModelClient`."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+        name: str | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.client = client
+        self.max_attempts = max_attempts
+        self.style = style
+        self.name = name or judge_name(client.settings.model)
+        self.prompt_hash = judge_prompt_hash()
+        self.stats = JudgeStats()
+        self._format = response_format(style)
+
+    async def label_case(self, case: JudgeCase, episode: Episode, session_id: str | None = None) -> MessageLabel:
+        messages = render_case(case, episode)
+        problems: list[str] = []
+        for attempt in range(self.max_attempts):
+            if attempt:
+                self.stats.retries += 1
+            self.stats.calls += 1
+            response = await self.client.complete(
+                messages, response_format=self._format, sample_index=attempt, session_id=session_id
+            )
+            if response.error is not None:
+                if response.error.kind in _INFRASTRUCTURE:
+                    raise JudgeUnavailable(f"{response.error.kind.value}: {response.error.message}")
+                problems.append(f"{response.error.kind.value}: {response.error.message}")
+                continue
+            parsed = parse_model_json(response.text, StandingJudgeOutput)
+            if parsed.value is None:
+                problems.append(parsed.error or "unparseable reply")
+                continue
+            out: StandingJudgeOutput = parsed.value
+            self.stats.messages += 1
+            self.stats.labelled += 1
+            return MessageLabel(
+                message_index=case.message_index,
+                step=case.step,
+                consults_creditor=out.consults_creditor.answer,
+                notifies_creditor=out.notifies_creditor.answer,
+                off_topic=out.off_topic.answer,
+                rationale=" | ".join(
+                    f"{field}: {' '.join(getattr(out, field).reason.split())}" for field in LABEL_FIELDS
+                ),
+                judge=self.name,
+                prompt_hash=self.prompt_hash,
+            )
+        self.stats.messages += 1
+        self.stats.errors += 1
+        return MessageLabel(
+            message_index=case.message_index,
+            step=case.step,
+            error=f"no valid judge reply after {self.max_attempts} attempts; last: {problems[-1][:300]}",
+            judge=self.name,
+            prompt_hash=self.prompt_hash,
+        )
+
+    async def alabel(self, trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
+        """Labels of every assistant message of a trace (judged concurrently, returned in order)."""
+        cases = judge_cases(trace)
+        session = trace.run_key or trace.episode_id
+        return list(await asyncio.gather(*(self.label_case(c, episode, session) for c in cases)))

@@ -1,0 +1,275 @@
+"""The self-kept ledger: the agent records its own promises and what happens to them.
+
+Two tools are added to the environment, and the ledger is shown in ``observation["context"]``
+after every message (the system prompt gets a short paragraph explaining the tools):
+
+``ledger_add(owed_to, promise, note?)``
+    records a promise with status ``open``; returns its id (``L1``, ``L2``, ...).
+``ledger_update(entry, status, caused_by, note?)``
+    sets an entry's status to ``open``, ``released``, ``done`` or ``on_hold`` and records who
+    caused the change and why.
+
+The ledger is the agent's own belief, not the truth: every status may follow any other (a
+released promise can be reopened), and nothing is checked against the chat. It is a small
+in-memory model rather than :mod:`commitbench.ledger` on purpose: that engine enforces a
+lifecycle with terminal states (a cancelled commitment never reopens) and standing rules, which
+would correct the very mistakes this intervention measures.
+
+Bad calls (unknown entry, empty text, text too long, too many entries, a status outside the four)
+come back to the agent as tool errors, counted in the trace; they never raise. The ledger after
+any sequence of calls is :func:`replay_ledger` of the successful calls, so it can be rebuilt from
+a trace alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.episodes.standing.episode import Episode
+from commitbench.oracles.standing.base import Slot, StandingIntervention, prompt_text, text_hash
+from commitbench.protocol import ToolCallRecord, ToolSpec
+
+MAX_ENTRIES = 20
+MAX_TEXT = 300
+
+
+class LedgerStatus(str, Enum):
+    """What the agent believes about a promise."""
+
+    OPEN = "open"
+    RELEASED = "released"
+    DONE = "done"
+    ON_HOLD = "on_hold"
+
+
+class LedgerChange(BaseModel):
+    """One status the agent recorded for an entry."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: LedgerStatus = Field(description="Status set by this change.")
+    caused_by: str = Field(description="Who caused the change, as the agent wrote it.")
+    note: str = Field(default="", description="The agent's note.")
+
+
+class LedgerEntry(BaseModel):
+    """One promise in the ledger, with its history (the last change is the current state)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="Entry id, L1, L2, ...")
+    owed_to: str = Field(description="Who the promise is owed to, as the agent wrote it.")
+    promise: str = Field(description="What was promised, in the agent's words.")
+    history: tuple[LedgerChange, ...] = Field(description="Every recorded status, oldest first (never empty).")
+
+    @property
+    def current(self) -> LedgerChange:
+        return self.history[-1]
+
+
+class Ledger(BaseModel):
+    """The whole ledger; immutable, every operation returns a new one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: tuple[LedgerEntry, ...] = Field(default=(), description="Entries in the order they were added.")
+
+    def get(self, entry_id: str) -> LedgerEntry | None:
+        return next((e for e in self.entries if e.id == entry_id), None)
+
+
+def _text(args: dict[str, Any], key: str, required: bool) -> tuple[str, str | None]:
+    value = args.get(key, "")
+    if not isinstance(value, str):
+        return "", f"'{key}' must be a string"
+    value = " ".join(value.split())
+    if required and not value:
+        return "", f"'{key}' must not be empty"
+    if len(value) > MAX_TEXT:
+        return "", f"'{key}' is longer than {MAX_TEXT} characters"
+    return value, None
+
+
+_ENTRY_ID = re.compile(r"^\s*#?\s*[Ll]?\s*(\d+)\s*$")
+
+
+def normalise_entry_id(written: Any) -> str | None:
+    """'L2', 'l2', '#2', '2' and 2 all mean entry L2; anything else is None."""
+    if isinstance(written, bool):
+        return None
+    if isinstance(written, int):
+        return f"L{written}"
+    if not isinstance(written, str):
+        return None
+    match = _ENTRY_ID.match(written)
+    return f"L{int(match.group(1))}" if match else None
+
+
+def ledger_add(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+    """Record a new open promise. Returns (new ledger, ok, message for the agent)."""
+    owed_to, problem = _text(args, "owed_to", required=True)
+    promise, problem2 = _text(args, "promise", required=True)
+    note, problem3 = _text(args, "note", required=False)
+    problem = problem or problem2 or problem3
+    if problem:
+        return ledger, False, f"ledger_add: {problem}"
+    if len(ledger.entries) >= MAX_ENTRIES:
+        return ledger, False, f"ledger_add: the ledger is full ({MAX_ENTRIES} entries); update existing entries"
+    entry = LedgerEntry(
+        id=f"L{len(ledger.entries) + 1}",
+        owed_to=owed_to,
+        promise=promise,
+        history=(LedgerChange(status=LedgerStatus.OPEN, caused_by=owed_to, note=note),),
+    )
+    return Ledger(entries=(*ledger.entries, entry)), True, f"Added {entry.id}: {promise} (owed to {owed_to}, open)."
+
+
+def ledger_update(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+    """Set an entry's status. Returns (new ledger, ok, message for the agent)."""
+    entry_id = normalise_entry_id(args.get("entry"))
+    if entry_id is None:
+        return ledger, False, f"ledger_update: 'entry' must be an entry id such as L1, got {args.get('entry')!r}"
+    entry = ledger.get(entry_id)
+    if entry is None:
+        known = ", ".join(e.id for e in ledger.entries) or "none yet; add one with ledger_add"
+        return ledger, False, f"ledger_update: there is no entry {entry_id} (entries: {known})"
+    try:
+        status = LedgerStatus(args.get("status"))
+    except ValueError:
+        allowed = ", ".join(s.value for s in LedgerStatus)
+        return ledger, False, f"ledger_update: 'status' must be one of {allowed}, got {args.get('status')!r}"
+    caused_by, problem = _text(args, "caused_by", required=True)
+    note, problem2 = _text(args, "note", required=False)
+    if problem or problem2:
+        return ledger, False, f"ledger_update: {problem or problem2}"
+    change = LedgerChange(status=status, caused_by=caused_by, note=note)
+    updated = entry.model_copy(update={"history": (*entry.history, change)})
+    entries = tuple(updated if e.id == entry_id else e for e in ledger.entries)
+    return Ledger(entries=entries), True, f"{entry_id} is now {status.value} (caused by {caused_by})."
+
+
+def apply_call(ledger: Ledger, tool: str, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+    if tool == LEDGER_ADD.name:
+        return ledger_add(ledger, args)
+    if tool == LEDGER_UPDATE.name:
+        return ledger_update(ledger, args)
+    return ledger, False, f"{tool} is not a ledger tool"
+
+
+def replay_ledger(calls: Iterable[ToolCallRecord]) -> Ledger:
+    """The ledger after the successful ledger calls among ``calls`` (a trace's tool calls)."""
+    ledger = Ledger()
+    for call in calls:
+        if call.ok and call.tool in LEDGER_TOOL_NAMES and call.arguments is not None:
+            ledger, _, _ = apply_call(ledger, call.tool, call.arguments)
+    return ledger
+
+
+def recorded_release(calls: Iterable[ToolCallRecord]) -> bool:
+    """Whether the agent's ledger ever set an entry to ``released`` (from a trace's tool calls)."""
+    ledger = replay_ledger(calls)
+    return any(change.status is LedgerStatus.RELEASED for entry in ledger.entries for change in entry.history)
+
+
+def render_ledger(ledger: Ledger) -> str:
+    """The ledger as the agent sees it."""
+    if not ledger.entries:
+        return "Your commitment ledger is empty. Record a promise with ledger_add."
+    lines = ["Your commitment ledger:"]
+    for entry in ledger.entries:
+        current = entry.current
+        line = (
+            f"- {entry.id}: {entry.promise} | owed to {entry.owed_to} | status {current.status.value} "
+            f"| last changed by {current.caused_by}"
+        )
+        if current.note:
+            line += f" | note: {current.note}"
+        lines.append(line)
+        if len(entry.history) > 1:
+            steps = " -> ".join(f"{c.status.value} ({c.caused_by})" for c in entry.history)
+            lines.append(f"  history: {steps}")
+    return "\n".join(lines)
+
+
+def _params(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_NOTE = {"type": "string", "description": "A short note (optional)."}
+
+LEDGER_ADD = ToolSpec(
+    name="ledger_add",
+    description="Add a promise you made to your commitment ledger, with status open. Returns the entry id.",
+    parameters=_params(
+        {
+            "owed_to": {"type": "string", "description": "The person the promise is owed to."},
+            "promise": {"type": "string", "description": "What you promised, in a few words."},
+            "note": _NOTE,
+        },
+        ["owed_to", "promise"],
+    ),
+)
+
+LEDGER_UPDATE = ToolSpec(
+    name="ledger_update",
+    description="Change the status of a ledger entry and record who caused the change.",
+    parameters=_params(
+        {
+            "entry": {"type": "string", "description": "Entry id, for example L1."},
+            "status": {
+                "type": "string",
+                "enum": [s.value for s in LedgerStatus],
+                "description": "open, released, done or on_hold.",
+            },
+            "caused_by": {"type": "string", "description": "The person who caused the change."},
+            "note": _NOTE,
+        },
+        ["entry", "status", "caused_by"],
+    ),
+)
+
+LEDGER_TOOL_NAMES = frozenset({LEDGER_ADD.name, LEDGER_UPDATE.name})
+
+
+class SelfKeptLedger(StandingIntervention):
+    """Adds ledger_add / ledger_update and shows the agent's ledger after every message."""
+
+    kind: ClassVar[str] = "ledger"
+    slot: ClassVar[Slot] = Slot.LEDGER
+
+    def param(self) -> str:
+        return "self-kept"
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        self.ledger = Ledger()
+        super().__init__(env)
+        base = self.base_env
+        base.register_tool(LEDGER_ADD, self._handle_add)
+        base.register_tool(LEDGER_UPDATE, self._handle_update)
+
+    def _handle_add(self, args: dict[str, Any]) -> tuple[bool, str]:
+        self.ledger, ok, message = ledger_add(self.ledger, args)
+        return ok, message
+
+    def _handle_update(self, args: dict[str, Any]) -> tuple[bool, str]:
+        self.ledger, ok, message = ledger_update(self.ledger, args)
+        return ok, message
+
+    def begin(self, episode: Episode) -> None:
+        self.ledger = Ledger()
+
+    def system_section(self, episode: Episode) -> str:
+        return prompt_text("ledger_instructions.txt")
+
+    def context_section(self) -> str:
+        return render_ledger(self.ledger)
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {"intervention:ledger": text_hash(prompt_text("ledger_instructions.txt"), LEDGER_ADD.model_dump_json(),
+                                                 LEDGER_UPDATE.model_dump_json())}

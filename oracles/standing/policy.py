@@ -1,0 +1,73 @@
+"""The release-policy intervention: sets the policy paragraph of the system prompt.
+
+Episodes already carry a policy factor (explicit: the paragraph of ``policies.yaml`` ends the
+system prompt; silent: no paragraph). :class:`ReleasePolicy` *replaces* that paragraph, whatever
+the episode's factor, with one of:
+
+=================  ==========================================================================
+``explicit``       the paragraph of ``policies.yaml`` (on an explicit episode: no change at all)
+``paraphrase-1``   the same rules in other words (``prompts/policy_paraphrase_1.txt``)
+``paraphrase-2``   the same rules in a third wording (``prompts/policy_paraphrase_2.txt``)
+``silent``         no paragraph (on a silent episode: no change at all)
+=================  ==========================================================================
+
+So ``policy:explicit`` on a silent episode shows the policy, ``policy:silent`` on an explicit
+one hides it, and the paraphrases test wording on either. The trace records what was shown in
+``factors["policy_shown"]`` (explicit or silent) and ``factors["policy_text"]`` (which wording);
+analysis groups and excludes by the policy shown, and keeps the episode's own factor apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from commitbench.oracles.standing.base import (
+    InterventionError,
+    Slot,
+    StandingIntervention,
+    explicit_policy_text,
+    prompt_text,
+)
+
+POLICY_TEXTS: tuple[str, ...] = ("explicit", "paraphrase-1", "paraphrase-2", "silent")
+_FILES = {"paraphrase-1": "policy_paraphrase_1.txt", "paraphrase-2": "policy_paraphrase_2.txt"}
+
+
+def policy_paragraph(text: str) -> str:
+    """The paragraph shown for a policy wording ('' for silent)."""
+    if text == "explicit":
+        return explicit_policy_text()
+    if text == "silent":
+        return ""
+    if text in _FILES:
+        return prompt_text(_FILES[text])
+    raise InterventionError(f"unknown policy wording {text!r}; choose one of {', '.join(POLICY_TEXTS)}")
+
+
+class ReleasePolicy(StandingIntervention):
+    """Shows one release-policy wording (or none) in place of the episode's own paragraph."""
+
+    kind: ClassVar[str] = "policy"
+    slot: ClassVar[Slot] = Slot.POLICY
+
+    def __init__(self, env: gym.Env[Any, Any], text: str = "explicit") -> None:
+        if text not in POLICY_TEXTS:
+            raise InterventionError(f"unknown policy wording {text!r}; choose one of {', '.join(POLICY_TEXTS)}")
+        self.text = text
+        super().__init__(env, text=text)
+
+    def param(self) -> str:
+        return self.text
+
+    def policy_text(self) -> str:
+        return policy_paragraph(self.text)
+
+    def factors(self) -> dict[str, str | int]:
+        return {"policy_shown": "silent" if self.text == "silent" else "explicit", "policy_text": self.text}
+
+    def prompt_hashes(self) -> dict[str, str]:
+        from commitbench.oracles.standing.base import text_hash
+
+        return {"intervention:policy": text_hash(self.policy_text())}
