@@ -47,12 +47,11 @@ import json
 from collections import deque
 from typing import Any
 
-from commitbench.llm import ModelClient, ModelErrorKind, ModelResponse, ModelSettings
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
-    "INFRA_ERROR_KINDS",
     "RENDER_HASH",
     "RENDER_VERSION",
     "ChatAgent",
@@ -74,21 +73,6 @@ RENDER_HASH = hashlib.sha256(
         [RENDER_VERSION, NOT_RUN_TEXT, CALL_LIMIT_TEXT, NOTICE_PREFIX, UNPARSED_KEY, "[{channel}] {sender} ({role}): "]
     ).encode()
 ).hexdigest()
-
-# Failures of the serving infrastructure (the ModelClient already retried them): the cell is
-# played again on resume. Bad requests and unreadable answers are the model's or the prompt's
-# problem and are only recorded.
-INFRA_ERROR_KINDS = frozenset(
-    {
-        ModelErrorKind.RATE_LIMITED,
-        ModelErrorKind.SERVER_ERROR,
-        ModelErrorKind.TIMEOUT,
-        ModelErrorKind.CONNECTION,
-        ModelErrorKind.TRUNCATED_BODY,
-        ModelErrorKind.EMPTY_CHOICES,
-    }
-)
-
 
 def format_line(event: dict[str, Any]) -> str:
     """The user-side line for a message event: ``[channel] Name (title): text``."""
@@ -300,7 +284,7 @@ class ChatAgent:
 
     def _respond(self, response: ModelResponse) -> AgentAction:
         if response.error is not None:
-            if response.error.kind in INFRA_ERROR_KINDS:
+            if response.error.kind in INFRASTRUCTURE_ERRORS:
                 self.infra_error = f"{response.error.kind.value}: {response.error.message}"
             return end_turn()
         text = response.text or ""

@@ -4,10 +4,10 @@ Used to validate the LLM judge against human labels (``commitbench agreement``) 
 rule judge with the LLM judge (``commitbench judge``). Everything here is a pure function of
 labels; reading files happens in the commands.
 
-Cohen's kappa for two yes/no raters over n items::
+Cohen's kappa for two raters over n items and any label set (yes/no is the two-label case)::
 
     p_o = share of items where they agree
-    p_e = p_a * p_b + (1 - p_a) * (1 - p_b)      (p_a, p_b: each rater's share of "yes")
+    p_e = sum over labels k of p_a(k) * p_b(k)     (p_a(k), p_b(k): each rater's share of label k)
     kappa = (p_o - p_e) / (1 - p_e)
 
 It is undefined (None) when there are no items, or when p_e = 1 (both raters gave one and the
@@ -18,37 +18,42 @@ as ``excluded``; it is never read as "no".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
 LABEL_FIELDS: tuple[str, ...] = ("consults_creditor", "notifies_creditor", "off_topic")
 
 
-def observed_agreement(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+def observed_agreement(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
     """Share of items on which the two raters agree (None for no items)."""
-    _check_pairs(a, b)
+    check_same_items(a, b)
     if not a:
         return None
     return sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
 
 
-def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
-    """Cohen's kappa of two yes/no raters (see the module docstring for when it is None)."""
-    _check_pairs(a, b)
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
+    """Cohen's kappa of two raters over any label set (yes/no is the two-label case).
+
+    ``p_o`` is the share of agreement, ``p_e = sum_k p_a(k) * p_b(k)`` the agreement expected by
+    chance from each rater's label shares; kappa is ``(p_o - p_e) / (1 - p_e)``. None when there are
+    no items or ``p_e`` is 1 (both raters used one and the same label throughout).
+    """
+    check_same_items(a, b)
     n = len(a)
     if n == 0:
         return None
     p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    p_a = sum(bool(x) for x in a) / n
-    p_b = sum(bool(y) for y in b) / n
-    p_e = p_a * p_b + (1 - p_a) * (1 - p_b)
+    count_a, count_b = Counter(a), Counter(b)
+    p_e = sum(count_a[k] * count_b[k] for k in count_a) / (n * n)
     if p_e >= 1.0:
         return None
     return (p_o - p_e) / (1 - p_e)
 
 
-def _check_pairs(a: Sequence[bool], b: Sequence[bool]) -> None:
+def check_same_items(a: Sequence[object], b: Sequence[object]) -> None:
     if len(a) != len(b):
         raise ValueError(f"the two raters must label the same items: {len(a)} vs {len(b)} labels")
 

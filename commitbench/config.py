@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from commitbench.cache import CacheMode
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, RetryPolicy
 from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
 
@@ -40,7 +41,6 @@ __all__ = [
 ]
 
 CHAT_AGENT = "chat"
-STANDING_ENV = "commitbench/Standing-v0"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -211,7 +211,7 @@ class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(default="standing", description="Experiment name (shown in the manifest and progress bar).")
-    env: str = Field(default=STANDING_ENV, description="Registered environment id.")
+    env: str = Field(default=STANDING_ENV_ID, description="Registered environment id.")
     agents: list[str] = Field(
         default_factory=lambda: [CHAT_AGENT],
         min_length=1,
@@ -248,8 +248,8 @@ class ExperimentConfig(BaseModel):
     @field_validator("env")
     @classmethod
     def _known_env(cls, env: str) -> str:
-        if env != STANDING_ENV:
-            raise ValueError(f"the runner plays {STANDING_ENV} only, got {env!r}")
+        if env != STANDING_ENV_ID:
+            raise ValueError(f"the runner plays {STANDING_ENV_ID} only, got {env!r}")
         return env
 
     @model_validator(mode="after")

@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 from commitbench.agents.chat import ChatAgent, format_line
 from commitbench.analysis.followup.metrics import LabelledResponse, commitment_counts
 from commitbench.cache import CacheMiss, canonical_json
-from commitbench.envs.followup.env import ENV_ID, USER_CHANNEL, FollowUpEnv
+from commitbench.envs import FOLLOWUP_ENV_ID
+from commitbench.envs.followup.env import USER_CHANNEL, FollowUpEnv
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, SetupId
 from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, turn_from_trace
@@ -86,7 +87,7 @@ class Cell(BaseModel):
 
 
 def run_key(agent_identity: dict[str, Any], fixes: Sequence[str], episode_id: str, sample: int) -> str:
-    payload = {"agent": agent_identity, "interventions": list(fixes), "env": ENV_ID, "episode": episode_id,
+    payload = {"agent": agent_identity, "interventions": list(fixes), "env": FOLLOWUP_ENV_ID, "episode": episode_id,
                "sample": sample}
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
@@ -123,7 +124,7 @@ def make_env(
 
 def read_latest(path: Path) -> dict[str, EpisodeTrace]:
     """The last good trace per run key (nothing counted twice)."""
-    from commitbench.runner import latest_traces
+    from commitbench.traces import latest_traces
 
     if not path.exists():
         return {}
@@ -160,7 +161,8 @@ async def run_cells(
     rewrite_client: ModelClient | None = None,
 ) -> list[EpisodeTrace]:
     """Play every pending cell of ``spec`` into ``out_dir/traces.jsonl``; returns the latest traces."""
-    from commitbench.runner import repair_torn_tail, scan_trace_file
+    from commitbench.jsonl import repair_torn_tail
+    from commitbench.runner import scan_trace_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / TRACES_FILE
@@ -192,7 +194,7 @@ async def run_cells(
             if hasattr(env, "after_episode"):
                 failure = failure or await env.after_episode(agent)
             trace = env_trace if env_trace is not None and env_trace.episode_id == cell.episode_id else EpisodeTrace(
-                env_id=ENV_ID, episode_id=cell.episode_id, factors={}
+                env_id=FOLLOWUP_ENV_ID, episode_id=cell.episode_id, factors={}
             )
             trace.agent = agent.identity()
             trace.interventions = fixes

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.cache import CacheMode, CallCache, cache_key
 
 __all__ = [
+    "INFRASTRUCTURE_ERRORS",
     "AdaptiveLimiter",
     "ClientStats",
     "ModelClient",
@@ -164,7 +165,10 @@ class ModelErrorKind(str, Enum):
     BAD_REQUEST = "bad_request"
 
 
-_RETRYABLE = frozenset(
+# Failures of the serving infrastructure, not of the model or the prompt: the client retries them,
+# and when they persist after the retries a caller leaves the work undone (to be played or labelled
+# again), never records it as the model's or the judge's answer.
+INFRASTRUCTURE_ERRORS = frozenset(
     {
         ModelErrorKind.RATE_LIMITED,
         ModelErrorKind.SERVER_ERROR,
@@ -685,9 +689,9 @@ class ModelClient:
             error = outcome.error
             if error.kind is ModelErrorKind.RATE_LIMITED:
                 self.limiter.on_rate_limited(epoch)
-            if error.kind not in _RETRYABLE or attempt >= self.retry.max_attempts:
+            if error.kind not in INFRASTRUCTURE_ERRORS or attempt >= self.retry.max_attempts:
                 self._errors[error.kind.value] += 1
-                if error.kind in _RETRYABLE:
+                if error.kind in INFRASTRUCTURE_ERRORS:
                     error = error.model_copy(
                         update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
                     )

@@ -56,9 +56,10 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.episodes.standing.episode import Episode
+from commitbench.jsonl import repair_torn_tail
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
 from commitbench.oracles.registry import apply_interventions
-from commitbench.traces import AgentIdentity, EpisodeTrace, TraceFileError, append_traces, read_traces
+from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, append_traces
 
 __all__ = [
     "MANIFEST_FILE",
@@ -72,16 +73,13 @@ __all__ = [
     "Runner",
     "compute_run_key",
     "expand_cells",
-    "latest_traces",
     "prompt_hashes",
     "read_manifest",
-    "repair_torn_tail",
     "run_experiment",
     "scan_trace_file",
     "select_config_episodes",
 ]
 
-TRACES_FILE = "traces.jsonl"
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
 MANIFEST_SCHEMA_VERSION = 1
@@ -190,36 +188,6 @@ def expand_cells(config: ExperimentConfig, episodes: Sequence[Episode]) -> list[
 
 
 # ---------------------------------------------------------------------------- trace file
-def repair_torn_tail(path: Path) -> int:
-    """Cut a partial last line (a crash in mid-write) off a JSONL file; returns the bytes dropped."""
-    if not path.exists():
-        return 0
-    with path.open("rb+") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return 0
-        # Walk back to the last newline.
-        position = size
-        block = 65536
-        keep = 0
-        while position > 0:
-            start = max(0, position - block)
-            handle.seek(start)
-            chunk = handle.read(position - start)
-            index = chunk.rfind(b"\n")
-            if index >= 0:
-                keep = start + index + 1
-                break
-            position = start
-        handle.truncate(keep)
-        handle.flush()
-        os.fsync(handle.fileno())
-        return size - keep
-
-
 def scan_trace_file(path: Path) -> dict[str, bool]:
     """run_key -> True when some trace of it finished without an infrastructure error."""
     status: dict[str, bool] = {}
@@ -240,21 +208,6 @@ def scan_trace_file(path: Path) -> dict[str, bool]:
                 continue
             status[key] = status.get(key, False) or not record.get("infra_error")
     return status
-
-
-def latest_traces(path: Path | str) -> list[EpisodeTrace]:
-    """One trace per run key: the last good one (or, when every try failed, the last one)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / TRACES_FILE
-    by_key: dict[str, EpisodeTrace] = {}
-    for index, trace in enumerate(read_traces(path)):
-        key = trace.run_key or f"#{index}"
-        previous = by_key.get(key)
-        if previous is not None and trace.infra_error and not previous.infra_error:
-            continue
-        by_key[key] = trace
-    return list(by_key.values())
 
 
 # ----------------------------------------------------------------------------- manifest

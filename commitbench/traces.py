@@ -7,14 +7,13 @@ reports can be recomputed from traces alone.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
+from commitbench.jsonl import JsonlError, append_lines, iter_models
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 
 TRACE_SCHEMA_VERSION = 1
@@ -91,54 +90,69 @@ class EpisodeTrace(BaseModel):
             yield from turn.calls
 
 
-class TraceFileError(Exception):
+TRACES_FILE = "traces.jsonl"
+T = TypeVar("T")
+
+
+class TraceFileError(JsonlError):
     """A trace file line could not be read; names the file and line."""
 
 
-def append_traces(path: Path | str, traces: Iterable[EpisodeTrace]) -> None:
+def append_traces(path: Path | str, traces: Iterable[EpisodeTrace]) -> int:
     """Append traces to a JSONL file, one line each, flushed and fsynced (a crash loses no finished trace)."""
+    return append_lines(path, (t.model_dump_json() for t in traces))
+
+
+def _trace_file(path: Path | str) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = "".join(t.model_dump_json() + "\n" for t in traces)
-    if not payload:
-        return
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-class _TornLine(Exception):
-    """The last line of a trace file is cut short (a crash mid-write)."""
-
-
-def _parse_trace(path: Path, number: int, line: str, last: bool) -> EpisodeTrace:
-    try:
-        return EpisodeTrace.model_validate_json(line)
-    except (ValidationError, json.JSONDecodeError) as exc:
-        if last:
-            raise _TornLine from None
-        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise TraceFileError(f"{path}:{number}: not a valid trace: {reason}") from None
+    if path.is_dir():
+        if not (path / TRACES_FILE).exists():
+            raise FileNotFoundError(f"{path / TRACES_FILE} does not exist; is {path} a run directory?")
+        return path / TRACES_FILE
+    return path
 
 
 def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
-    """Stream the traces of a JSONL file, one at a time. A torn last line (a crash mid-write) is
-    skipped; any other bad line is an error naming the file and line."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        pending: tuple[int, str] | None = None
-        for number, line in enumerate(handle, start=1):
-            if pending is not None:
-                yield _parse_trace(path, *pending, last=False)
-            pending = (number, line) if line.strip() else None
-        if pending is not None:
-            try:
-                yield _parse_trace(path, *pending, last=True)
-            except _TornLine:
-                return
+    """Stream the traces of a JSONL file (or of a run directory's ``traces.jsonl``), one at a time.
+
+    A torn last line (a crash mid-write) is skipped; any other bad line raises
+    :class:`TraceFileError` naming the file and line.
+    """
+    try:
+        yield from iter_models(_trace_file(path), EpisodeTrace, what="trace")
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(str(exc)) from None
 
 
 def read_traces(path: Path | str) -> list[EpisodeTrace]:
     """Every trace of a JSONL file (see :func:`iter_traces`)."""
     return list(iter_traces(path))
+
+
+def latest_by_key(
+    traces: Iterable[EpisodeTrace], convert: Callable[[EpisodeTrace], T], include_failed: bool = False
+) -> list[T]:
+    """One item per run key, converted from the trace that counts for it, in first-seen order.
+
+    The last good trace of a key counts; a trace with an infrastructure error never replaces a good
+    one. When every try of a key failed, the key is left out, or (``include_failed``) its last
+    failed trace counts. Traces without a run key count each on their own.
+    """
+    order: dict[str, None] = {}
+    good: dict[str, T] = {}
+    failed: dict[str, T] = {}
+    for index, trace in enumerate(traces):
+        key = trace.run_key or f"#{index}"
+        order.setdefault(key)
+        if not trace.infra_error:
+            good[key] = convert(trace)
+        elif include_failed and key not in good:
+            failed[key] = convert(trace)
+    return [good[key] if key in good else failed[key] for key in order if key in good or key in failed]
+
+
+def latest_traces(path: Path | str, include_failed: bool = False) -> list[EpisodeTrace]:
+    """The trace that counts for each run key of a trace file or run directory (see :func:`latest_by_key`)."""
+    return latest_by_key(iter_traces(path), lambda trace: trace, include_failed)

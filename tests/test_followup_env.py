@@ -8,8 +8,8 @@ from followup_fixtures import REQUESTS, doability
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401 (registers the environments)
+from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.envs.followup.env import (
-    ENV_ID,
     CalculatorError,
     FollowUpEnv,
     evaluate_arithmetic,
@@ -50,7 +50,7 @@ def test_calculator_refuses_anything_else(expression: str) -> None:
 
 
 def test_registered_and_check_env_passes() -> None:
-    env = gym.make(ENV_ID, requests=REQUESTS, doability=doability, setup="C2")
+    env = gym.make(FOLLOWUP_ENV_ID, requests=REQUESTS, doability=doability, setup="C2")
     check_env(env.unwrapped)
     assert env.unwrapped.spec is not None
 

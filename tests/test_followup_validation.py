@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from commitbench.analysis.agreement import cohen_kappa
+from commitbench.analysis.agreement import observed_agreement as accuracy
 from commitbench.analysis.followup.validation import (
     SHEET_COLUMNS,
     HumanLabel,
     SheetError,
-    accuracy,
     checker_view,
-    cohen_kappa,
     detection_score,
     match_spans,
     read_sheet,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.ledger import EventKind, FixedClock, Ledger, NewCommitment, replay
+from commitbench.ledger import AuditEventKind, FixedClock, Ledger, NewCommitment, replay
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 FIRST = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -93,7 +93,7 @@ def test_two_processes_closing_the_same_occurrence(tmp_path: Path) -> None:
         duty = ledger.get(1)
         history = ledger.history(1)
     assert duty.bookmark == FIRST + timedelta(days=1) and duty.last_closed == FIRST
-    assert [e.kind for e in history] == [EventKind.CREATED, EventKind.SATISFIED]
+    assert [e.kind for e in history] == [AuditEventKind.CREATED, AuditEventKind.SATISFIED]
     assert replay(history) == duty
 
 
@@ -112,7 +112,7 @@ def test_racing_processes_never_lose_or_double_an_advance(tmp_path: Path) -> Non
     with Ledger(db, clock=FixedClock(T0)) as ledger:
         duty = ledger.get(1)
         history = ledger.history(1)
-    satisfied = [e for e in history if e.kind is EventKind.SATISFIED]
+    satisfied = [e for e in history if e.kind is AuditEventKind.SATISFIED]
     assert len(satisfied) == len(advanced) == duty.version - 1
     assert sorted(e.details["occurrence"] for e in satisfied) == sorted(advanced)
     assert duty.bookmark == FIRST + timedelta(days=len(advanced))

@@ -9,9 +9,9 @@ import pytest
 
 from commitbench.ledger import (
     AllowParties,
+    AuditEventKind,
     CommitmentKind,
     CommitmentStatus,
-    EventKind,
     FixedClock,
     IllegalTransition,
     InvalidCommitment,
@@ -170,7 +170,7 @@ def test_unscheduled_enters_the_flow_when_a_due_time_is_set(ledger: Ledger) -> N
     assert scheduled.status is CommitmentStatus.PENDING and scheduled.due_at == DUE
     moved = ledger.schedule(c.id, DUE + timedelta(hours=2), "bot")
     kinds = [e.kind for e in ledger.history(c.id)]
-    assert kinds == [EventKind.CREATED, EventKind.SCHEDULED, EventKind.RESCHEDULED]
+    assert kinds == [AuditEventKind.CREATED, AuditEventKind.SCHEDULED, AuditEventKind.RESCHEDULED]
     assert ledger.history(c.id)[-1].details["previous_due_at"] == DUE.isoformat()
     same = ledger.schedule(c.id, DUE + timedelta(hours=2), "bot")
     assert same == moved and len(ledger.history(c.id)) == 3  # no change, no event
@@ -229,7 +229,7 @@ def test_release_needs_standing(actor: str, policy_parties: tuple, basis: str | 
             assert info.value.actor == actor and info.value.creditor == "sarah"
             assert ledger.get(c.id).status is CommitmentStatus.PENDING
             refusal = ledger.history(c.id)[-1]
-            assert refusal.kind is EventKind.STANDING_REFUSED
+            assert refusal.kind is AuditEventKind.STANDING_REFUSED
             assert (refusal.actor, refusal.reason, refusal.changes) == (actor, "drop it", {})
             assert refusal.details["attempted"] == "cancel"
             assert ledger.get(c.id).version == 1  # a refusal is recorded but changes nothing
@@ -250,7 +250,7 @@ def test_only_the_creditor_names_delegates(ledger: Ledger) -> None:
     c = ledger.add(NewCommitment(debtor="bot", creditor="sarah", action="send", due_at=DUE), "bot")
     with pytest.raises(StandingRefused):
         ledger.name_delegate(c.id, "dave", "dave", "I'm her manager")
-    assert ledger.history(c.id)[-1].kind is EventKind.STANDING_REFUSED
+    assert ledger.history(c.id)[-1].kind is AuditEventKind.STANDING_REFUSED
     ledger.name_delegate(c.id, "tom", "sarah", "Tom covers for me")
     assert ledger.get(c.id).delegates == ("tom",)
     assert ledger.release(c.id, "tom").status is CommitmentStatus.CANCELLED
@@ -291,7 +291,7 @@ def test_satisfy_advances_and_retry_is_a_noop() -> None:
         waived = ledger.waive(cid, FIRST_MONDAY + timedelta(weeks=1), "bot", "nothing new")
         assert waived.commitment.bookmark == FIRST_MONDAY + timedelta(weeks=2)
         kinds = [e.kind for e in ledger.history(cid)]
-    assert kinds == [EventKind.CREATED, EventKind.SATISFIED, EventKind.WAIVED]
+    assert kinds == [AuditEventKind.CREATED, AuditEventKind.SATISFIED, AuditEventKind.WAIVED]
 
 
 def test_acknowledge_then_satisfy_rearms_to_pending(ledger: Ledger) -> None:
@@ -312,7 +312,8 @@ def test_catch_up_jumps_to_the_upcoming_occurrence_with_one_skip_event() -> None
     missed = [datetime(2025, 3, d, 9, 0, tzinfo=UTC) for d in (10, 17, 24)]
     assert result.skipped == tuple(missed) and result.skipped_count == 3
     assert result.commitment.bookmark == datetime(2025, 3, 31, 9, 0, tzinfo=UTC)
-    assert [e.kind for e in history] == [EventKind.CREATED, EventKind.SATISFIED, EventKind.OCCURRENCES_SKIPPED]
+    kinds = [AuditEventKind.CREATED, AuditEventKind.SATISFIED, AuditEventKind.OCCURRENCES_SKIPPED]
+    assert [e.kind for e in history] == kinds
     skip = history[-1]
     assert skip.details["count"] == 3
     assert skip.details["skipped"] == [m.isoformat() for m in missed]

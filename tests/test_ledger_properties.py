@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from commitbench.ledger import (
     AllowParties,
+    AuditEventKind,
     Commitment,
-    EventKind,
     IllegalTransition,
     LedgerError,
     ManualClock,
@@ -162,7 +162,7 @@ def test_random_operation_sequences_keep_the_invariants(ops: list[tuple]) -> Non
                 state_events = [e for e in appended if e.changes]
                 assert len(state_events) == new.version - old.version
                 assert (new != old) == bool(state_events)
-                assert all(e.kind is EventKind.STANDING_REFUSED for e in appended if not e.changes)
+                assert all(e.kind is AuditEventKind.STANDING_REFUSED for e in appended if not e.changes)
                 assert replay(history) == new
             for cid in set(after) - set(before):
                 assert replay(ledger.history(cid)) == after[cid]

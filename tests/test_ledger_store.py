@@ -10,9 +10,9 @@ import pytest
 
 from commitbench.ledger import (
     AuditEvent,
+    AuditEventKind,
     CommitmentStatus,
     DueGroup,
-    EventKind,
     FixedClock,
     InvalidCommitment,
     Ledger,
@@ -92,7 +92,7 @@ def test_state_and_history_survive_reopening(tmp_path: Path) -> None:
         before = ledger.get(c.id)
     with Ledger(path, clock=FixedClock(NOW)) as ledger:
         assert ledger.get(c.id) == before
-        assert [e.kind for e in ledger.history(c.id)] == [EventKind.CREATED, EventKind.ACKNOWLEDGED]
+        assert [e.kind for e in ledger.history(c.id)] == [AuditEventKind.CREATED, AuditEventKind.ACKNOWLEDGED]
 
 
 # ------------------------------------------------------------------ due list

@@ -13,7 +13,7 @@ from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.oracles.standing.catalog import wrap
 from commitbench.oracles.standing.ledger import (
     MAX_ENTRIES,
-    Ledger,
+    AgentLedger,
     LedgerStatus,
     ledger_add,
     ledger_update,
@@ -30,14 +30,14 @@ EPISODE = next(
 )
 
 
-def _add(ledger: Ledger, owed_to: str = "Alice", promise: str = "deploy when CI is green") -> Ledger:
+def _add(ledger: AgentLedger, owed_to: str = "Alice", promise: str = "deploy when CI is green") -> AgentLedger:
     ledger, ok, _ = ledger_add(ledger, {"owed_to": owed_to, "promise": promise})
     assert ok
     return ledger
 
 
 def test_add_then_update_keeps_the_history_and_who_caused_each_change():
-    ledger = _add(Ledger())
+    ledger = _add(AgentLedger())
     ledger, ok, message = ledger_update(ledger, {"entry": "L1", "status": "released", "caused_by": "Bob",
                                                   "note": "Bob said to drop it"})
     assert ok and message == "L1 is now released (caused by Bob)."
@@ -76,7 +76,7 @@ def test_entry_ids_reject_anything_else(written):
     ],
 )
 def test_bad_operations_leave_the_ledger_unchanged_and_say_why(operation, args, message):
-    ledger = _add(Ledger())
+    ledger = _add(AgentLedger())
     function = ledger_add if operation == "add" else ledger_update
     after, ok, text = function(ledger, args)
     assert not ok and message in text
@@ -84,7 +84,7 @@ def test_bad_operations_leave_the_ledger_unchanged_and_say_why(operation, args, 
 
 
 def test_the_ledger_is_bounded():
-    ledger = Ledger()
+    ledger = AgentLedger()
     for i in range(MAX_ENTRIES):
         ledger = _add(ledger, promise=f"p{i}")
     _, ok, text = ledger_add(ledger, {"owed_to": "A", "promise": "one more"})

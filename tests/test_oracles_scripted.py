@@ -39,7 +39,8 @@ from commitbench.episodes.standing.episode import Episode
 from commitbench.mockserver import ReplySpec, ToolCallSpec
 from commitbench.oracles.standing.ledger import render_ledger, replay_ledger
 from commitbench.oracles.standing.policy import policy_paragraph
-from commitbench.runner import latest_traces, run_experiment
+from commitbench.runner import run_experiment
+from commitbench.traces import latest_traces
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ from commitbench.analysis.standing.results import (
     RunLabelsRecord,
     append_label_records,
     labels_path,
-    latest_traces,
     load_rows,
     read_label_records,
 )
@@ -29,7 +28,7 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.oracles.standing.base import intervention_names
 from commitbench.oracles.standing.catalog import wrap
 from commitbench.play import play_episode
-from commitbench.traces import append_traces
+from commitbench.traces import append_traces, latest_traces
 
 EPISODES = load_episodes()
 SLICE = [e for e in EPISODES if e.split.value == "test" and e.variant == 0 and e.commitment_type in

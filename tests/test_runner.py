@@ -24,16 +24,14 @@ from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServe
 from commitbench.oracles import registry
 from commitbench.runner import (
     MANIFEST_FILE,
-    TRACES_FILE,
     Runner,
     RunStatus,
     expand_cells,
-    latest_traces,
     read_manifest,
     run_experiment,
     select_config_episodes,
 )
-from commitbench.traces import EpisodeTrace, read_traces
+from commitbench.traces import TRACES_FILE, EpisodeTrace, latest_traces, read_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

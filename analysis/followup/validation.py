@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import random
 import re
-from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.agreement import check_same_items, cohen_kappa, observed_agreement
 from commitbench.judges.followup.outcomes import OutcomeLabel
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def detection_score(tp: int, fp: int, fn: int) -> DetectionScore:
 
 def response_level_detection(human: Sequence[bool], checker: Sequence[bool]) -> DetectionScore:
     """Per response: does it contain an agent-initiated commitment (human) and did the checker find one."""
-    _same_length(human, checker)
+    check_same_items(human, checker)
     tp = sum(1 for h, c in zip(human, checker, strict=True) if h and c)
     fp = sum(1 for h, c in zip(human, checker, strict=True) if c and not h)
     fn = sum(1 for h, c in zip(human, checker, strict=True) if h and not c)
@@ -174,7 +174,7 @@ def span_level_detection(
     human: Sequence[Sequence[str]], checker: Sequence[Sequence[str]], threshold: float = SPAN_MATCH_THRESHOLD
 ) -> DetectionScore:
     """Span precision, recall and F1 summed over responses (spans matched by :func:`match_spans`)."""
-    _same_length(human, checker)
+    check_same_items(human, checker)
     tp = fp = fn = 0
     for h, c in zip(human, checker, strict=True):
         matched = len(match_spans(h, c, threshold))
@@ -182,36 +182,6 @@ def span_level_detection(
         fp += len(c) - matched
         fn += len(h) - matched
     return detection_score(tp, fp, fn)
-
-
-def accuracy(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Share of items with the same label (None for no items)."""
-    _same_length(a, b)
-    return sum(x == y for x, y in zip(a, b, strict=True)) / len(a) if a else None
-
-
-def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Cohen's kappa of two raters over any label set.
-
-    ``p_o`` is the share of agreement, ``p_e = sum_k p_a(k) * p_b(k)`` the agreement expected by
-    chance from each rater's label shares; kappa is ``(p_o - p_e) / (1 - p_e)``. None when there are
-    no items or ``p_e`` is 1 (both raters used one and the same label throughout).
-    """
-    _same_length(a, b)
-    n = len(a)
-    if n == 0:
-        return None
-    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    count_a, count_b = Counter(a), Counter(b)
-    p_e = sum(count_a[k] * count_b[k] for k in count_a) / (n * n)
-    if p_e >= 1.0:
-        return None
-    return (p_o - p_e) / (1 - p_e)
-
-
-def _same_length(a: Sequence[object], b: Sequence[object]) -> None:
-    if len(a) != len(b):
-        raise ValueError(f"both sides must label the same items: {len(a)} vs {len(b)}")
 
 
 class ValidationRow(BaseModel):
@@ -249,11 +219,11 @@ def validation_row(model: str, pairs: Sequence[tuple[HumanLabel, CheckerView]]) 
         ),
         detection_span=span_level_detection([h.spans for h, _ in pairs], [v.spans for _, v in pairs]),
         matched_spans=len(human_feasible),
-        feasibility_agreement=accuracy(human_feasible, checker_feasible),
+        feasibility_agreement=observed_agreement(human_feasible, checker_feasible),
         feasibility_kappa=cohen_kappa(human_feasible, checker_feasible),
         false_claim_kappa=cohen_kappa([h.false_action_claim for h, _ in pairs],
                                       [v.false_action_claim for _, v in pairs]),
-        outcome_accuracy=accuracy(human_outcomes, checker_outcomes),
+        outcome_accuracy=observed_agreement(human_outcomes, checker_outcomes),
         outcome_kappa=cohen_kappa(human_outcomes, checker_outcomes),
     )
 
@@ -462,7 +432,7 @@ def checker_agreement(
             model=model,
             n=len(items),
             excluded=left_out,
-            outcome_accuracy=accuracy(outcome_a, outcome_b),
+            outcome_accuracy=observed_agreement(outcome_a, outcome_b),
             outcome_kappa=cohen_kappa(outcome_a, outcome_b),
             commitment_kappa=cohen_kappa(commit_a, commit_b),
             false_claim_kappa=cohen_kappa(claim_a, claim_b),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,7 +16,7 @@ from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.rules import RuleJudge
-from commitbench.traces import EpisodeTrace, iter_traces
+from commitbench.traces import EpisodeTrace, iter_traces, latest_by_key
 
 TRACES_FILE = "traces.jsonl"
 T = TypeVar("T")
@@ -42,24 +42,6 @@ def _traces_path(run_dir: Path) -> Path:
     return path
 
 
-def _latest(traces: Iterable[EpisodeTrace], convert: Callable[[EpisodeTrace], T]) -> list[T]:
-    """One item per run key from the last good trace; infrastructure failures dropped. A failure
-    never replaces a good trace of the same key; a later good trace replaces anything."""
-    by_key: dict[str, T | None] = {}
-    for i, trace in enumerate(traces):
-        key = trace.run_key or f"#{i}"
-        if trace.infra_error:
-            by_key.setdefault(key, None)
-            continue
-        by_key[key] = convert(trace)
-    return [item for item in by_key.values() if item is not None]
-
-
-def latest_traces(run_dir: Path) -> list[EpisodeTrace]:
-    """Finished traces, one per run key (the last good one), infrastructure failures dropped."""
-    return _latest(iter_traces(_traces_path(run_dir)), lambda trace: trace)
-
-
 def read_label_records(path: Path) -> list[RunLabelsRecord]:
     """Every record of a labels file, in order. A torn last line (a crash mid-write) is skipped;
     any other bad line is an error naming the file and line."""
@@ -83,19 +65,6 @@ def read_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]]:
     if not path.exists():
         raise FileNotFoundError(f"no labels from judge {judge!r} in {run_dir} (expected {path.name})")
     return {record.run_key: record.labels for record in read_label_records(path)}
-
-
-def repair_torn_tail(path: Path) -> int:
-    """Cut an unfinished last line off a JSONL file; returns the bytes removed."""
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return 0
-    keep = data.rfind(b"\n") + 1
-    with path.open("r+b") as handle:
-        handle.truncate(keep)
-    return len(data) - keep
 
 
 def append_label_records(path: Path, records: Iterable[RunLabelsRecord]) -> None:
@@ -139,7 +108,7 @@ def load_rows(run_dir: Path | str, judge: str = "rules", episodes: dict[str, Epi
                 ]
         return run_row(trace, episode, labels)
 
-    rows = _latest(iter_traces(path), row)
+    rows = latest_by_key(iter_traces(path), row)
     if missing:
         found = sorted(missing)
         raise KeyError(f"{len(found)} episode id(s) in {run_dir} are not in the compiled episodes: {found[:3]}")

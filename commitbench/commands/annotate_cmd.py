@@ -97,9 +97,9 @@ def stratified_sample(items_by_cell: dict[str, list[Any]], n: int, seed: int) ->
 
 def export_sheet(run_dir: Path, n: int, out: Path, seed: int = 0) -> int:
     """Write the sheet; returns the number of rows."""
-    from commitbench.analysis.standing.results import latest_traces
     from commitbench.episodes.standing.compiler import load_episodes
     from commitbench.judges.standing.llm import judge_cases
+    from commitbench.traces import latest_traces
 
     if n < 1:
         raise UsageError("--n must be at least 1")
@@ -211,9 +211,10 @@ def read_human_labels(path: Path) -> list[HumanLabel]:
 def judge_agreement(human: list[HumanLabel], run_dir: Path, judge: str) -> dict[str, Any]:
     """Agreement of a judge (rater B) with human labels (rater A): pooled and per model, with counts."""
     from commitbench.analysis.agreement import LABEL_FIELDS, LabelPair, agreement_rows, label_dict
-    from commitbench.analysis.standing.results import latest_traces, read_labels
+    from commitbench.analysis.standing.results import read_labels
     from commitbench.episodes.standing.compiler import load_episodes
     from commitbench.judges.standing.rules import RuleJudge
+    from commitbench.traces import latest_traces
 
     traces = {t.run_key: t for t in latest_traces(run_dir)}
     if judge == "rules":

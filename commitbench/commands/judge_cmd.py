@@ -82,8 +82,9 @@ def _episodes_by_id() -> dict[str, Any]:
 
 def label_run_with_rules(run_dir: Path) -> JudgeRunSummary:
     """Store the rule judge's labels of every finished run (``labels-rules.jsonl``, rewritten)."""
-    from commitbench.analysis.standing.results import RunLabelsRecord, labels_path, latest_traces, write_jsonl
+    from commitbench.analysis.standing.results import RunLabelsRecord, labels_path, write_jsonl
     from commitbench.judges.standing.rules import RuleJudge
+    from commitbench.traces import latest_traces
 
     traces = latest_traces(run_dir)
     episodes = _episodes_by_id()
@@ -113,11 +114,11 @@ async def label_run(
         RunLabelsRecord,
         append_label_records,
         labels_path,
-        latest_traces,
         read_label_records,
-        repair_torn_tail,
     )
+    from commitbench.jsonl import repair_torn_tail
     from commitbench.judges.standing.llm import JudgeUnavailable
+    from commitbench.traces import latest_traces
 
     traces = latest_traces(run_dir)
     episodes = _episodes_by_id()
@@ -164,8 +165,9 @@ async def label_run(
 def rules_agreement(run_dir: Path, judge: str) -> list[dict[str, Any]]:
     """Accuracy and kappa between the rule judge (rater A) and a stored judge (rater B), per label."""
     from commitbench.analysis.agreement import LabelPair, agreement_rows, label_dict
-    from commitbench.analysis.standing.results import latest_traces, read_labels
+    from commitbench.analysis.standing.results import read_labels
     from commitbench.judges.standing.rules import RuleJudge
+    from commitbench.traces import latest_traces
 
     stored = read_labels(run_dir, judge)
     episodes = _episodes_by_id()

@@ -49,7 +49,7 @@ class Outcome(str, Enum):
     CANCELLED = "cancelled"
 
 
-class EventKind(str, Enum):
+class AuditEventKind(str, Enum):
     """What an audit event records."""
 
     CREATED = "created"
@@ -223,7 +223,7 @@ class AuditEvent(BaseModel):
     commitment_id: int = Field(description="The commitment this event belongs to.")
     at: AwareDatetime = Field(description="When it happened (from the ledger's clock).")
     actor: str = Field(description="Who caused it.")
-    kind: EventKind = Field(description="What happened.")
+    kind: AuditEventKind = Field(description="What happened.")
     reason: str = Field(default="", description="Why, in the actor's words.")
     from_status: CommitmentStatus | None = Field(description="Status before (None for creation).")
     to_status: CommitmentStatus = Field(description="Status after.")

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from commitbench.ledger.errors import ReplayError
-from commitbench.ledger.models import AuditEvent, Commitment, EventKind
+from commitbench.ledger.models import AuditEvent, AuditEventKind, Commitment
 
 
 def replay(events: Iterable[AuditEvent]) -> Commitment:
@@ -24,11 +24,11 @@ def replay(events: Iterable[AuditEvent]) -> Commitment:
             raise ReplayError(f"event {event.seq} comes after event {last_seq}; events must be in order")
         last_seq = event.seq
         if current is None:
-            if event.kind is not EventKind.CREATED:
+            if event.kind is not AuditEventKind.CREATED:
                 raise ReplayError(f"history must start with a 'created' event, got {event.kind.value!r}")
             current = _validate(event.changes, event)
             continue
-        if event.kind is EventKind.CREATED:
+        if event.kind is AuditEventKind.CREATED:
             raise ReplayError(f"event {event.seq}: a second 'created' event for commitment {current.id}")
         if event.commitment_id != current.id:
             raise ReplayError(

@@ -22,12 +22,12 @@ from commitbench.ledger.errors import LedgerError, SchemaTooNew
 from commitbench.ledger.models import (
     OPEN_STATUSES,
     AuditEvent,
+    AuditEventKind,
     Commitment,
     CommitmentKind,
     CommitmentStatus,
     DueGroup,
     DueItem,
-    EventKind,
 )
 from commitbench.ledger.transitions import EventDraft
 
@@ -189,7 +189,7 @@ def _row_to_event(row: Sequence[Any]) -> AuditEvent:
         commitment_id=row[1],
         at=from_db_time(row[2]),
         actor=row[3],
-        kind=EventKind(row[4]),
+        kind=AuditEventKind(row[4]),
         reason=row[5],
         from_status=CommitmentStatus(row[6]) if row[6] is not None else None,
         to_status=CommitmentStatus(row[7]),

@@ -14,11 +14,11 @@ from typing import Any
 from commitbench.ledger.clock import require_aware
 from commitbench.ledger.errors import InvalidCommitment, LedgerError, StaleOccurrence, StandingRefused
 from commitbench.ledger.models import (
+    AuditEventKind,
     CloseResult,
     Commitment,
     CommitmentKind,
     CommitmentStatus,
-    EventKind,
     NewCommitment,
     OccurrenceOutcome,
     Outcome,
@@ -34,7 +34,7 @@ class EventDraft:
 
     at: datetime
     actor: str
-    kind: EventKind
+    kind: AuditEventKind
     reason: str
     from_status: CommitmentStatus | None
     to_status: CommitmentStatus
@@ -72,7 +72,7 @@ def changed_fields(before: Commitment, after: Commitment) -> dict[str, Any]:
 def _step(
     before: Commitment,
     *,
-    kind: EventKind,
+    kind: AuditEventKind,
     actor: str,
     reason: str,
     now: datetime,
@@ -97,7 +97,7 @@ def _refusal(before: Commitment, operation: Operation, actor: str, reason: str, 
     draft = EventDraft(
         at=now,
         actor=actor,
-        kind=EventKind.STANDING_REFUSED,
+        kind=AuditEventKind.STANDING_REFUSED,
         reason=reason,
         from_status=before.status,
         to_status=before.status,
@@ -155,7 +155,7 @@ def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now:
     draft = EventDraft(
         at=now,
         actor=actor,
-        kind=EventKind.CREATED,
+        kind=AuditEventKind.CREATED,
         reason=reason,
         from_status=None,
         to_status=status,
@@ -167,7 +167,7 @@ def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now:
 def acknowledge(before: Commitment, actor: str, reason: str, now: datetime) -> Plan:
     target = target_status(before, Operation.ACKNOWLEDGE)
     after, draft = _step(
-        before, kind=EventKind.ACKNOWLEDGED, actor=_actor(actor), reason=reason, now=now, status=target
+        before, kind=AuditEventKind.ACKNOWLEDGED, actor=_actor(actor), reason=reason, now=now, status=target
     )
     return Plan(after=after, events=(draft,))
 
@@ -178,7 +178,7 @@ def schedule(before: Commitment, due_at: datetime, actor: str, reason: str, now:
     target = target_status(before, Operation.SCHEDULE)
     if before.due_at == due and target is before.status:
         return Plan(after=before)
-    kind = EventKind.SCHEDULED if before.status is CommitmentStatus.UNSCHEDULED else EventKind.RESCHEDULED
+    kind = AuditEventKind.SCHEDULED if before.status is CommitmentStatus.UNSCHEDULED else AuditEventKind.RESCHEDULED
     after, draft = _step(
         before,
         kind=kind,
@@ -200,7 +200,7 @@ def close(
         return release(before, actor, reason, now, policy)
     operation = Operation.COMPLETE if outcome is Outcome.COMPLETED else Operation.FAIL
     target = target_status(before, operation)
-    kind = EventKind.COMPLETED if outcome is Outcome.COMPLETED else EventKind.FAILED
+    kind = AuditEventKind.COMPLETED if outcome is Outcome.COMPLETED else AuditEventKind.FAILED
     after, draft = _step(before, kind=kind, actor=_actor(actor), reason=reason, now=now, status=target)
     return Plan(after=after, events=(draft,))
 
@@ -208,7 +208,7 @@ def close(
 def _standing_end(
     before: Commitment,
     operation: Operation,
-    kind: EventKind,
+    kind: AuditEventKind,
     actor: str,
     reason: str,
     now: datetime,
@@ -226,12 +226,12 @@ def _standing_end(
 
 def release(before: Commitment, actor: str, reason: str, now: datetime, policy: StandingPolicy) -> Plan:
     """Cancel a one-shot commitment on behalf of a party with standing; anyone else is refused."""
-    return _standing_end(before, Operation.CANCEL, EventKind.CANCELLED, actor, reason, now, policy)
+    return _standing_end(before, Operation.CANCEL, AuditEventKind.CANCELLED, actor, reason, now, policy)
 
 
 def retire(before: Commitment, actor: str, reason: str, now: datetime, policy: StandingPolicy) -> Plan:
     """End a recurring duty for good (a party with standing only). The bookmark stays where it was."""
-    return _standing_end(before, Operation.RETIRE, EventKind.RETIRED, actor, reason, now, policy)
+    return _standing_end(before, Operation.RETIRE, AuditEventKind.RETIRED, actor, reason, now, policy)
 
 
 def name_delegate(before: Commitment, delegate: str, actor: str, reason: str, now: datetime) -> Plan:
@@ -247,7 +247,7 @@ def name_delegate(before: Commitment, delegate: str, actor: str, reason: str, no
         return Plan(after=before)
     after, draft = _step(
         before,
-        kind=EventKind.DELEGATE_NAMED,
+        kind=AuditEventKind.DELEGATE_NAMED,
         actor=actor,
         reason=reason,
         now=now,
@@ -281,7 +281,7 @@ def close_occurrence(
     recurrence = recurrence_for(before.rrule, before.starts_at, before.timezone)
     catch_up = recurrence.catch_up(expected, now)
     following = catch_up.next_after_live
-    kind = EventKind.WAIVED if waive else EventKind.SATISFIED
+    kind = AuditEventKind.WAIVED if waive else AuditEventKind.SATISFIED
     status = CommitmentStatus.PENDING if following is not None else CommitmentStatus.COMPLETED
     details: dict[str, Any] = {"occurrence": _iso(expected)}
     if following is None:
@@ -311,7 +311,7 @@ def close_occurrence(
             skip_details["exhausted"] = True
         after, skip_event = _step(
             after,
-            kind=EventKind.OCCURRENCES_SKIPPED,
+            kind=AuditEventKind.OCCURRENCES_SKIPPED,
             actor=actor,
             reason=reason,
             now=now,

@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
@@ -53,7 +54,6 @@ from commitbench.protocol import (
 )
 from commitbench.traces import EpisodeTrace, TurnRecord
 
-ENV_ID = "commitbench/FollowUp-v0"
 USER_NAME = "User"
 USER_CHANNEL = "chat"
 
@@ -378,7 +378,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self._t0 = time.perf_counter()
         factors = ep.factors()
         factors["variant"] = self.variant.value
-        self.trace = EpisodeTrace(env_id=ENV_ID, episode_id=ep.id, factors=factors, started_at=time.time())
+        self.trace = EpisodeTrace(env_id=FOLLOWUP_ENV_ID, episode_id=ep.id, factors=factors, started_at=time.time())
         system = Event(kind=EventKind.SYSTEM, step=0, text=self.system_prompt())
         user = Event(
             kind=EventKind.MESSAGE, step=0, sender=USER_NAME, role="user", channel=USER_CHANNEL,

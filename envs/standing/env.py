@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.envs.standing import tools as builtin
 from commitbench.envs.standing.workspace import Workspace, dm_channel
@@ -49,9 +50,6 @@ from commitbench.protocol import (
     parse_action,
 )
 from commitbench.traces import EpisodeTrace, TurnRecord
-
-ENV_ID = "commitbench/Standing-v0"
-
 
 
 def select_episodes(
@@ -188,7 +186,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._started = time.time()
         self._t0 = time.perf_counter()
         self.trace = EpisodeTrace(
-            env_id=ENV_ID,
+            env_id=STANDING_ENV_ID,
             episode_id=ep.id,
             factors=ep.factors(),
             started_at=self._started,

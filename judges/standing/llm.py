@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.llm import ModelClient, ModelErrorKind, ModelSettings
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelSettings
 from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace
 
@@ -45,19 +45,6 @@ JUDGE_MAX_TOKENS = 600
 DEFAULT_MAX_ATTEMPTS = 3
 CONVERSATION_WINDOW = 8
 LABEL_FIELDS: tuple[str, ...] = ("consults_creditor", "notifies_creditor", "off_topic")
-
-# After the client's own retries these mean "the server is not answering", not "the judge erred".
-_INFRASTRUCTURE = frozenset(
-    {
-        ModelErrorKind.RATE_LIMITED,
-        ModelErrorKind.SERVER_ERROR,
-        ModelErrorKind.TIMEOUT,
-        ModelErrorKind.CONNECTION,
-        ModelErrorKind.TRUNCATED_BODY,
-        ModelErrorKind.EMPTY_CHOICES,
-    }
-)
-
 
 class JudgeUnavailable(RuntimeError):
     """The judge model could not be reached (after retries); nothing should be recorded."""
@@ -251,7 +238,7 @@ class LLMJudge:
                 messages, response_format=self._format, sample_index=attempt, session_id=session_id
             )
             if response.error is not None:
-                if response.error.kind in _INFRASTRUCTURE:
+                if response.error.kind in INFRASTRUCTURE_ERRORS:
                     raise JudgeUnavailable(f"{response.error.kind.value}: {response.error.message}")
                 problems.append(f"{response.error.kind.value}: {response.error.message}")
                 continue

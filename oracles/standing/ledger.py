@@ -73,7 +73,7 @@ class LedgerEntry(BaseModel):
         return self.history[-1]
 
 
-class Ledger(BaseModel):
+class AgentLedger(BaseModel):
     """The whole ledger; immutable, every operation returns a new one."""
 
     model_config = ConfigDict(frozen=True)
@@ -111,7 +111,7 @@ def normalise_entry_id(written: Any) -> str | None:
     return f"L{int(match.group(1))}" if match else None
 
 
-def ledger_add(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+def ledger_add(ledger: AgentLedger, args: dict[str, Any]) -> tuple[AgentLedger, bool, str]:
     """Record a new open promise. Returns (new ledger, ok, message for the agent)."""
     owed_to, problem = _text(args, "owed_to", required=True)
     promise, problem2 = _text(args, "promise", required=True)
@@ -127,10 +127,11 @@ def ledger_add(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, str]
         promise=promise,
         history=(LedgerChange(status=LedgerStatus.OPEN, caused_by=owed_to, note=note),),
     )
-    return Ledger(entries=(*ledger.entries, entry)), True, f"Added {entry.id}: {promise} (owed to {owed_to}, open)."
+    message = f"Added {entry.id}: {promise} (owed to {owed_to}, open)."
+    return AgentLedger(entries=(*ledger.entries, entry)), True, message
 
 
-def ledger_update(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+def ledger_update(ledger: AgentLedger, args: dict[str, Any]) -> tuple[AgentLedger, bool, str]:
     """Set an entry's status. Returns (new ledger, ok, message for the agent)."""
     entry_id = normalise_entry_id(args.get("entry"))
     if entry_id is None:
@@ -151,10 +152,10 @@ def ledger_update(ledger: Ledger, args: dict[str, Any]) -> tuple[Ledger, bool, s
     change = LedgerChange(status=status, caused_by=caused_by, note=note)
     updated = entry.model_copy(update={"history": (*entry.history, change)})
     entries = tuple(updated if e.id == entry_id else e for e in ledger.entries)
-    return Ledger(entries=entries), True, f"{entry_id} is now {status.value} (caused by {caused_by})."
+    return AgentLedger(entries=entries), True, f"{entry_id} is now {status.value} (caused by {caused_by})."
 
 
-def apply_call(ledger: Ledger, tool: str, args: dict[str, Any]) -> tuple[Ledger, bool, str]:
+def apply_call(ledger: AgentLedger, tool: str, args: dict[str, Any]) -> tuple[AgentLedger, bool, str]:
     if tool == LEDGER_ADD.name:
         return ledger_add(ledger, args)
     if tool == LEDGER_UPDATE.name:
@@ -162,9 +163,9 @@ def apply_call(ledger: Ledger, tool: str, args: dict[str, Any]) -> tuple[Ledger,
     return ledger, False, f"{tool} is not a ledger tool"
 
 
-def replay_ledger(calls: Iterable[ToolCallRecord]) -> Ledger:
+def replay_ledger(calls: Iterable[ToolCallRecord]) -> AgentLedger:
     """The ledger after the successful ledger calls among ``calls`` (a trace's tool calls)."""
-    ledger = Ledger()
+    ledger = AgentLedger()
     for call in calls:
         if call.ok and call.tool in LEDGER_TOOL_NAMES and call.arguments is not None:
             ledger, _, _ = apply_call(ledger, call.tool, call.arguments)
@@ -177,7 +178,7 @@ def recorded_release(calls: Iterable[ToolCallRecord]) -> bool:
     return any(change.status is LedgerStatus.RELEASED for entry in ledger.entries for change in entry.history)
 
 
-def render_ledger(ledger: Ledger) -> str:
+def render_ledger(ledger: AgentLedger) -> str:
     """The ledger as the agent sees it."""
     if not ledger.entries:
         return "Your commitment ledger is empty. Record a promise with ledger_add."
@@ -247,7 +248,7 @@ class SelfKeptLedger(StandingIntervention):
         return "self-kept"
 
     def __init__(self, env: gym.Env[Any, Any]) -> None:
-        self.ledger = Ledger()
+        self.ledger = AgentLedger()
         super().__init__(env)
         base = self.base_env
         base.register_tool(LEDGER_ADD, self._handle_add)
@@ -262,7 +263,7 @@ class SelfKeptLedger(StandingIntervention):
         return ok, message
 
     def begin(self, episode: Episode) -> None:
-        self.ledger = Ledger()
+        self.ledger = AgentLedger()
 
     def system_section(self, episode: Episode) -> str:
         return prompt_text("ledger_instructions.txt")

@@ -1,0 +1,123 @@
+"""JSON-lines files that survive a crash: fsynced appends, torn-tail repair, streaming typed reads.
+
+Every append-only file of a run directory (traces, labels) goes through these three functions, so
+they share one guarantee: a line is either whole and on disk, or it is a *torn tail* (the last line,
+cut short by a crash in mid-write), which :func:`repair_torn_tail` removes before the next append
+and :func:`iter_models` skips when reading. Any other unreadable line is an error that names the
+file and the line number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["JsonlError", "append_lines", "iter_models", "repair_torn_tail"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+_BLOCK = 65536
+
+
+class JsonlError(ValueError):
+    """A line of a JSON-lines file could not be read; the message names the file and the line."""
+
+
+def append_lines(path: Path | str, lines: Iterable[str]) -> int:
+    """Append ``lines`` (each without its newline) in one write, flushed and fsynced; returns the count.
+
+    A crash loses no line that this function returned for: either the whole batch is on disk, or
+    the file ends in a torn tail that :func:`repair_torn_tail` removes.
+    """
+    path = Path(path)
+    items = list(lines)
+    if not items:
+        return 0
+    payload = "".join(f"{line}\n" for line in items)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return len(items)
+
+
+def repair_torn_tail(path: Path | str) -> int:
+    """Cut a partial last line (a crash in mid-write) off a file; returns the bytes removed.
+
+    Reads backwards from the end in blocks, so a large file costs one block, not a full read.
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return 0
+        position, keep = size, 0
+        while position > 0:
+            start = max(0, position - _BLOCK)
+            handle.seek(start)
+            chunk = handle.read(position - start)
+            index = chunk.rfind(b"\n")
+            if index >= 0:
+                keep = start + index + 1
+                break
+            position = start
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return size - keep
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error.get("loc", ())) or "(line)"
+        return f"{where}: {error['msg']}"
+    return str(exc)
+
+
+def iter_models(path: Path | str, model: type[ModelT], what: str = "record") -> Iterator[ModelT]:
+    """Stream the lines of ``path`` as ``model`` instances, in order.
+
+    Blank lines are ignored. A last line that does not parse is a torn tail and is skipped; any
+    other line that does not parse raises :class:`JsonlError` naming the file, the line and why.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8", errors="strict") as handle:
+        pending: tuple[int, str] | None = None
+        lines = enumerate(handle, start=1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                break
+            except UnicodeDecodeError as exc:
+                at = (pending[0] + 1) if pending is not None else 1
+                raise JsonlError(f"{path}: line {at} or later is not UTF-8 text: {exc.reason}") from None
+            if pending is not None:
+                parsed = _parse(path, model, what, *pending, last=False)
+                if parsed is not None:
+                    yield parsed
+            pending = (number, line) if line.strip() else None
+        if pending is not None:
+            parsed = _parse(path, model, what, *pending, last=True)
+            if parsed is not None:
+                yield parsed
+
+
+def _parse(path: Path, model: type[ModelT], what: str, number: int, line: str, last: bool) -> ModelT | None:
+    try:
+        return model.model_validate_json(line)
+    except (ValidationError, json.JSONDecodeError, ValueError, RecursionError) as exc:
+        if last and not line.endswith("\n"):
+            return None  # a torn tail: the crash cut the final write short
+        raise JsonlError(f"{path}:{number}: not a valid {what}: {_reason(exc)}") from None
