@@ -132,6 +132,7 @@ class ChatAgent:
         self._turn: Any = None
         self._calls_this_turn = 0
         self._context = ""
+        self._revision: str | None = None
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> AgentIdentity:
@@ -167,6 +168,8 @@ class ChatAgent:
         elif observation is not self._last_seen:
             self._observe(observation, info)
             self._last_seen = observation
+        if self._revision is not None:
+            return await self._revise()
         if self._pending:
             return self._pending.popleft()
         if self.infra_error is not None:
@@ -221,6 +224,8 @@ class ChatAgent:
                 self._messages.append({"role": "assistant", "content": str(event.get("text", ""))})
             elif kind == "notice":
                 self._user_line(f"{NOTICE_PREFIX} {event.get('text', '')}")
+            elif kind == "revision_request":
+                self._revision = str(event.get("text", ""))
 
     def _user_line(self, line: str) -> None:
         last = self._messages[-1] if self._messages else None
@@ -258,6 +263,29 @@ class ChatAgent:
 
     def _turn_index(self) -> int:
         return self._turn if isinstance(self._turn, int) else 0
+
+    async def _revise(self) -> AgentAction:
+        """Answer a revision request: the same model rewrites its last reply at temperature 0, without tools."""
+        instruction, self._revision = self._revision or "", None
+        if self.infra_error is not None:
+            return end_turn()
+        request = [*self._messages, {"role": "user", "content": instruction}]
+        response = await self.client.complete(
+            request, sample_index=self.sample_index, session_id=self.session_id, temperature=0.0
+        )
+        record = self._record(response).model_copy(update={"purpose": "rewrite"})
+        text = (response.text or "").strip()
+        if response.error is None and not text:
+            record = record.model_copy(update={"error": "empty rewrite: the model returned no reply text"})
+        self.model_calls.append(record)
+        if response.error is not None:
+            if response.error.kind in INFRASTRUCTURE_ERRORS:
+                self.infra_error = f"{response.error.kind.value}: {response.error.message}"
+            return end_turn()
+        if not text:
+            return end_turn()
+        self._messages.extend([{"role": "user", "content": instruction}, {"role": "assistant", "content": text}])
+        return reply(text)
 
     # ------------------------------------------------------------------ answering
     def _record(self, response: ModelResponse) -> ModelCallRecord:

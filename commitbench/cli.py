@@ -12,19 +12,20 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from commitbench import __version__
+
 # Modules that add sub-commands. Order is the order shown in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.episodes_cmd",
     "commitbench.commands.run_cmd",
+    "commitbench.commands.label_cmd",
     "commitbench.commands.report_cmd",
+    "commitbench.commands.annotate_cmd",
     "commitbench.commands.cache_cmd",
     "commitbench.commands.serve_cmd",
-    "commitbench.commands.judge_cmd",
-    "commitbench.commands.annotate_cmd",
     "commitbench.commands.ledger_cmd",
     "commitbench.commands.guard_cmd",
     "commitbench.commands.prevalence_cmd",
-    "commitbench.commands.followup_cmd",
 )
 
 
@@ -37,32 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="commitbench",
         description="Measure whether LLM agents keep, drop, or fake their promises.",
     )
+    parser.add_argument("--version", action="version", version=f"commitbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # command group not present in this build
-            raise
-        module.register(subparsers)
+        importlib.import_module(module_name).register(subparsers)
     return parser
-
-
-# Spellings that stand for another command: ``run followup ...`` is ``followup run ...``.
-ALIASES: dict[tuple[str, str], tuple[str, str]] = {("run", "followup"): ("followup", "run")}
-
-
-def _expand_aliases(argv: list[str]) -> list[str]:
-    head = tuple(argv[:2])
-    if len(head) == 2 and head in ALIASES:
-        return [*ALIASES[head], *argv[2:]]  # type: ignore[index]
-    return argv
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(_expand_aliases(list(sys.argv[1:] if argv is None else argv)))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

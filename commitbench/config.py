@@ -1,12 +1,16 @@
-"""Experiment configs: which agents and models play which episodes under which interventions.
+"""Experiment configs: which agents and models play which episodes of which suite under which interventions.
 
-A config is a YAML file validated by :class:`ExperimentConfig` (unknown keys are errors). The
-runner (:mod:`commitbench.runner`) expands it into *cells*, one per
+A config is a YAML file validated by :class:`ExperimentConfig` (unknown keys are errors). ``env``
+selects the suite (:mod:`commitbench.suites`); ``episodes`` is that suite's episode filter (the
+standing suite's ``split, cells, types, policies, gaps, surfaces, ids, limit``; the follow-up suite's
+``setups, variants, personas, categories, requests, ids, limit``). The runner
+(:mod:`commitbench.runner`) expands a config into *cells*, one per
 
     player (a reference agent, or the chat agent on one model) x intervention stack x episode x sample
 
-Reference agents are deterministic and play sample 0 only. See ``docs/runner.md`` for a full
-example; the smallest config is::
+Reference agents are deterministic and play sample 0 only. ``judge`` names who labels the run
+afterwards (``rules``: the suite's offline labeller; ``llm``: an LLM judge on its own ``model``, never
+silently the tested one). See ``docs/runner.md`` for a full example; the smallest config is::
 
     agents: [creditor-rule]
     episodes: {split: test}
@@ -21,21 +25,31 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, RetryPolicy
 from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
+from commitbench.suites import Suite, suite_for_env
 
 __all__ = [
     "CHAT_AGENT",
     "CacheConfig",
     "ConfigError",
-    "EpisodeFilter",
     "ExperimentConfig",
     "GenerationSettings",
     "InterventionArm",
+    "JudgeConfig",
     "ModelEntry",
     "load_config",
 ]
@@ -129,16 +143,20 @@ class ModelEntry(BaseModel):
         )
 
 
+def _spec(value: Any) -> Any:
+    return InterventionSpec.parse(value).model_dump() if isinstance(value, str) else value
+
+
 def _coerce_arm(value: Any) -> Any:
-    """YAML sugar: ``none`` / ``[]`` -> no intervention; ``name`` -> [name]; specs may be names."""
+    """YAML sugar: ``none`` / ``[]`` -> no intervention; ``name`` or ``name[k=v]`` -> [spec]; specs may be labels."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [] if value == NO_INTERVENTION else [{"name": value}]
+        return [] if value == NO_INTERVENTION else [_spec(value)]
     if isinstance(value, dict):
         return [value]
     if isinstance(value, list):
-        items = [{"name": v} if isinstance(v, str) else v for v in value]
+        items = [_spec(v) for v in value]
         return [v for v in items if not (isinstance(v, dict) and v.get("name") == NO_INTERVENTION)]
     return value
 
@@ -164,7 +182,7 @@ class InterventionArm(BaseModel):
     @field_validator("stack")
     @classmethod
     def _registered(cls, stack: tuple[InterventionSpec, ...]) -> tuple[InterventionSpec, ...]:
-        check_stack([spec.name for spec in stack])
+        check_stack(stack)
         return stack
 
     def names(self) -> list[str]:
@@ -178,19 +196,29 @@ class InterventionArm(BaseModel):
         return [spec.model_dump(mode="json") for spec in self.stack]
 
 
-class EpisodeFilter(BaseModel):
-    """Which compiled episodes to play; every list is optional (null: all values)."""
+class JudgeConfig(BaseModel):
+    """Who labels a run after it is played (``commitbench label`` uses the same choice by default)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    split: str | None = Field(default=None, description="dev or test (null: both).")
-    cells: list[str] | None = Field(default=None, description="Cell ids, e.g. BASE, PEER-DIRECT.")
-    types: list[str] | None = Field(default=None, description="Commitment type ids, e.g. book_room.")
-    policies: list[str] | None = Field(default=None, description="explicit and/or silent.")
-    gaps: list[int] | None = Field(default=None, description="Filler gaps (1 and/or 20).")
-    variants: list[int] | None = Field(default=None, description="Surface variants (0, 1, 2).")
-    ids: list[str] | None = Field(default=None, description="Explicit episode ids (then the factors must also match).")
-    limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (smoke runs).")
+    kind: str = Field(default="rules", description="'rules' (the suite's offline labeller) or 'llm'.")
+    model: ModelEntry | None = Field(default=None, description="The judge model, for kind 'llm'.")
+    response_format: str | None = Field(
+        default=None, description="json_schema or json_object (default: json_object for a local model)."
+    )
+    max_attempts: int = Field(default=3, ge=1, description="Attempts per item before a judge error is recorded.")
+
+    @model_validator(mode="after")
+    def _model_for_llm(self) -> JudgeConfig:
+        if self.kind not in ("rules", "llm"):
+            raise ValueError(f"judge.kind must be 'rules' or 'llm', got {self.kind!r}")
+        if self.kind == "llm" and self.model is None:
+            raise ValueError("judge.kind 'llm' needs judge.model (a judge model entry)")
+        if self.kind == "rules" and self.model is not None:
+            raise ValueError("judge.kind 'rules' uses no model; leave out judge.model")
+        if self.response_format not in (None, "json_schema", "json_object"):
+            raise ValueError("judge.response_format must be json_schema or json_object")
+        return self
 
 
 class CacheConfig(BaseModel):
@@ -211,7 +239,7 @@ class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(default="standing", description="Experiment name (shown in the manifest and progress bar).")
-    env: str = Field(default=STANDING_ENV_ID, description="Registered environment id.")
+    env: str = Field(default=STANDING_ENV_ID, description="Environment id: selects the suite.")
     agents: list[str] = Field(
         default_factory=lambda: [CHAT_AGENT],
         min_length=1,
@@ -223,37 +251,61 @@ class ExperimentConfig(BaseModel):
         min_length=1,
         description="Intervention arms; each is 'none', a name, or a list of names / {name, params}.",
     )
-    episodes: EpisodeFilter = Field(default_factory=EpisodeFilter, description="Episode selection.")
+    episodes: SerializeAsAny[BaseModel] = Field(
+        default=None, validate_default=True, description="The suite's episode filter (null: every episode)."
+    )
     samples: int = Field(default=1, ge=1, description="Samples per (model, arm, episode) cell of the chat agent.")
     concurrency: int = Field(default=32, ge=1, description="Episodes played at the same time.")
-    max_model_calls_per_turn: int = Field(
-        default=10, ge=1, description="Model calls the chat agent may make in one turn before it is cut off."
+    max_model_calls_per_turn: int | None = Field(
+        default=None, ge=1,
+        description="Model calls the chat agent may make in one turn before it is cut off (null: the suite's default).",
     )
     seed: int = Field(default=0, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
-
-    @field_validator("agents")
-    @classmethod
-    def _known_agents(cls, agents: list[str]) -> list[str]:
-        from commitbench.agents.standing.reference import REFERENCE_AGENTS
-
-        for name in agents:
-            if name != CHAT_AGENT and name not in REFERENCE_AGENTS:
-                known = ", ".join([CHAT_AGENT, *REFERENCE_AGENTS])
-                raise ValueError(f"unknown agent {name!r} (known: {known})")
-        if len(set(agents)) != len(agents):
-            raise ValueError("an agent is listed twice")
-        return agents
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
 
     @field_validator("env")
     @classmethod
     def _known_env(cls, env: str) -> str:
-        if env != STANDING_ENV_ID:
-            raise ValueError(f"the runner plays {STANDING_ENV_ID} only, got {env!r}")
+        suite_for_env(env)  # raises naming the known suites
         return env
+
+    @field_validator("episodes", mode="before")
+    @classmethod
+    def _suite_filter(cls, value: Any, info: ValidationInfo) -> Any:
+        env = info.data.get("env")
+        if env is None:
+            return value  # the env error is reported instead
+        selection = suite_for_env(env).selection
+        if isinstance(value, selection):
+            return value
+        try:
+            return selection.model_validate(value or {})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<filter>'}: {e['msg']}" for e in exc.errors())
+            raise ValueError(problems) from None
+
+    @property
+    def suite(self) -> Suite:
+        """The suite this config plays."""
+        return suite_for_env(self.env)
+
+    @property
+    def calls_per_turn(self) -> int:
+        """Model calls the chat agent may make in one turn (the config's, else the suite's default)."""
+        return self.max_model_calls_per_turn or self.suite.default_max_model_calls_per_turn
 
     @model_validator(mode="after")
     def _models_match_agents(self) -> ExperimentConfig:
+        suite = self.suite
+        for name in self.agents:
+            if name != CHAT_AGENT and name not in suite.reference_agents:
+                known = ", ".join([CHAT_AGENT, *suite.reference_agents])
+                raise ValueError(f"unknown agent {name!r} for the {suite.name} suite (known: {known})")
+        if len(set(self.agents)) != len(self.agents):
+            raise ValueError("an agent is listed twice")
+        for arm in self.interventions:
+            check_stack(arm.stack, env_id=self.env)
         has_chat = CHAT_AGENT in self.agents
         if has_chat and not self.models:
             raise ValueError("agent 'chat' needs at least one entry under models")

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["JsonlError", "append_lines", "iter_models", "repair_torn_tail"]
+__all__ = ["JsonlError", "append_lines", "iter_models", "repair_torn_tail", "write_atomic"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _BLOCK = 65536
@@ -121,3 +121,14 @@ def _parse(path: Path, model: type[ModelT], what: str, number: int, line: str, l
         if last and not line.endswith("\n"):
             return None  # a torn tail: the crash cut the final write short
         raise JsonlError(f"{path}:{number}: not a valid {what}: {_reason(exc)}") from None
+
+
+def write_atomic(path: Path | str, text: str) -> None:
+    """Replace ``path`` with ``text`` through a temporary file and a rename (readers never see half a file)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

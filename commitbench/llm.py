@@ -523,6 +523,7 @@ class ModelClient:
         response_format: Mapping[str, Any] | None = None,
         sample_index: int = 0,
         session_id: str | None = None,
+        temperature: float | None = None,
     ) -> ModelResponse:
         """One chat completion (cache first, then the server with retries).
 
@@ -530,7 +531,8 @@ class ModelClient:
         through (e.g. ``{"type": "json_schema", "json_schema": {...}}`` for judges).
         ``sample_index`` tells repeated samples of the same prompt apart (cache key and seed).
         ``session_id`` is sent as the ``X-Session-ID`` header for session-affinity routers; it is
-        not part of the cache key. Returns a response whose ``error`` is set when no usable
+        not part of the cache key. ``temperature`` overrides the settings' temperature for this call
+        (part of the cache key). Returns a response whose ``error`` is set when no usable
         completion came back; raises :class:`ModelEndpointError` on authentication / unknown-model
         errors and :class:`~commitbench.cache.CacheMiss` on a replay-only miss.
         """
@@ -538,7 +540,7 @@ class ModelClient:
         if self._started is None:
             self._started = started
         self._calls += 1
-        options = _options(tool_choice, response_format)
+        options = _options(tool_choice, response_format, temperature)
         key = cache_key(self._identity, messages, tools=tools, options=options, sample_index=sample_index)
         model = self.settings.model
         try:
@@ -650,6 +652,8 @@ class ModelClient:
         if "seed" in sampling:
             sampling["seed"] += sample_index
         body.update(sampling)
+        if "temperature" in options:  # a per-call override wins over the settings
+            body["temperature"] = options["temperature"]
         body.update(s.extra_body)  # extra_body fields sit at the top level of the JSON body
         headers = {SESSION_HEADER: session_id} if session_id is not None else {}
         return body, headers
@@ -761,9 +765,13 @@ class ModelClient:
 
 
 def _options(
-    tool_choice: str | Mapping[str, Any] | None, response_format: Mapping[str, Any] | None
+    tool_choice: str | Mapping[str, Any] | None,
+    response_format: Mapping[str, Any] | None,
+    temperature: float | None = None,
 ) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    if temperature is not None:
+        options["temperature"] = temperature
     if tool_choice is not None:
         options["tool_choice"] = tool_choice
     if response_format is not None:

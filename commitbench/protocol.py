@@ -22,7 +22,6 @@ An *observation* is a dict with ``events`` (a tuple of event dicts, see :class:`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -40,6 +39,17 @@ class ActionKind(str, Enum):
     INVALID = "invalid"
 
 
+class Revision(BaseModel):
+    """An intervention replaced the agent's final reply: by whom, how, and what the agent wrote."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by: str = Field(description="Name of the intervention that replaced the reply.")
+    kind: str = Field(description="What it did, e.g. 'claim_guarded' or 'rewritten'.")
+    original: str = Field(description="The reply the agent wrote.")
+    note: str = Field(default="", description="Why, in one sentence.")
+
+
 class AgentAction(BaseModel):
     """One parsed assistant step."""
 
@@ -54,6 +64,10 @@ class AgentAction(BaseModel):
     call_id: str | None = Field(default=None, description="The agent's id for this tool call, if any.")
     text: str | None = Field(default=None, description="Reply text for a reply action.")
     error: str | None = Field(default=None, description="Why the action could not be parsed (kind=invalid).")
+    revision: Revision | None = Field(
+        default=None,
+        description="Set by an intervention that replaced the agent's reply (never read from the wire form).",
+    )
 
     def to_wire(self) -> str:
         """The canonical JSON string for this action."""
@@ -75,8 +89,8 @@ def tool_call(tool: str, arguments: dict[str, Any] | str | None = None, call_id:
     return parse_action({"tool": tool, "arguments": arguments if arguments is not None else {}, "id": call_id})
 
 
-def reply(text: str) -> AgentAction:
-    return AgentAction(kind=ActionKind.REPLY, text=text)
+def reply(text: str, revision: Revision | None = None) -> AgentAction:
+    return AgentAction(kind=ActionKind.REPLY, text=text[:MAX_TEXT], revision=revision)
 
 
 def end_turn() -> AgentAction:
@@ -155,10 +169,20 @@ class EventKind(str, Enum):
     ASSISTANT = "assistant"  # a message the assistant itself posted (including the pre-seeded promise)
     TOOL_RESULT = "tool_result"  # the result of the assistant's tool call
     NOTICE = "notice"  # an environment notice (for example: the turn's tool-call budget is spent)
+    REVISION_REQUEST = "revision_request"  # an intervention asks the agent to rewrite its last reply
+
+
+ANNOTATION_FIELDS: tuple[str, ...] = ("act", "subject", "rank")
 
 
 class Event(BaseModel):
-    """One observable event. ``act`` and ``subject`` annotate what a scripted message does."""
+    """One event of an episode, as the trace keeps it.
+
+    ``act``, ``subject`` and ``rank`` are *script annotations*: what a scripted message does, whom
+    it is about and how senior its sender is. They stay in the trace for signals and judges, but a
+    participant does not see them, so :meth:`to_obs` leaves them out; :meth:`annotation` gives
+    them to the explicit privileged channel (:class:`commitbench.envs.privileged.RevealScriptAnnotations`).
+    """
 
     kind: EventKind = Field(description="What sort of event this is.")
     step: int = Field(description="Script step at which the event happened (0-based).")
@@ -174,20 +198,22 @@ class Event(BaseModel):
     call_id: str = Field(default="", description="The agent's id of the tool call this result answers.")
 
     def to_obs(self) -> dict[str, Any]:
+        """What a participant sees of the event (no script annotations)."""
         return {
             "kind": self.kind.value,
             "step": self.step,
             "sender": self.sender,
             "role": self.role,
-            "rank": self.rank,
             "channel": self.channel,
             "text": self.text,
-            "act": self.act,
-            "subject": self.subject,
             "tool": self.tool,
             "ok": int(self.ok),
             "call_id": self.call_id,
         }
+
+    def annotation(self) -> dict[str, Any]:
+        """The script annotations of the event (the privileged channel's view)."""
+        return {"act": self.act, "subject": self.subject, "rank": self.rank}
 
 
 class ToolSpec(BaseModel):
@@ -205,44 +231,6 @@ class ToolSpec(BaseModel):
         }
 
 
-def validate_arguments(spec: ToolSpec, arguments: dict[str, Any] | None) -> str | None:
-    """Check arguments against the (flat) schema of a tool. Returns an error message or None."""
-    if arguments is None:
-        return "arguments are not a JSON object"
-    schema = spec.parameters
-    props: dict[str, Any] = schema.get("properties", {})
-    for key in schema.get("required", []):
-        if key not in arguments:
-            return f"missing required argument '{key}'"
-    if schema.get("additionalProperties", True) is False:
-        unknown = sorted(set(arguments) - set(props))
-        if unknown:
-            return f"unknown argument(s): {', '.join(unknown)}"
-    type_map: dict[str, tuple[type, ...]] = {
-        "string": (str,),
-        "integer": (int,),
-        "number": (int, float),
-        "boolean": (bool,),
-        "array": (list,),
-        "object": (dict,),
-    }
-    for key, value in arguments.items():
-        expected = props.get(key, {}).get("type")
-        if expected is None:
-            continue
-        allowed = type_map.get(expected)
-        if allowed is None:
-            continue
-        if isinstance(value, bool) and expected in ("integer", "number"):
-            return f"argument '{key}' must be {expected}, got boolean"
-        if not isinstance(value, allowed):
-            return f"argument '{key}' must be {expected}, got {type(value).__name__}"
-        enum = props.get(key, {}).get("enum")
-        if enum is not None and value not in enum:
-            return f"argument '{key}' must be one of {enum}"
-    return None
-
-
 class ToolCallRecord(BaseModel):
     """A tool call as the environment executed (or rejected) it."""
 
@@ -256,60 +244,3 @@ class ToolCallRecord(BaseModel):
     result: str = Field(description="Result text returned to the agent (an error message when ok is False).")
     is_write: bool = Field(default=False, description="Whether the tool changes the world.")
     error_kind: str = Field(default="", description="unknown_tool, bad_arguments, turn_limit, failed, ... ('' if ok).")
-
-
-# A tool handler gets validated arguments and returns (ok, result text).
-ToolHandler = Callable[[dict[str, Any]], tuple[bool, str]]
-# An executor runs a validated call: (ok, result text, error kind). Error kind "failed" means the
-# call was well formed but the world refused it; any other non-empty kind is an agent error.
-ToolExecutor = Callable[[str, dict[str, Any]], tuple[bool, str, str]]
-
-WORLD_REFUSAL = "failed"
-
-
-def dispatch_tool_call(
-    act: AgentAction, specs: Mapping[str, ToolSpec], execute: ToolExecutor, step: int, turn: int
-) -> ToolCallRecord:
-    """Check an action against the tool specs, run it, and record the result; never raises.
-
-    Unparseable actions, unknown tools and bad arguments become records with ``ok=False`` and an
-    ``error_kind`` (``invalid_action``, ``unknown_tool``, ``bad_arguments``); see
-    :func:`is_agent_error` for what environments count as tool errors.
-    """
-
-    def record(
-        ok: bool, result: str, kind: str = "", tool: str | None = None, is_write: bool = False
-    ) -> ToolCallRecord:
-        return ToolCallRecord(
-            step=step,
-            turn=turn,
-            tool=tool if tool is not None else (act.tool or "<invalid>"),
-            arguments=act.arguments,
-            raw_arguments=act.raw_arguments,
-            call_id=act.call_id or "",
-            ok=ok,
-            result=result if ok or kind == WORLD_REFUSAL else f"Error: {result}",
-            is_write=is_write,
-            error_kind=kind,
-        )
-
-    if act.kind is ActionKind.INVALID:
-        return record(False, act.error or "unparseable action", "invalid_action")
-    name = act.tool or ""
-    spec = specs.get(name)
-    if spec is None:
-        known = ", ".join(sorted(specs)) or "none"
-        return record(False, f"there is no tool named {name!r}; tools are: {known}", "unknown_tool")
-    problem = validate_arguments(spec, act.arguments)
-    if problem is not None:
-        return record(False, f"{name}: {problem}", "bad_arguments")
-    ok, result, kind = execute(name, act.arguments or {})
-    if not ok and not kind:
-        kind = "bad_arguments"
-    acted = ok or kind == WORLD_REFUSAL
-    return record(ok, result if acted else f"{name}: {result}", kind, tool=name, is_write=spec.is_write and acted)
-
-
-def is_agent_error(call: ToolCallRecord) -> bool:
-    """A call the agent got wrong (as opposed to one that worked or that the world refused)."""
-    return not call.ok and call.error_kind != WORLD_REFUSAL

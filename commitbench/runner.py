@@ -40,7 +40,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -55,11 +55,12 @@ from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
-from commitbench.episodes.standing.episode import Episode
-from commitbench.jsonl import repair_torn_tail
+from commitbench.envs.privileged import RevealScriptAnnotations
+from commitbench.jsonl import repair_torn_tail, write_atomic
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
 from commitbench.oracles.registry import apply_interventions
-from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, append_traces
+from commitbench.suites import Suite, get_suite, suite_for_env
+from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, append_traces, iter_traces
 
 __all__ = [
     "MANIFEST_FILE",
@@ -73,9 +74,11 @@ __all__ = [
     "Runner",
     "compute_run_key",
     "expand_cells",
+    "plan",
     "prompt_hashes",
     "read_manifest",
     "run_experiment",
+    "run_suite",
     "scan_trace_file",
     "select_config_episodes",
 ]
@@ -100,6 +103,7 @@ class Player:
     kind: str  # "reference" or "chat"
     identity: AgentIdentity
     model: ModelEntry | None = None
+    privileged: bool = False  # plays through the privileged channel (reference agents read the script)
 
 
 @dataclass(frozen=True)
@@ -129,52 +133,28 @@ def compute_run_key(
 
 def players(config: ExperimentConfig) -> list[Player]:
     """Reference agents in config order, then the chat agent on each model."""
-    from commitbench.agents.standing.reference import make_reference_agent
-
+    suite = config.suite
     out: list[Player] = []
     for name in config.agents:
         if name == CHAT_AGENT:
             for entry in config.models:
                 agent_name = f"chat:{entry.name}"
                 settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
-                identity = chat_identity(agent_name, settings, config.max_model_calls_per_turn)
+                identity = chat_identity(agent_name, settings, config.calls_per_turn)
                 out.append(Player(name=agent_name, kind="chat", identity=identity, model=entry))
         else:
-            out.append(Player(name=name, kind="reference", identity=make_reference_agent(name).identity()))
+            agent = suite.reference_agents[name]()
+            out.append(Player(name=name, kind="reference", identity=agent.identity(),
+                              privileged=bool(getattr(agent, "privileged", False))))
     return out
 
 
-def select_config_episodes(config: ExperimentConfig, episodes: Sequence[Episode] | None = None) -> list[Episode]:
-    """The episodes a config selects, in compile order; raises ValueError naming a bad filter value."""
-    from commitbench.envs.standing.env import select_episodes
-    from commitbench.episodes.standing.compiler import load_episodes
-
-    pool = list(episodes) if episodes is not None else list(load_episodes())
-    f = config.episodes
-    chosen = select_episodes(
-        pool,
-        split=f.split,
-        cells=f.cells,
-        commitment_types=f.types,
-        policies=f.policies,
-        gaps=f.gaps,
-        variants=f.variants,
-    )
-    if f.ids is not None:
-        known = {e.id for e in pool}
-        unknown = sorted(set(f.ids) - known)
-        if unknown:
-            raise ValueError(f"unknown episode id(s): {', '.join(unknown[:5])}")
-        wanted = set(f.ids)
-        chosen = [e for e in chosen if e.id in wanted]
-    if f.limit is not None:
-        chosen = chosen[: f.limit]
-    if not chosen:
-        raise ValueError("no episode matches the config's episode filter")
-    return chosen
+def select_config_episodes(config: ExperimentConfig) -> list[Any]:
+    """The episodes a config selects, in a fixed order; raises ValueError naming a bad filter value."""
+    return list(config.suite.select(config.episodes))
 
 
-def expand_cells(config: ExperimentConfig, episodes: Sequence[Episode]) -> list[Cell]:
+def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell]:
     """Every cell of the config, in a fixed order (player, arm, episode, sample)."""
     cells: list[Cell] = []
     for player in players(config):
@@ -185,6 +165,58 @@ def expand_cells(config: ExperimentConfig, episodes: Sequence[Episode]) -> list[
                     key = compute_run_key(player.identity, arm, config.env, episode.id, sample)
                     cells.append(Cell(key, player, arm, episode.id, sample))
     return cells
+
+
+class PlanRow(BaseModel):
+    """What one player plays under one intervention arm."""
+
+    player: str = Field(description="Reference agent, or chat:<model>.")
+    arm: str = Field(description="Intervention arm label.")
+    cells: int = Field(description="Cells (episodes x samples).")
+    model_calls: int = Field(description="Model calls at least (one per turn; tool rounds add more).")
+
+
+class Plan(BaseModel):
+    """What ``commitbench run CONFIG`` would play, computed without contacting any server."""
+
+    name: str = Field(description="Experiment name.")
+    suite: str = Field(description="The suite.")
+    env: str = Field(description="Its environment id.")
+    episodes: int = Field(description="Episodes selected.")
+    samples: int = Field(description="Samples per chat cell.")
+    rows: list[PlanRow] = Field(description="Per player x arm.")
+    cells: int = Field(description="Cells in all.")
+    model_calls: int = Field(description="Model calls at least, in all.")
+    judge: str = Field(description="Who labels the run afterwards.")
+
+    def text(self, out_dir: Path) -> str:
+        lines = [
+            f"{self.name}: suite {self.suite} ({self.env}), {self.episodes} episodes, "
+            f"{self.samples} sample(s) per chat cell",
+            f"{'player':<32} {'arm':<40} {'cells':>8} {'calls >=':>10}",
+        ]
+        lines.extend(f"{r.player:<32} {r.arm:<40} {r.cells:>8} {r.model_calls:>10}" for r in self.rows)
+        lines.append(f"{'in all':<73} {self.cells:>8} {self.model_calls:>10}")
+        lines.append(f"judge: {self.judge}; run directory: {out_dir} (nothing was played: --dry-run)")
+        return "\n".join(lines)
+
+
+def plan(config: ExperimentConfig) -> Plan:
+    """The cells a config expands to and a lower bound on its model calls; no server is contacted."""
+    suite = config.suite
+    episodes = select_config_episodes(config)
+    turns = sum(suite.calls_per_episode(e) for e in episodes)
+    rows = []
+    for player in players(config):
+        samples = config.samples if player.kind == "chat" else 1
+        for arm in config.interventions:
+            calls = turns * samples if player.kind == "chat" else 0
+            rows.append(PlanRow(player=player.name, arm=arm.label(), cells=len(episodes) * samples, model_calls=calls))
+    judge = config.judge.kind if config.judge.model is None else f"llm:{config.judge.model.name}"
+    return Plan(
+        name=config.name, suite=suite.name, env=config.env, episodes=len(episodes), samples=config.samples, rows=rows,
+        cells=sum(r.cells for r in rows), model_calls=sum(r.model_calls for r in rows), judge=judge,
+    )
 
 
 # ---------------------------------------------------------------------------- trace file
@@ -246,6 +278,7 @@ class RunManifest(BaseModel):
 
     schema_version: int = Field(default=MANIFEST_SCHEMA_VERSION, description="Manifest format version.")
     name: str = Field(description="Experiment name.")
+    suite: str = Field(default="standing", description="The suite the run plays (from the config's env).")
     run_id: str = Field(description="Random id of the run directory (stable across resumes).")
     status: RunStatus = Field(description="Status after the latest invocation.")
     config: dict[str, Any] = Field(description="The experiment config, as validated.")
@@ -300,14 +333,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def write_json_atomic(path: Path, payload: str) -> None:
-    """Write ``payload`` to ``path`` via a temporary file and rename (readers never see half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+def run_suite(run_dir: Path | str) -> Suite:
+    """The suite of a run directory: from its manifest, else from the environment of its first trace."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    if manifest is not None:
+        return get_suite(manifest.suite)
+    path = run_dir / TRACES_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} holds neither {MANIFEST_FILE} nor {TRACES_FILE}; is it a run directory?")
+    for trace in iter_traces(path):
+        return suite_for_env(trace.env_id)
+    raise ValueError(f"{path} holds no trace, so the run's suite is unknown")
 
 
 def read_manifest(out_dir: Path | str) -> RunManifest | None:
@@ -348,21 +385,9 @@ def git_state(start: Path | None = None) -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(dirty)}
 
 
-def _hash_tree(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def prompt_hashes() -> dict[str, str]:
-    """Hashes of everything that writes text the agents see: episode data and templates, chat rendering."""
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
-
-    return {"standing_data": _hash_tree(Path(DEFAULT_DATA_DIR)), "chat_render": RENDER_HASH}
+def prompt_hashes(config: ExperimentConfig) -> dict[str, str]:
+    """Hashes of everything that writes text the agents see: the suite's data and the chat rendering."""
+    return {**config.suite.prompt_hashes(), "chat_render": RENDER_HASH}
 
 
 # ------------------------------------------------------------------------------ summary
@@ -456,14 +481,12 @@ class Runner:
         progress: bool = False,
         argv: Sequence[str] | None = None,
         force: bool = False,
-        episodes: Sequence[Episode] | None = None,
     ) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
         self.argv = list(argv if argv is not None else sys.argv)
         self.force = force
-        self._episodes_arg = episodes
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
         # Model name -> its clients. A model with many requests in flight gets several clients
@@ -476,9 +499,9 @@ class Runner:
         self._play_cpu = 0.0
 
     # ------------------------------------------------------------------ preparation
-    def prepare(self) -> tuple[list[Episode], list[Cell], list[Cell], int]:
+    def prepare(self) -> tuple[list[Any], list[Cell], list[Cell], int]:
         """Expand the config, repair the trace file and find pending cells."""
-        episodes = select_config_episodes(self.config, self._episodes_arg)
+        episodes = select_config_episodes(self.config)
         cells = expand_cells(self.config, episodes)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         torn = repair_torn_tail(self.traces_path)
@@ -555,7 +578,7 @@ class Runner:
             manifest.cells_done = cells_done
             manifest.ended_at = invocation.ended_at
             manifest.updated_at = invocation.ended_at
-            write_json_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+            write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
         stats = [c.stats() for shards in self._clients.values() for c in shards]
         errors: Counter[str] = Counter()
         for s in stats:
@@ -606,6 +629,7 @@ class Runner:
         )
         manifest = RunManifest(
             name=self.config.name,
+            suite=self.config.suite.name,
             run_id=previous.run_id if previous is not None else uuid.uuid4().hex,
             status=RunStatus.RUNNING,
             config=config_json,
@@ -618,14 +642,14 @@ class Runner:
             episodes=n_episodes,
             samples=self.config.samples,
             seeds=seeds,
-            prompt_hashes=prompt_hashes(),
+            prompt_hashes=prompt_hashes(self.config),
             packages=package_versions(),
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,
             updated_at=now,
             invocations=[*(previous.invocations if previous is not None else []), invocation],
         )
-        write_json_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+        write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
         return manifest
 
     def _make_clients(self, cache: CallCache | None, base_urls: dict[str, str]) -> None:
@@ -645,7 +669,7 @@ class Runner:
             ]
 
     async def _run_async(
-        self, episodes: list[Episode], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
+        self, episodes: list[Any], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
     ) -> bool:
         """Play the pending cells; returns True when interrupted by a signal."""
         self._make_clients(cache, base_urls)
@@ -712,18 +736,17 @@ class Runner:
         index: int,
         queue: deque[Cell],
         writer: _TraceWriter,
-        episodes: tuple[Episode, ...],
+        episodes: tuple[Any, ...],
         progress: _Progress | None,
     ) -> None:
-        envs: dict[str, gym.Env[Any, Any]] = {}
+        envs: dict[tuple[str, bool], gym.Env[Any, Any]] = {}
         try:
             while queue and not self._stopping:
                 cell = queue.popleft()
-                label = cell.arm.label()
+                label = (cell.arm.label(), cell.player.privileged)
                 env = envs.get(label)
                 if env is None:
-                    base = gym.make(self.config.env, episodes=episodes, disable_env_checker=True)
-                    env = envs[label] = apply_interventions(base, cell.arm.stack)
+                    env = envs[label] = self._make_env(cell, episodes)
                 try:
                     trace = await self._play(cell, env, index)
                 except ModelEndpointError as exc:
@@ -741,23 +764,28 @@ class Runner:
                 with contextlib.suppress(Exception):
                     env.close()
 
+    def _make_env(self, cell: Cell, episodes: tuple[Any, ...]) -> gym.Env[Any, Any]:
+        """The suite's environment over the selection, wrapped with the cell's interventions (and, for a
+        privileged player, the privileged channel outermost)."""
+        suite = self.config.suite
+        env = apply_interventions(suite.make_env(episodes), cell.arm.stack, services=suite.services())
+        return RevealScriptAnnotations(env) if cell.player.privileged else env
+
     async def _play(self, cell: Cell, env: gym.Env[Any, Any], worker: int = 0) -> EpisodeTrace:
         agent: Any
         chat: ChatAgent | None = None
         if cell.player.kind == "chat":
             assert cell.player.model is not None
-            chat = ChatAgent(
+            chat = self.config.suite.chat_agent(
                 self._client_for(cell.player.model.name, worker),
                 name=cell.player.name,
                 sample_index=cell.sample,
                 session_id=cell.run_key,
-                max_model_calls_per_turn=self.config.max_model_calls_per_turn,
+                max_model_calls_per_turn=self.config.calls_per_turn,
             )
             agent = chat
         else:
-            from commitbench.agents.standing.reference import make_reference_agent
-
-            agent = make_reference_agent(cell.player.name)
+            agent = self.config.suite.reference_agents[cell.player.name]()
         failure: str | None = None
         truncated = False
         try:
@@ -903,15 +931,11 @@ def run_experiment(
     progress: bool = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
-    episodes: Iterable[Episode] | None = None,
 ) -> RunSummary:
     """Play every pending cell of ``config`` into ``out_dir`` and return what was done.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
     experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.
     """
-    runner = Runner(
-        config, out_dir, progress=progress, argv=argv, force=force,
-        episodes=list(episodes) if episodes is not None else None,
-    )
+    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force)
     return runner.run()

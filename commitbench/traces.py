@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from commitbench.jsonl import JsonlError, append_lines, iter_models
-from commitbench.protocol import Event, EventKind, ToolCallRecord
+from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 
 TRACE_SCHEMA_VERSION = 1
 
@@ -36,6 +36,9 @@ class TurnRecord(BaseModel):
     reply: str | None = Field(default=None, description="Plain-text reply that ended the turn, if any.")
     reply_channel: str = Field(default="", description="Where the reply was posted.")
     ended_by: str = Field(default="", description="reply, end_turn, turn_limit or episode_end.")
+    revisions: list[Revision] = Field(
+        default_factory=list, description="Interventions that replaced the agent's reply, with the original."
+    )
 
 
 class ModelCallRecord(BaseModel):

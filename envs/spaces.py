@@ -69,30 +69,29 @@ MAX_STEPS = 100_000
 MAX_RANK = 10
 
 
-def event_space() -> spaces.Dict:
+def event_space(annotated: bool = False) -> spaces.Dict:
+    """One observed event; ``annotated`` adds the script annotations of the privileged channel."""
     text = AnyText(MAX_TEXT)
-    return spaces.Dict(
-        {
-            "kind": AnyText(32, corpus=[k.value for k in EventKind]),
-            "step": spaces.Discrete(MAX_STEPS),
-            "sender": text,
-            "role": text,
-            "rank": spaces.Discrete(MAX_RANK + 1),
-            "channel": text,
-            "text": text,
-            "act": text,
-            "subject": text,
-            "tool": text,
-            "ok": spaces.Discrete(2),
-            "call_id": text,
-        }
-    )
+    fields: dict[str, spaces.Space[Any]] = {
+        "kind": AnyText(32, corpus=[k.value for k in EventKind]),
+        "step": spaces.Discrete(MAX_STEPS),
+        "sender": text,
+        "role": text,
+        "channel": text,
+        "text": text,
+        "tool": text,
+        "ok": spaces.Discrete(2),
+        "call_id": text,
+    }
+    if annotated:
+        fields.update({"act": text, "subject": text, "rank": spaces.Discrete(MAX_RANK + 1)})
+    return spaces.Dict(fields)
 
 
-def observation_space() -> spaces.Dict:
+def observation_space(annotated: bool = False) -> spaces.Dict:
     return spaces.Dict(
         {
-            "events": spaces.Sequence(event_space(), stack=False),
+            "events": spaces.Sequence(event_space(annotated), stack=False),
             "context": AnyText(MAX_TEXT * 5),
         }
     )

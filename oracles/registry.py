@@ -1,55 +1,55 @@
-"""The registry of interventions: named gymnasium wrappers applied to an environment.
+"""The one registry of interventions: every wrapper of every suite, by the name configs and traces use.
 
-An intervention is a factory ``(env, params) -> env`` that wraps an environment and changes one
-thing (the system prompt, an extra tool, what the agent is shown after every message, ...). Each
-factory is registered under a stable name in :data:`INTERVENTIONS`; experiment configs refer to
-interventions by that name (with optional ``params``), and the names, in order, become part of
-every run's identity.
+An entry holds the intervention's class (its slot, the environments it wraps, its stacking rules)
+and a factory ``(env, params, services) -> env``. Configs name interventions by entry name, with
+optional ``params``; a stack is applied innermost first, so ``apply_interventions(env, [a, b])``
+returns ``b(a(env))`` and the names, in order, are what ``trace.interventions`` records. The empty
+stack (``none`` in configs) is the plain environment.
 
-A stack of interventions is applied innermost first: ``apply_interventions(env, [a, b])`` returns
-``b(a(env))``, so the last name listed is the outermost wrapper, as in
-:attr:`commitbench.traces.EpisodeTrace.interventions`.
+``services`` carries what an intervention needs from the harness rather than from the config (the
+detect-and-rewrite fix gets its flagger there); the suite that builds the environment provides them.
 
-The empty stack (written ``none`` in configs) is the plain environment.
+Entries are registered by the modules of each family (:mod:`commitbench.oracles.standing.catalog`,
+:mod:`commitbench.oracles.followup.fixes`, :mod:`commitbench.oracles.claim_guard`), which this
+module imports once, so the registry is complete whenever it is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.oracles.base import (
+    Intervention,
+    InterventionEntry,
+    InterventionError,
+    check_stack_members,
+)
+
 __all__ = [
     "INTERVENTIONS",
     "NO_INTERVENTION",
-    "InterventionFactory",
+    "InterventionEntry",
     "InterventionSpec",
-    "StackCheck",
     "UnknownInterventionError",
     "apply_interventions",
     "check_intervention",
     "check_stack",
     "register_intervention",
-    "register_stack_check",
 ]
-
-InterventionFactory = Callable[[gym.Env[Any, Any], Mapping[str, Any]], gym.Env[Any, Any]]
-
-# Name -> factory. Wrapper modules add themselves with register_intervention().
-INTERVENTIONS: dict[str, InterventionFactory] = {}
-
-# A check of a whole stack (names, innermost first) that raises ValueError when the names cannot
-# be applied together (two release policies, say). Each family of wrappers may add one.
-StackCheck = Callable[[Sequence[str]], None]
-STACK_CHECKS: list[StackCheck] = []
 
 # How configs write "no intervention at all".
 NO_INTERVENTION = "none"
 
 
-class UnknownInterventionError(ValueError):
+# Name -> entry.
+INTERVENTIONS: dict[str, InterventionEntry] = {}
+
+
+class UnknownInterventionError(InterventionError):
     """A config or caller named an intervention that is not registered."""
 
 
@@ -62,83 +62,92 @@ class InterventionSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="Parameters passed to the factory.")
 
     def label(self) -> str:
-        """The name, with parameters in brackets when there are any (for run labels)."""
+        """The name, with parameters in brackets when there are any: ``claim_guard[count=writes]``."""
         if not self.params:
             return self.name
         inner = ",".join(f"{key}={self.params[key]}" for key in sorted(self.params))
         return f"{self.name}[{inner}]"
 
+    @classmethod
+    def parse(cls, label: str) -> InterventionSpec:
+        """The spec a label stands for (the inverse of :meth:`label`; values are kept as strings)."""
+        text = label.strip()
+        if not text.endswith("]") or "[" not in text:
+            return cls(name=text)
+        name, _, inner = text[:-1].partition("[")
+        params: dict[str, Any] = {}
+        for item in filter(None, (part.strip() for part in inner.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{label!r}: parameters are written key=value, got {item!r}")
+            params[key.strip()] = value.strip()
+        return cls(name=name.strip(), params=params)
 
-def register_intervention(name: str, factory: InterventionFactory) -> None:
-    """Add a factory under ``name``; registering a taken name twice is an error."""
-    if not name or name == NO_INTERVENTION:
-        raise ValueError(f"{name!r} cannot name an intervention")
-    existing = INTERVENTIONS.get(name)
-    if existing is not None and existing is not factory:
-        raise ValueError(f"intervention {name!r} is already registered")
-    INTERVENTIONS[name] = factory
+
+def register_intervention(entry: InterventionEntry) -> None:
+    """Add an entry; registering a taken name with another entry is an error."""
+    if not entry.name or entry.name == NO_INTERVENTION:
+        raise ValueError(f"{entry.name!r} cannot name an intervention")
+    existing = INTERVENTIONS.get(entry.name)
+    if existing is not None and existing != entry:
+        raise ValueError(f"intervention {entry.name!r} is already registered")
+    INTERVENTIONS[entry.name] = entry
 
 
-def check_intervention(name: str) -> InterventionFactory:
-    """The factory registered under ``name``; a clear error naming the known ones otherwise."""
-    factory = INTERVENTIONS.get(name)
-    if factory is None:
+def check_intervention(name: str) -> InterventionEntry:
+    """The entry registered under ``name``; a clear error naming the known ones otherwise."""
+    entry = INTERVENTIONS.get(name)
+    if entry is None:
         known = ", ".join(sorted(INTERVENTIONS)) or "none are registered yet"
         raise UnknownInterventionError(
             f"unknown intervention {name!r} (known: {known}; use '{NO_INTERVENTION}' or an empty list for the "
             "plain environment)"
         )
-    return factory
+    return entry
 
 
-def register_stack_check(check: StackCheck) -> None:
-    """Add a check run on every stack before it is applied (and when a config is validated)."""
-    if check not in STACK_CHECKS:
-        STACK_CHECKS.append(check)
+def check_stack(specs: Sequence[InterventionSpec], env_id: str | None = None) -> None:
+    """Every name is registered, takes the parameters given, wraps ``env_id``, and the stack is allowed."""
+    members: list[tuple[str, type[Intervention]]] = []
+    for spec in specs:
+        entry = check_intervention(spec.name)
+        unknown = sorted(set(spec.params) - set(entry.params))
+        if unknown:
+            takes = ", ".join(entry.params) if entry.params else "no parameters"
+            raise InterventionError(f"intervention {spec.name!r} takes {takes}, not {', '.join(unknown)}")
+        if env_id is not None and env_id not in entry.env_ids:
+            raise InterventionError(
+                f"intervention {spec.name!r} wraps {', '.join(sorted(entry.env_ids))}, not {env_id}"
+            )
+        members.append((spec.label(), entry.cls))
+    check_stack_members(members)
 
 
-def check_stack(names: Sequence[str]) -> None:
-    """Every name is registered and the registered stack checks accept the combination."""
-    for name in names:
-        check_intervention(name)
-    for check in STACK_CHECKS:
-        check(names)
-
-
-def apply_interventions(env: gym.Env[Any, Any], stack: Sequence[InterventionSpec]) -> gym.Env[Any, Any]:
-    """Wrap ``env`` with every intervention of ``stack``, the first listed innermost."""
-    check_stack([spec.name for spec in stack])
+def apply_interventions(
+    env: gym.Env[Any, Any],
+    stack: Sequence[InterventionSpec | str],
+    services: Mapping[str, Any] | None = None,
+) -> gym.Env[Any, Any]:
+    """Wrap ``env`` with every intervention of ``stack`` (specs, or labels), the first listed innermost."""
+    stack = [spec if isinstance(spec, InterventionSpec) else InterventionSpec.parse(spec) for spec in stack]
+    check_stack(stack)
     for spec in stack:
-        factory = check_intervention(spec.name)
-        wrapped = factory(env, dict(spec.params))
+        entry = check_intervention(spec.name)
+        wrapped = entry.factory(env, dict(spec.params), services or {})
         if not isinstance(wrapped, gym.Env):
             raise TypeError(f"intervention {spec.name!r} returned {type(wrapped).__name__}, not a gymnasium env")
         env = wrapped
     return env
 
 
-def _register_standing_interventions() -> None:
-    """The standing interventions: release-policy wordings, oracle stores B1-B4, the self-kept ledger."""
-    from commitbench.oracles.standing.base import check_combination
-    from commitbench.oracles.standing.catalog import STANDING_INTERVENTIONS
+def _register_families() -> None:
+    from commitbench.oracles import claim_guard
+    from commitbench.oracles.followup import fixes
+    from commitbench.oracles.standing import catalog
 
-    for name, factory in STANDING_INTERVENTIONS.items():
-        register_intervention(name, factory)
-
-    def standing_combination(names: Sequence[str]) -> None:
-        check_combination([n for n in names if n in STANDING_INTERVENTIONS])
-
-    register_stack_check(standing_combination)
+    for module in (catalog, fixes, claim_guard):
+        for entry in module.ENTRIES:
+            register_intervention(entry)
 
 
-_register_standing_interventions()
-
-
-def _register_claim_guard() -> None:
-    """The deterministic write-claim guard, usable on both environments."""
-    from commitbench.oracles.claim_guard import claim_guard_factory
-
-    register_intervention("claim_guard", claim_guard_factory)
-
-
-_register_claim_guard()
+_register_families()

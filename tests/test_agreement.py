@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.agents.standing.reference import make_reference_agent
 from commitbench.analysis.agreement import LabelPair, agreement_rows, cohen_kappa, observed_agreement
-from commitbench.analysis.standing.results import RunLabelsRecord, append_label_records, labels_path
+from commitbench.analysis.standing.annotation import LABEL_COLUMNS, stratified_sample
 from commitbench.cli import main
-from commitbench.commands.annotate_cmd import LABEL_COLUMNS, stratified_sample
+from commitbench.config import ExperimentConfig
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.jsonl import append_lines
+from commitbench.judges.labelling import labels_path
+from commitbench.judges.standing.labellers import StandingLabelRecord
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.play import play_episode
 from commitbench.protocol import tool_call
-from commitbench.traces import AgentIdentity, append_traces
+from commitbench.runner import run_experiment
+from commitbench.traces import AgentIdentity, append_traces, latest_traces
 
 T, F = True, False
 
@@ -102,9 +104,9 @@ def _hand_run(tmp_path: Path) -> Path:
         traces.append(trace)
         label = MessageLabel(message_index=0, step=trace.assistant_messages()[0].step, consults_creditor=judged,
                              notifies_creditor=F, off_topic=F, judge="llm:j")
-        records.append(RunLabelsRecord(run_key=trace.run_key, judge="llm:j", labels=[label]))
+        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:j", labels=[label]))
     append_traces(run_dir / "traces.jsonl", traces)
-    append_label_records(labels_path(run_dir, "llm:j"), records)
+    append_lines(labels_path(run_dir, "llm:j"), (r.model_dump_json() for r in records))
     return run_dir
 
 
@@ -128,8 +130,8 @@ def test_agreement_command_gives_the_hand_computed_kappa(tmp_path, capsys):
     _write_sheet(sheet, rows)
     human = tmp_path / "human.jsonl"
     assert main(["annotate", "import", str(sheet), "--out", str(human)]) == 0
-    assert "8 labelled messages" in capsys.readouterr().out
-    assert main(["agreement", str(human), "--judge-labels", str(run_dir), "--judge", "llm:j", "--json"]) == 0
+    assert "8 labelled standing items" in capsys.readouterr().out
+    assert main(["validate", str(run_dir), str(human), "--judge", "llm:j", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["compared"] == 8 and result["not_judged"] == 0
     pooled = {r["label"]: r for r in result["pooled"]}
@@ -141,7 +143,7 @@ def test_agreement_command_gives_the_hand_computed_kappa(tmp_path, capsys):
     assert by_model["chat:a"]["kappa"] == pytest.approx(0.5) and by_model["chat:b"]["kappa"] == pytest.approx(0.5)
     assert (by_model["chat:a"]["yes_a"], by_model["chat:a"]["yes_b"]) == (2, 3)
     # The table form prints too.
-    assert main(["agreement", str(human), "--judge-labels", str(run_dir), "--judge", "llm:j"]) == 0
+    assert main(["validate", str(run_dir), str(human), "--judge", "llm:j"]) == 0
     table = capsys.readouterr().out
     assert "consults_creditor" in table and "chat:b" in table and "0.50" in table
 
@@ -177,14 +179,11 @@ def test_import_refuses_a_sheet_without_label_columns_and_duplicates(tmp_path, c
 
 def test_export_is_blind_stratified_and_seeded(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    traces = []
-    for cell in ("PEER-DIRECT", "DELEG-DIRECT", "FACT-TRUE", "RELAY-FALSE"):
-        for episode in [e for e in EPISODES if e.cell == cell and e.split.value == "test" and e.gap == 1][:3]:
-            trace = play_episode(StandingEnv(episode_id=episode.id, episodes=EPISODES),
-                                 make_reference_agent("creditor-rule"))
-            trace.run_key = f"{cell}-{episode.id}"
-            traces.append(trace)
-    append_traces(run_dir / "traces.jsonl", traces)
+    cells = ("PEER-DIRECT", "DELEG-DIRECT", "FACT-TRUE", "RELAY-FALSE")
+    ids = [e.id for cell in cells for e in [e for e in EPISODES if e.cell == cell and e.split.value == "test"
+                                              and e.gap == 1][:3]]
+    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
+    cell_of = {t.run_key: t.factors["cell"] for t in latest_traces(run_dir)}
     out = tmp_path / "sheet.csv"
     assert main(["annotate", "export", str(run_dir), "--n", "8", "--out", str(out), "--seed", "1"]) == 0
     capsys.readouterr()
@@ -193,8 +192,8 @@ def test_export_is_blind_stratified_and_seeded(tmp_path, capsys):
     assert len(rows) == 8
     assert all(r[c] == "" for r in rows for c in LABEL_COLUMNS)
     assert not {"cell", "model", "agent", "judge"} & set(rows[0])
-    cells = Counter(r["run_key"].split("-st-")[0] for r in rows)
-    assert sorted(cells.values()) == [2, 2, 2, 2]
+    sampled = Counter(cell_of[r["run_key"]] for r in rows)
+    assert sorted(sampled.values()) == [2, 2, 2, 2]
     first = out.read_text(encoding="utf-8")
     assert main(["annotate", "export", str(run_dir), "--n", "8", "--out", str(out), "--seed", "1"]) == 0
     assert out.read_text(encoding="utf-8") == first

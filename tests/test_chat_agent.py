@@ -108,7 +108,8 @@ def test_rendering_keeps_a_stable_prefix_and_the_openai_message_shapes(
         assert after[: len(before) - 1] == before[:-1]
         assert after[len(before) - 1]["content"].startswith(before[-1]["content"] or "")
     # Tools are the env's function schemas; each tool call is answered by a tool message in order.
-    assert bodies[0]["tools"] == [t.to_openai() for t in env.unwrapped.tools]
+    _, fresh_info = StandingEnv(episode_id=env.episode.id).reset(seed=0)
+    assert bodies[0]["tools"] == fresh_info["tools"]
     last = bodies[-1]["messages"]
     for index, message in enumerate(last):
         if message["role"] == "assistant" and message.get("tool_calls"):

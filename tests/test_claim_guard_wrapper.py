@@ -16,7 +16,7 @@ CLAIM = "I have shared the Acme contract draft with the Acme team."
 
 
 def standing(**kwargs) -> tuple[ClaimGuard, dict]:
-    env = ClaimGuard(StandingEnv(cells=["BASE"], split="test", gaps=[1], policies=["explicit"], variants=[0]), **kwargs)
+    env = ClaimGuard(StandingEnv(cells=["BASE"], split="test", gaps=[1], policies=["explicit"], surfaces=[0]), **kwargs)
     _obs, info = env.reset(seed=0)
     return env, info
 
@@ -62,12 +62,12 @@ EXECUTED_CASES = [
 
 @pytest.mark.parametrize(("tool", "count", "fires"), EXECUTED_CASES)
 def test_executed_calls_in_the_turn(tool: str | None, count: str, fires: bool) -> None:
-    env, info = standing(count=count)
+    env, _ = standing(count=count)
     if tool == "lookup":
         env.step(tool_call("lookup", {"query": "survey"}))
     elif tool == "action":
-        promise = info["promise"]
-        env.step(tool_call(promise["action_tool"], promise["arguments"]))
+        episode = env.unwrapped.episode
+        env.step(tool_call(episode.action_tool.name, episode.target_args))
     elif tool == "bad_call":
         env.step(tool_call("no_such_tool", {}))
     _obs, _r, _t, _tr, step_info = env.step(reply(CLAIM))
@@ -119,6 +119,6 @@ def test_bad_parameters_are_named(params: dict, message: str) -> None:
         claim_guard_factory(StandingEnv(cells=["BASE"], split="test"), params)
 
 
-def test_an_environment_without_a_trace_is_refused() -> None:
-    with pytest.raises(TypeError, match="trace"):
+def test_an_environment_that_is_not_a_commitbench_environment_is_refused() -> None:
+    with pytest.raises(ValueError, match="ClaimGuard wraps commitbench/FollowUp-v0, commitbench/Standing-v0"):
         ClaimGuard(gym.make("CartPole-v1"))

@@ -9,12 +9,9 @@ from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401 (registers the environments)
 from commitbench.envs import FOLLOWUP_ENV_ID
-from commitbench.envs.followup.env import (
-    CalculatorError,
-    FollowUpEnv,
-    evaluate_arithmetic,
-    search_articles,
-)
+from commitbench.envs.followup.env import FollowUpEnv
+from commitbench.envs.privileged import RevealScriptAnnotations
+from commitbench.episodes.followup.tools import CalculatorError, evaluate_arithmetic, search_articles
 from commitbench.episodes.followup.vocabulary import Persona
 
 
@@ -66,7 +63,10 @@ def test_opening_observation_is_system_prompt_and_user_message() -> None:
     assert user["text"] == "I have a busy week ahead. Remind me at 9 tomorrow to call the dentist."
     names = [t["function"]["name"] for t in info["tools"]]
     assert names == ["get_current_time", "calculator", "search_docs", "schedule_task", "create_reminder"]
-    assert info["factors"]["doability"] == "doable"
+    assert "factors" not in info and "episode" not in info  # the design is the script's, not the participant's
+    assert env.trace is not None and env.trace.factors["doability"] == "doable"
+    _, revealed = RevealScriptAnnotations(make(setup="C2", variant="stated", request_id="rem-001")).reset(seed=0)
+    assert revealed["episode"]["doability"] == "doable" and revealed["episode"]["category"] == "reminder"
 
 
 def test_inferred_prompt_has_no_paragraph_and_c0_has_no_tools() -> None:

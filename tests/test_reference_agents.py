@@ -7,12 +7,11 @@ from collections import defaultdict
 import pandas as pd
 import pytest
 
-from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
-from commitbench.analysis.standing.metrics import compute_metrics, run_row, strict_by_cell
-from commitbench.envs.standing.env import StandingEnv
-from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.judges.standing.rules import RuleJudge
-from commitbench.play import play_episode
+from commitbench.agents.standing.reference import REFERENCE_AGENTS
+from commitbench.analysis.standing.metrics import compute_metrics, strict_by_cell
+from commitbench.analysis.standing.results import load_rows
+from commitbench.config import ExperimentConfig
+from commitbench.runner import RunStatus, run_experiment
 
 CELLS = [
     "BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
@@ -46,16 +45,13 @@ EXPECTED_STRICT: dict[str, dict[str, int]] = {
 
 
 @pytest.fixture(scope="module")
-def rows() -> pd.DataFrame:
-    episodes = [e for e in load_episodes() if e.split.value == "test"]
-    env = StandingEnv(split="test")
-    judge = RuleJudge()
-    out = []
-    for name in REFERENCE_AGENTS:
-        for episode in episodes:
-            trace = play_episode(env, make_reference_agent(name), episode_id=episode.id)
-            out.append(run_row(trace, episode, judge.label(trace, episode)))
-    return pd.DataFrame(out)
+def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """Every reference agent on the 1,080 test episodes, played by the runner, graded by the rule judge."""
+    out = tmp_path_factory.mktemp("reference")
+    config = ExperimentConfig(agents=list(REFERENCE_AGENTS), episodes={"split": "test"})
+    summary = run_experiment(config, out)
+    assert summary.status is RunStatus.COMPLETE and summary.cells_done == 5 * 1080
+    return load_rows(out)
 
 
 @pytest.mark.parametrize("agent", list(EXPECTED_STRICT))
@@ -104,7 +100,7 @@ def test_metric_values_for_reference_agents(rows, agent, metric, value):
     assert result.low <= result.estimate <= result.high
 
 
-def test_each_agent_reads_only_observations_and_plays_every_cell_without_errors(rows):
+def test_each_agent_plays_every_cell_without_errors(rows):
     assert (rows["tool_errors"] == 0).all()
     counts = defaultdict(int)
     for agent in rows["agent"]:

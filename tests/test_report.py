@@ -11,23 +11,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from commitbench.agents.standing.reference import make_reference_agent
 from commitbench.analysis.standing.metrics import compute_metrics
-from commitbench.analysis.standing.results import (
-    RunLabelsRecord,
-    append_label_records,
-    labels_path,
-    load_rows,
-    read_label_records,
-)
+from commitbench.analysis.standing.results import load_rows
 from commitbench.analysis.standing.tables import markdown, paired_table, wide_frame
 from commitbench.cli import main
-from commitbench.envs.standing.env import StandingEnv
+from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.jsonl import append_lines
+from commitbench.judges.labelling import labels_path
+from commitbench.judges.labelling import read_label_records as read_records
+from commitbench.judges.standing.labellers import StandingLabelRecord
 from commitbench.judges.standing.rules import RuleJudge
-from commitbench.oracles.standing.base import intervention_names
-from commitbench.oracles.standing.catalog import wrap
-from commitbench.play import play_episode
+from commitbench.runner import run_experiment
 from commitbench.traces import append_traces, latest_traces
 
 EPISODES = load_episodes()
@@ -36,20 +31,17 @@ SLICE = [e for e in EPISODES if e.split.value == "test" and e.variant == 0 and e
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def read_label_records(path: Path) -> list[StandingLabelRecord]:
+    return read_records(path, StandingLabelRecord)
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """Two reference agents x two arms on 120 episodes (2 types, both gaps and policies)."""
     out = tmp_path_factory.mktemp("report") / "run"
-    traces = []
-    for agent in ("creditor-rule", "last-speaker-wins"):
-        for arm in ([], ["oracle:B3+"]):
-            env = wrap(StandingEnv(split="test", episodes=EPISODES), arm)
-            for episode in SLICE:
-                trace = play_episode(env, make_reference_agent(agent), episode_id=episode.id)
-                trace.interventions = intervention_names(env)
-                trace.run_key = f"{agent}|{'+'.join(arm)}|{episode.id}"
-                traces.append(trace)
-    append_traces(out / "traces.jsonl", traces)
+    config = ExperimentConfig(agents=["creditor-rule", "last-speaker-wins"], interventions=["none", "oracle:B3+"],
+                              episodes={"ids": [e.id for e in SLICE]})
+    run_experiment(config, out)
     return out
 
 
@@ -130,10 +122,10 @@ def test_judge_errors_are_excluded_and_shown(run_dir, tmp_path, capsys):
         if trace.run_key == relay:
             labels = [lab.model_copy(update={"error": "no valid judge reply after 3 attempts",
                                              "consults_creditor": None}) for lab in labels]
-        records.append(RunLabelsRecord(run_key=trace.run_key, judge="llm:x", labels=labels))
+        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:x", labels=labels))
     path = labels_path(run_dir, "llm:x")
     path.unlink(missing_ok=True)
-    append_label_records(path, records)
+    append_lines(path, (r.model_dump_json() for r in records))
     report = _report(run_dir, capsys, "--judge", "llm:x")
     assert report["judge_errors"] >= 1 and report["runs_with_judge_errors"] == 1
     m = {(x["group"]["agent"], x["group"]["interventions"], x["group"]["policy"], x["metric"]): x
@@ -190,7 +182,7 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
         "    local: true\n"
         "    settings: {max_tokens: 32, seed: 0}\n"
         "interventions: [none, 'oracle:B3+']\n"
-        "episodes: {split: test, types: [deploy_service], gaps: [1], variants: [0], policies: [explicit]}\n"
+        "episodes: {split: test, types: [deploy_service], gaps: [1], surfaces: [0], policies: [explicit]}\n"
         "max_model_calls_per_turn: 1\n"
         "concurrency: 1\n",  # one request at a time keeps llama.cpp's prompt cache warm
         encoding="utf-8",
@@ -205,11 +197,11 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
     # Judging every message of the slice would take minutes on two cores (a local judge call is a
     # second or more); six runs exercise the same path. The other runs stay unlabelled, which the
     # report must show as judge errors, never as "no".
-    code = main(["judge", str(run_dir), "--judge-model", "local", "--max-tokens", "160", "--max-attempts", "1",
+    code = main(["label", str(run_dir), "--judge-model", "local", "--max-tokens", "160", "--max-attempts", "1",
                  "--concurrency", "1", "--limit", "6", "--json"])
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["summary"]
     assert code == 0, summary
-    assert summary["judge"] == "llm:smollm2" and summary["runs_labelled"] == 6 and summary["runs_total"] == 30
+    assert summary["labeller"] == "llm:smollm2" and summary["runs_labelled"] == 6 and summary["runs_total"] == 30
     records = {r.run_key: r for r in read_label_records(labels_path(run_dir, "llm:smollm2"))}
     assert len(records) == 6
     messages = {t["run_key"]: [e for e in t["events"] if e["kind"] == "assistant" and e["act"] != "promise"]
@@ -249,8 +241,9 @@ def test_rows_stream_the_trace_file_keep_the_last_good_trace_and_skip_a_torn_tai
     from commitbench.traces import TraceFileError
 
     episode = SLICE[0]
-    env = StandingEnv(episode_id=episode.id, episodes=EPISODES)
-    good = play_episode(env, make_reference_agent("creditor-rule"))
+    played = tmp_path / "played"
+    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": [episode.id]}), played)
+    (good,) = latest_traces(played)
     good.run_key = "k1"
     failed = good.model_copy(update={"infra_error": "timeout", "run_key": "k1"})
     other_failed = good.model_copy(update={"infra_error": "timeout", "run_key": "k2"})

@@ -22,6 +22,7 @@ from commitbench.config import CacheConfig, ConfigError, ExperimentConfig, load_
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServerProcess
 from commitbench.oracles import registry
+from commitbench.oracles.base import Intervention, InterventionEntry
 from commitbench.runner import (
     MANIFEST_FILE,
     Runner,
@@ -127,22 +128,38 @@ def test_config_errors_name_the_file_and_the_problem(tmp_path: Path, data: Any, 
     assert message in str(info.value)
 
 
-def test_intervention_arms_accept_none_names_and_params(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Tagged(gym.Wrapper):
-        def __init__(self, env: gym.Env[Any, Any], tag: str) -> None:
-            super().__init__(env)
-            self.tag = tag
+class Tagged(Intervention):
+    kind = "tag"
+    slot = "tag"
+    env_ids = frozenset({"commitbench/Standing-v0"})
 
-    monkeypatch.setitem(registry.INTERVENTIONS, "tag", lambda env, params: Tagged(env, params.get("v", "plain")))
-    config = reference_config(3, interventions=["none", "tag", [{"name": "tag", "params": {"v": "x"}}, "tag"]])
-    assert [arm.label() for arm in config.interventions] == ["none", "tag", "tag[v=x]+tag"]
+    def __init__(self, env: gym.Env[Any, Any], v: str = "plain") -> None:
+        self.v = v
+        super().__init__(env, v=v)
+
+
+class Marked(Tagged):
+    kind = "mark"
+    slot = "mark"
+
+
+def test_intervention_arms_accept_none_names_and_params(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (Tagged, Marked):
+        entry = InterventionEntry(cls.kind, cls, lambda env, params, services, c=cls: c(env, **params), params=("v",))
+        monkeypatch.setitem(registry.INTERVENTIONS, cls.kind, entry)
+    arms = ["none", "tag", [{"name": "tag", "params": {"v": "x"}}, "mark"], "mark[v=y]"]
+    config = reference_config(3, interventions=arms)
+    assert [arm.label() for arm in config.interventions] == ["none", "tag", "tag[v=x]+mark", "mark[v=y]"]
+    assert config.interventions[3].stack[0].params == {"v": "y"}
     assert reference_config(3, interventions=[[]]).interventions == reference_config(3).interventions
     with pytest.raises(ValueError, match="intervention arms must differ"):
         reference_config(3, interventions=["none", []])
+    with pytest.raises(ValueError, match="takes v, not w"):
+        reference_config(3, interventions=["tag[w=1]"])
     env = registry.apply_interventions(
         gym.make("commitbench/Standing-v0", disable_env_checker=True), config.interventions[2].stack
     )
-    assert isinstance(env, Tagged) and env.tag == "plain" and env.env.tag == "x"
+    assert isinstance(env, Marked) and env.v == "plain" and isinstance(env.env, Tagged) and env.env.v == "x"
     with pytest.raises(registry.UnknownInterventionError, match=r"unknown intervention 'nope' \(known: .*\btag\b"):
         registry.check_intervention("nope")
 
@@ -262,7 +279,7 @@ def test_cli_shorthand_runs_a_reference_agent(tmp_path: Path, capsys: pytest.Cap
             "--out", str(out), "--no-progress", "--no-report"]
     assert cli_main(args) == 0
     traces = read_traces(out / TRACES_FILE)
-    assert len(traces) == 2 * 2 * 6 * 3  # cells x policies x test types x variants
+    assert len(traces) == 2 * 2 * 6 * 3  # cells x policies x test types x surfaces
     assert {t.factors["cell"] for t in traces} == {"BASE", "PEER-DIRECT"}
     assert "complete: 72 cells played" in capsys.readouterr().err
     assert cli_main(args) == 0 and "72 already done" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401  (registers the environments)
+from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.protocol import parse_action, tool_call
@@ -38,11 +39,43 @@ def test_unknown_selection_is_a_clear_error():
 
 
 def _env(cell: str = "PEER-DIRECT", gap: int = 1) -> StandingEnv:
-    return StandingEnv(cells=[cell], split="test", gaps=[gap], policies=["explicit"], variants=[0])
+    return StandingEnv(cells=[cell], split="test", gaps=[gap], policies=["explicit"], surfaces=[0])
+
+
+def _revealed(cell: str = "PEER-DIRECT", gap: int = 1) -> RevealScriptAnnotations:
+    """The environment through the privileged channel: events carry the script's annotations."""
+    return RevealScriptAnnotations(_env(cell, gap))
+
+
+def test_the_default_observation_and_info_hold_what_a_participant_sees_and_no_annotation():
+    env = _env("DELEG-DIRECT")
+    obs, info = env.reset(seed=0)
+    hidden = {"act", "subject", "rank"}
+    seen = [obs]
+    terminated = False
+    while not terminated:
+        obs, _, terminated, _, step_info = env.step({"end_turn": True})
+        seen.append(obs)
+        assert not {"promise", "script", "factors"} & set(step_info)
+    assert not {"promise", "script", "factors"} & set(info)
+    for observation in seen:
+        for event in observation["events"]:
+            assert not hidden & set(event), event
+            assert set(event) == {"kind", "step", "sender", "role", "channel", "text", "tool", "ok", "call_id"}
+    # The trace keeps the annotations for signals and judges.
+    assert {e.act for e in env.trace.events} >= {"request", "promise", "delegation", "cancel", "trigger"}
+
+
+def test_the_privileged_channel_adds_the_annotations_and_the_promise():
+    env = _revealed("DELEG-DIRECT")
+    obs, info = env.reset(seed=0)
+    assert info["promise"]["creditor"] == env.unwrapped.episode.creditor.name
+    assert all({"act", "subject", "rank"} <= set(e) for e in obs["events"])
+    check_env(env, skip_render_check=True)
 
 
 def test_opening_observation_holds_system_request_promise_and_first_message():
-    env = _env()
+    env = _revealed()
     obs, info = env.reset(seed=0)
     kinds = [e["kind"] for e in obs["events"]]
     assert kinds[:3] == ["system", "message", "assistant"]
@@ -98,7 +131,7 @@ def test_empty_action_and_step_after_end_do_not_raise():
 
 
 def test_creditor_answers_first_contact_after_event_then_only_acknowledges():
-    env = _env("PEER-DIRECT")
+    env = _revealed("PEER-DIRECT")
     obs, info = env.reset(seed=0)
     creditor = info["promise"]["creditor"]
     env.step(tool_call("send_dm", {"to": creditor.split()[0], "text": "Should I still do it?"}))
@@ -121,18 +154,18 @@ def test_reply_goes_where_the_turn_message_came_from():
 
 
 def test_execution_before_trigger_is_early_and_impossible_action_fails():
-    env = _env("FACT-TRUE")
+    env = _revealed("FACT-TRUE")
     _, info = env.reset(seed=0)
     promise = info["promise"]
     obs, *_ = env.step(tool_call(promise["action_tool"], promise["arguments"]))
     assert obs["events"][0]["ok"] == 0
-    assert env.trace.tool_errors == 0  # the world refused; the call itself was well formed
+    assert env.unwrapped.trace.tool_errors == 0  # the world refused; the call itself was well formed
     obs, *_ = env.step(tool_call(promise["check_tool"], {}))
     assert obs["events"][0]["ok"] == 0  # missing required argument
 
 
 def test_render_ansi_shows_transcript():
-    env = StandingEnv(cells=["BASE"], split="test", gaps=[1], variants=[0], policies=["explicit"], render_mode="ansi")
+    env = StandingEnv(cells=["BASE"], split="test", gaps=[1], surfaces=[0], policies=["explicit"], render_mode="ansi")
     env.reset(seed=0)
     text = env.render()
     assert "[system prompt]" in text and env.episode.creditor.name in text

@@ -1,8 +1,11 @@
 """Reference agents: deterministic release rules, no model.
 
-Each agent reads only its observations (the act annotations the script puts on messages stand
-in for perfect understanding of what a message means) and the structured form of its own
-promise from ``info["promise"]``. They share one machinery (ask the creditor, verify claims,
+Each agent reads its observations with the script's annotations (what a message does, whom it is
+about, the sender's rank: they stand in for perfect understanding of what a message means) and the
+structured form of its own promise from ``info["promise"]``. A participant does not see those, so
+the agents declare ``privileged = True`` and the runner plays them through the explicit privileged
+channel, :class:`commitbench.envs.privileged.RevealScriptAnnotations`; a plain environment does
+not give them what they need. They share one machinery (ask the creditor, verify claims,
 notify the creditor, answer wiki questions, execute at the trigger) and differ only in *who
 they let change the promise*:
 
@@ -44,6 +47,7 @@ class RuleAgent:
     """Shared machinery; subclasses set ``name`` and override :meth:`decide` / the class flags."""
 
     name = "rule"
+    privileged = True  # reads the script's annotations (see the module docstring)
     verifies_claims = True
     accepts_claims_unchecked = False
     description = ""

@@ -55,7 +55,7 @@ class LabelledResponse(BaseModel):
     variant: Variant = Field(description="inferred or stated.")
     persona: Persona = Field(description="generic or support.")
     model: str = Field(description="The tested model's identity.")
-    arm: str = Field(default="baseline", description="Intervention arm (baseline, card, rewrite, guard...).")
+    arm: str = Field(default="none", description="Intervention arm (none, stated, card, rewrite, claim_guard...).")
     sample: int = Field(default=0, ge=0, description="Sample index for repeated generations.")
     outcome: OutcomeLabel = Field(description="The derived outcome label.")
     doability: Doability = Field(description="Doability of the request in the setup.")

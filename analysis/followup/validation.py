@@ -31,15 +31,14 @@ import re
 from collections.abc import Callable, Hashable, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.agreement import check_same_items, cohen_kappa, observed_agreement
+from commitbench.analysis.annotation import HumanLabel, SheetError
+from commitbench.analysis.tables import TableView
+from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.outcomes import OutcomeLabel
-
-if TYPE_CHECKING:
-    from commitbench.followup_run import LabelRecord
 
 SPAN_MATCH_THRESHOLD = 0.5
 BOOLEAN_COLUMNS: tuple[str, ...] = (
@@ -54,14 +53,14 @@ SHEET_LABEL_COLUMNS: tuple[str, ...] = (
     "commitment_spans", "commitment_feasible", *BOOLEAN_COLUMNS, "outcome", "notes",
 )
 SHEET_COLUMNS: tuple[str, ...] = (*SHEET_CONTEXT_COLUMNS, *SHEET_LABEL_COLUMNS)
+REQUIRED_COLUMNS: tuple[str, ...] = ("item_id", *SHEET_LABEL_COLUMNS[:-1])
 _YES = {"y", "yes", "true", "1"}
 _NO = {"n", "no", "false", "0"}
 
 
-class HumanLabel(BaseModel):
-    """One annotator's labels of one response."""
+class FollowupHumanLabel(HumanLabel):
+    """One annotator's labels of one response (``item_id`` and ``run_key`` are both the trace's run key)."""
 
-    item_id: str = Field(description="The response's id (the run key of its trace).")
     spans: list[str] = Field(default_factory=list, description="Agent-initiated commitment spans, in order.")
     feasible: list[bool] = Field(default_factory=list, description="Feasibility of each span, same order.")
     false_action_claim: bool = Field(description="The reply claims an action no tool performed.")
@@ -84,7 +83,7 @@ class CheckerView(BaseModel):
     outcome: OutcomeLabel = Field(description="The derived outcome label.")
 
 
-def checker_view(record: LabelRecord) -> CheckerView | None:
+def checker_view(record: FollowupLabelRecord) -> CheckerView | None:
     """The checker's side of a labelled run record; None when the checker left it without a label."""
     result = record.result
     if result.outcome is None or result.response is None:
@@ -199,7 +198,7 @@ class ValidationRow(BaseModel):
     outcome_kappa: float | None = Field(description="Cohen's kappa of the outcome label.")
 
 
-def validation_row(model: str, pairs: Sequence[tuple[HumanLabel, CheckerView]]) -> ValidationRow:
+def validation_row(model: str, pairs: Sequence[tuple[FollowupHumanLabel, CheckerView]]) -> ValidationRow:
     """All measures over (human, checker) pairs of the same responses."""
     human_feasible: list[bool] = []
     checker_feasible: list[bool] = []
@@ -235,11 +234,28 @@ class ValidationReport(BaseModel):
     unmatched_human: list[str] = Field(description="Human items with no labelled response in the run.")
     checker_errors: int = Field(description="Human items whose response the checker left without a label.")
 
+    def views(self) -> list[TableView]:
+        def num(value: float | None) -> str:
+            return "-" if value is None else f"{value:.2f}"
 
-def validate(human: Sequence[HumanLabel], records: Sequence[LabelRecord]) -> ValidationReport:
+        body = [
+            [r.model, str(r.n), num(r.detection_response.f1), num(r.detection_span.f1), num(r.feasibility_kappa),
+             num(r.false_claim_kappa), num(r.outcome_accuracy), num(r.outcome_kappa)]
+            for r in self.rows
+        ]
+        note = (f"human items not in the run: {len(self.unmatched_human)}; left without a checker label: "
+                f"{self.checker_errors}")
+        return [TableView(
+            title="Checker against human labels", note=note, rows=body,
+            columns=["model", "n", "det F1", "span F1", "feas k", "FC k", "out acc", "out k"],
+            numeric=[False, *(True for _ in range(7))],
+        )]
+
+
+def validate(human: Sequence[FollowupHumanLabel], records: Sequence[FollowupLabelRecord]) -> ValidationReport:
     """Join human labels to the run's records by item id and compute every measure, pooled and per model."""
     by_id = {r.run_key: r for r in records}
-    pairs: list[tuple[HumanLabel, CheckerView]] = []
+    pairs: list[tuple[FollowupHumanLabel, CheckerView]] = []
     unmatched: list[str] = []
     errors = 0
     for label in human:
@@ -278,7 +294,7 @@ def format_validation(report: ValidationReport) -> str:
 
 
 # ------------------------------------------------------------------------------------------ sheets
-def select_for_annotation(records: Sequence[LabelRecord], n: int, seed: int = 0) -> list[LabelRecord]:
+def select_for_annotation(records: Sequence[FollowupLabelRecord], n: int, seed: int = 0) -> list[FollowupLabelRecord]:
     """A seeded sample of ``n`` labelled records, stratified by the checker's outcome label.
 
     Labels take turns (in label order), each giving its next record from its own shuffled list, so
@@ -288,14 +304,14 @@ def select_for_annotation(records: Sequence[LabelRecord], n: int, seed: int = 0)
     if n < 0:
         raise ValueError(f"the sample size must be >= 0, got {n}")
     rng = random.Random(seed)
-    strata: dict[str, list[LabelRecord]] = {}
+    strata: dict[str, list[FollowupLabelRecord]] = {}
     for record in sorted(records, key=lambda r: r.run_key):
         if record.result.outcome is not None:
             strata.setdefault(record.result.outcome.value, []).append(record)
     order = [label.value for label in OutcomeLabel if label.value in strata]
     for label in order:
         rng.shuffle(strata[label])
-    chosen: list[LabelRecord] = []
+    chosen: list[FollowupLabelRecord] = []
     while len(chosen) < n and any(strata[label] for label in order):
         for label in order:
             if strata[label] and len(chosen) < n:
@@ -304,7 +320,7 @@ def select_for_annotation(records: Sequence[LabelRecord], n: int, seed: int = 0)
     return chosen
 
 
-def sheet_row(record: LabelRecord) -> dict[str, str]:
+def sheet_row(record: FollowupLabelRecord) -> dict[str, str]:
     """One blind sheet row: context only; the label columns are left empty for the annotator."""
     from commitbench.episodes.followup.setups import load_setups
     from commitbench.judges.followup.llm import render_card, render_turn
@@ -320,7 +336,7 @@ def sheet_row(record: LabelRecord) -> dict[str, str]:
     return row
 
 
-def write_sheet(path: Path, records: Sequence[LabelRecord]) -> None:
+def write_sheet(path: Path, records: Sequence[FollowupLabelRecord]) -> None:
     """Write the annotation sheet (CSV, UTF-8, one row per record)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as handle:
@@ -328,10 +344,6 @@ def write_sheet(path: Path, records: Sequence[LabelRecord]) -> None:
         writer.writeheader()
         for record in records:
             writer.writerow(sheet_row(record))
-
-
-class SheetError(ValueError):
-    """A value in a filled sheet that cannot be read; the message names the row and the column."""
 
 
 def _boolean(value: str, row: int, column: str) -> bool:
@@ -347,7 +359,7 @@ def _lines(value: str) -> list[str]:
     return [line.strip() for line in value.splitlines() if line.strip()]
 
 
-def parse_sheet_row(row: dict[str, str], number: int) -> HumanLabel:
+def parse_sheet_row(row: dict[str, str], number: int) -> FollowupHumanLabel:
     """Validate one filled row (``number`` is its spreadsheet row: the header is row 1)."""
     item_id = (row.get("item_id") or "").strip()
     if not item_id:
@@ -366,19 +378,19 @@ def parse_sheet_row(row: dict[str, str], number: int) -> HumanLabel:
     except ValueError:
         known = ", ".join(label.value for label in OutcomeLabel)
         raise SheetError(f"row {number}, column 'outcome': {outcome_text!r} is not one of {known}") from None
-    return HumanLabel(item_id=item_id, spans=spans, feasible=feasible, outcome=outcome,
+    return FollowupHumanLabel(item_id=item_id, run_key=item_id, spans=spans, feasible=feasible, outcome=outcome,
                       notes=(row.get("notes") or "").strip(), **flags)
 
 
-def read_sheet(path: Path) -> list[HumanLabel]:
+def read_sheet(path: Path) -> list[FollowupHumanLabel]:
     """Read a filled sheet; raises :class:`SheetError` naming the file, row and column of a bad value."""
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
-        missing = [c for c in ("item_id", *SHEET_LABEL_COLUMNS[:-1]) if c not in header]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             raise SheetError(f"{path}: missing column(s) {missing}")
-        labels: list[HumanLabel] = []
+        labels: list[FollowupHumanLabel] = []
         seen: set[str] = set()
         for number, row in enumerate(reader, start=2):
             try:
@@ -405,11 +417,11 @@ class CheckerAgreementRow(BaseModel):
 
 
 def checker_agreement(
-    records_a: Sequence[LabelRecord], records_b: Sequence[LabelRecord]
+    records_a: Sequence[FollowupLabelRecord], records_b: Sequence[FollowupLabelRecord]
 ) -> list[CheckerAgreementRow]:
     """Pooled and per-model agreement between two checkers' labels of the same traces (by run key)."""
     by_key = {r.run_key: r for r in records_b}
-    pairs: dict[str, list[tuple[LabelRecord, LabelRecord]]] = {}
+    pairs: dict[str, list[tuple[FollowupLabelRecord, FollowupLabelRecord]]] = {}
     excluded: dict[str, int] = {}
     for a in records_a:
         b = by_key.get(a.run_key)
@@ -421,8 +433,10 @@ def checker_agreement(
             continue
         pairs.setdefault(a.model, []).append((a, b))
 
-    def row(model: str, items: list[tuple[LabelRecord, LabelRecord]], left_out: int) -> CheckerAgreementRow:
-        def column(pick: Callable[[LabelRecord], Hashable]) -> tuple[list[Hashable], list[Hashable]]:
+    Pair = tuple[FollowupLabelRecord, FollowupLabelRecord]
+
+    def row(model: str, items: list[Pair], left_out: int) -> CheckerAgreementRow:
+        def column(pick: Callable[[FollowupLabelRecord], Hashable]) -> tuple[list[Hashable], list[Hashable]]:
             return [pick(a) for a, _ in items], [pick(b) for _, b in items]
 
         outcome_a, outcome_b = column(lambda r: r.result.outcome.value)  # type: ignore[union-attr]
@@ -441,3 +455,26 @@ def checker_agreement(
     rows = [row("pooled", [p for items in pairs.values() for p in items], sum(excluded.values()))]
     rows += [row(model, pairs[model], excluded.get(model, 0)) for model in sorted(pairs)]
     return rows
+
+
+class CheckerAgreement(BaseModel):
+    """Two checkers' labels of the same responses: A against B, pooled and per model."""
+
+    judge_a: str = Field(description="Checker A.")
+    judge_b: str = Field(description="Checker B.")
+    rows: list[CheckerAgreementRow] = Field(description="Pooled row first, then one per model.")
+
+    def views(self) -> list[TableView]:
+        def num(value: float | None) -> str:
+            return "-" if value is None else f"{value:.2f}"
+
+        body = [
+            [r.model, str(r.n), str(r.excluded), num(r.outcome_accuracy), num(r.outcome_kappa),
+             num(r.commitment_kappa), num(r.false_claim_kappa)]
+            for r in self.rows
+        ]
+        return [TableView(
+            title=f"{self.judge_a} (A) against {self.judge_b} (B)", rows=body,
+            columns=["model", "n", "excl", "outcome acc", "outcome k", "commit k", "claim k"],
+            numeric=[False, *(True for _ in range(6))],
+        )]

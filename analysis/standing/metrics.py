@@ -22,7 +22,6 @@ from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.grading import strict_correct
 from commitbench.judges.standing.labels import MessageLabel, aggregate
 from commitbench.judges.standing.signals import compute_signals
-from commitbench.oracles.standing.ledger import recorded_release
 from commitbench.traces import EpisodeTrace
 
 GROUP_COLUMNS: tuple[str, ...] = ("agent", "interventions", "policy")
@@ -52,7 +51,6 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
         "off_topic_messages": run_labels.off_topic_messages,
         "judge_errors": run_labels.judge_errors,
         "strict": strict_correct(signals, run_labels, episode.expected),
-        "ledger_released": recorded_release(trace.tool_calls()),
         "infra_error": trace.infra_error or "",
     }
 

@@ -40,12 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None, help="episode data directory (default: the shipped one)")
-    parser.add_argument("--split", choices=["dev", "test"], default=None)
-    parser.add_argument("--cells", nargs="+", default=None, metavar="CELL")
-    parser.add_argument("--types", nargs="+", default=None, metavar="TYPE")
-    parser.add_argument("--policy", nargs="+", default=None, choices=["explicit", "silent"])
-    parser.add_argument("--gap", nargs="+", type=int, default=None)
-    parser.add_argument("--variant", nargs="+", type=int, default=None)
+    parser.add_argument("--split", choices=["dev", "test"], default=None, help="dev or test")
+    parser.add_argument("--cells", nargs="+", default=None, metavar="CELL", help="cell ids")
+    parser.add_argument("--types", nargs="+", default=None, metavar="TYPE", help="commitment type ids")
+    parser.add_argument("--policies", nargs="+", default=None, choices=["explicit", "silent"], help="release policies")
+    parser.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
+    parser.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
 
 
 def _episodes(data: Path | None) -> tuple[Any, ...]:
@@ -64,7 +64,7 @@ def _emit(payload: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from commitbench.envs.standing.env import select_episodes
+    from commitbench.episodes.standing.selection import select_episodes
 
     try:
         chosen = select_episodes(
@@ -72,9 +72,9 @@ def _list(args: argparse.Namespace) -> int:
             split=args.split,
             cells=args.cells,
             commitment_types=args.types,
-            policies=args.policy,
-            gaps=args.gap,
-            variants=args.variant,
+            policies=args.policies,
+            gaps=args.gaps,
+            surfaces=args.surfaces,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

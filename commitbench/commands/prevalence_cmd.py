@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from commitbench.cli import UsageError
+from commitbench.commands.common import add_judge_flags, judge_config
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -20,28 +23,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("logs", type=Path, help="JSONL with fields user and reply (optional id, conversation).")
     parser.add_argument("--sample", type=int, default=200, help="Turns judged from the stratum without cues.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sample and the bootstrap.")
-    parser.add_argument("--checker", choices=["rules", "llm"], default="rules", help="Offline rules or LLM checker.")
-    parser.add_argument("--model", default=None, help="Checker model (with --checker llm).")
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible base URL.")
-    parser.add_argument("--api-key-env", default=None, help="Environment variable with the API key (none: local).")
+    add_judge_flags(parser, labelling=True)
     parser.add_argument("--concurrency", type=int, default=8, help="Turns judged at once (LLM checker).")
-    parser.add_argument("--boot", type=int, default=1000, help="Bootstrap replicates.")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="Cache of the checker's calls (default LOGS.cache.sqlite).")
+    parser.add_argument("--cache-mode", choices=["read_write", "replay_only", "off"], default="read_write",
+                        help="read_write (default), replay_only (rebuild the numbers with zero calls) or off")
+    parser.add_argument("--n-boot", type=int, default=1000, help="Bootstrap replicates.")
     parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
     parser.set_defaults(func=handler)
-
-
-def make_checker(kind: str, client: Any) -> Any:
-    from commitbench.cli import UsageError
-
-    if kind == "llm":
-        from commitbench.judges.followup.llm import LLMChecker
-
-        return LLMChecker(client)
-    try:
-        from commitbench.judges.followup.rules import OfflineChecker
-    except ImportError as exc:
-        raise UsageError(f"the rules checker is not available in this build ({exc}); use --checker llm") from None
-    return OfflineChecker()
 
 
 async def judge_strata(
@@ -83,12 +73,14 @@ async def judge_strata(
 
 def handler(args: argparse.Namespace) -> int:
     from commitbench.analysis.followup.prevalence import estimate_prevalence, format_report, read_log
-    from commitbench.cli import UsageError
+    from commitbench.cache import CacheMode
+    from commitbench.judges.followup.labellers import make_checker
+    from commitbench.labeljob import judge_client
 
     if args.sample < 0:
         raise UsageError(f"--sample must be >= 0, got {args.sample}")
-    if args.boot < 1:
-        raise UsageError(f"--boot must be at least 1, got {args.boot}")
+    if args.n_boot < 1:
+        raise UsageError(f"--n-boot must be at least 1, got {args.n_boot}")
     if not args.logs.exists():
         raise UsageError(f"{args.logs} does not exist")
     try:
@@ -98,20 +90,21 @@ def handler(args: argparse.Namespace) -> int:
     if not turns:
         raise UsageError(f"{args.logs} holds no turn")
 
-    async def go() -> list[Any]:
-        if args.checker == "rules":
-            return await judge_strata(turns, args.sample, args.seed, make_checker("rules", None))
-        from commitbench.llm import ModelClient, ModelSettings
+    judge = judge_config(args)
+    if judge.kind == "rules":
+        strata = asyncio.run(judge_strata(turns, args.sample, args.seed, make_checker("rules")))
+        name = "rules"
+    else:
+        cache = args.cache or args.logs.with_name(args.logs.name + ".cache.sqlite")
+        with judge_client(judge, cache, CacheMode(args.cache_mode), args.concurrency) as (client, style):
+            checker = make_checker("llm", client, style, judge.max_attempts)
 
-        if not args.model:
-            raise UsageError("--model is required with --checker llm")
-        settings = ModelSettings(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env)
-        async with ModelClient(settings, max_concurrency=args.concurrency) as client:
-            return await judge_strata(
-                turns, args.sample, args.seed, make_checker("llm", client), args.concurrency
-            )
+            async def go() -> list[Any]:
+                async with client:
+                    return await judge_strata(turns, args.sample, args.seed, checker, args.concurrency)
 
-    strata = asyncio.run(go())
-    report = estimate_prevalence(strata, n_boot=args.boot, seed=args.seed, checker=args.checker)
+            strata = asyncio.run(go())
+            name = checker.name
+    report = estimate_prevalence(strata, n_boot=args.n_boot, seed=args.seed, checker=name)
     print(report.model_dump_json(indent=2) if args.json else format_report(report))
     return 0

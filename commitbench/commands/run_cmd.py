@@ -1,40 +1,48 @@
-"""``commitbench run``: play an experiment config, or the standing benchmark with one agent.
+"""``commitbench run``: play an experiment config of either suite, or a suite's shorthand, into a run directory.
 
     commitbench run CONFIG.yaml --out runs/exp1
+    commitbench run CONFIG.yaml --dry-run
     commitbench run standing --agent creditor-rule --split test
     commitbench run standing --agent chat --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1
     commitbench run standing --agent chat --model local --cells BASE PEER-DIRECT
+    commitbench run followup --model local --setups C0 C2 --variants inferred --limit 20
 
-Running the same command again resumes: finished cells are skipped, failed ones are played
-again. Exit codes: 0 every cell done, 1 some cells failed (run again to retry them), 2 usage
-error, 130 interrupted.
+The shorthands build a config and play it like any other. Running the same command again resumes:
+finished cells are skipped, failed ones are played again. When the config names an LLM judge, the
+run is labelled afterwards (resumably too); the report follows. Exit codes: 0 every cell done, 1 some
+cells failed (run again to retry them), 2 usage or config error, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
+from commitbench.commands.common import add_judge_flags, judge_config, label_of, model_entry
 
-STANDING = "standing"
+SHORTHANDS = ("standing", "followup")
+_SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
+           "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
+_STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces")
+_FOLLOWUP = ("setups", "variants", "personas", "categories", "requests")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="play an experiment config (or 'standing' with --agent) into a resumable run directory",
-        description="Play an experiment config, or the standing benchmark with one agent,\n"
+        help="play an experiment config (or the 'standing' / 'followup' shorthand) into a resumable run directory",
+        description="Play an experiment config of either suite, or a suite's shorthand,\n"
         "into a resumable run directory (traces.jsonl, manifest.json, cache.sqlite).",
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' for the shorthand")
+    parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' / 'followup'")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
+    parser.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; play nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
     parser.add_argument("--no-report", action="store_true", help="do not print the metric tables afterwards")
     parser.add_argument("--concurrency", type=int, default=None, help="episodes played at the same time")
@@ -45,120 +53,108 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--replay", action="store_true", help="same as --cache-mode replay_only")
     parser.add_argument("--force", action="store_true", help="allow a run directory that holds another experiment")
-    shorthand = parser.add_argument_group("shorthand: commitbench run standing ...")
-    shorthand.add_argument(
-        "--agent", action="append", default=None,
-        help="reference agent name or 'chat' (repeatable)",
-    )
-    shorthand.add_argument("--model", default=None, help="model name for --agent chat, or 'local' (embedded model)")
-    shorthand.add_argument("--base-url", default=None, help="OpenAI-compatible base URL for --model")
-    shorthand.add_argument("--api-key-env", default=None, help="environment variable with the API key")
+    shorthand = parser.add_argument_group("shorthands: commitbench run standing|followup ...")
+    shorthand.add_argument("--agent", action="append", default=None,
+                           help="reference agent name or 'chat' (repeatable; followup: chat only, the default)")
+    shorthand.add_argument("--model", default=None, help="the tested model's name, or 'local' (the embedded model)")
+    shorthand.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
+    shorthand.add_argument("--api-key-env", default=None, help="environment variable with --model's API key")
     shorthand.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0)")
     shorthand.add_argument("--max-tokens", type=int, default=None, help="max generated tokens per call")
     shorthand.add_argument("--seed", type=int, default=None, help="sampling seed")
     shorthand.add_argument("--extra-body", default=None, help="JSON object of extra request fields")
     shorthand.add_argument("--samples", type=int, default=None, help="samples per chat cell")
-    shorthand.add_argument("--split", default=None, help="dev or test (default test)")
-    shorthand.add_argument("--cells", nargs="+", default=None, help="cell ids (e.g. BASE PEER-DIRECT)")
-    shorthand.add_argument("--types", nargs="+", default=None, help="commitment type ids")
-    shorthand.add_argument("--policy", nargs="+", default=None, help="explicit and/or silent")
-    shorthand.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
-    shorthand.add_argument("--variants", nargs="+", type=int, default=None, help="surface variants (0-2)")
     shorthand.add_argument("--limit", type=int, default=None, help="play only the first N matching episodes")
+    shorthand.add_argument("--interventions", nargs="+", default=None,
+                           help="one intervention stack, innermost first (names or name[key=value] labels)")
+    standing = parser.add_argument_group("standing filters")
+    standing.add_argument("--split", default=None, help="dev or test (default test)")
+    standing.add_argument("--cells", nargs="+", default=None, help="cell ids (e.g. BASE PEER-DIRECT)")
+    standing.add_argument("--types", nargs="+", default=None, help="commitment type ids")
+    standing.add_argument("--policies", nargs="+", default=None, help="explicit and/or silent")
+    standing.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
+    standing.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
+    followup = parser.add_argument_group("followup filters")
+    followup.add_argument("--setups", nargs="+", default=None, help="setups (C0-C4; default all)")
+    followup.add_argument("--variants", nargs="+", default=None, help="inferred and/or stated (default both)")
+    followup.add_argument("--personas", nargs="+", default=None, help="generic and/or support (default both)")
+    followup.add_argument("--categories", nargs="+", default=None, help="request categories")
+    followup.add_argument("--requests", nargs="+", default=None, help="request ids")
+    judge = parser.add_argument_group("the judge that labels the run afterwards (default: the offline labeller)")
+    add_judge_flags(judge, labelling=True)
     parser.set_defaults(func=_handle)
 
 
-# Default cap on generated tokens per call for the embedded model (override with --max-tokens).
-LOCAL_MAX_TOKENS = 256
+def _generation(args: argparse.Namespace) -> dict[str, Any]:
+    generation: dict[str, Any] = {}
+    if args.extra_body:
+        try:
+            extra = json.loads(args.extra_body)
+        except ValueError as exc:
+            raise UsageError(f"--extra-body is not JSON: {exc}") from None
+        if not isinstance(extra, dict):
+            raise UsageError("--extra-body must be a JSON object")
+        generation["extra_body"] = extra
+    for name in ("temperature", "max_tokens", "seed"):
+        if getattr(args, name) is not None:
+            generation[name] = getattr(args, name)
+    return generation
 
-_SHORTHAND_ONLY = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body",
-                   "samples", "split", "cells", "types", "policy", "gaps", "variants", "limit")
 
-
-def _label(model: str) -> str:
-    label = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.")
-    return label or "model"
-
-
-def standing_config(args: argparse.Namespace) -> Any:
-    """The ExperimentConfig that ``commitbench run standing ...`` stands for."""
+def shorthand_config(args: argparse.Namespace) -> Any:
+    """The ExperimentConfig that ``commitbench run standing|followup ...`` stands for."""
     from pydantic import ValidationError
 
-    from commitbench.config import CHAT_AGENT, EpisodeFilter, ExperimentConfig, GenerationSettings, ModelEntry
+    from commitbench.config import CHAT_AGENT, ExperimentConfig
+    from commitbench.envs import FOLLOWUP_ENV_ID, STANDING_ENV_ID
 
-    agents = args.agent or []
+    suite = args.target
+    foreign = _FOLLOWUP if suite == "standing" else _STANDING
+    used = [f"--{name}" for name in foreign if getattr(args, name) is not None]
+    if used:
+        raise UsageError(f"{', '.join(used)} filter the other suite's episodes, not {suite}'s")
+    agents = args.agent or ([CHAT_AGENT] if suite == "followup" else [])
     if not agents:
         raise UsageError("'commitbench run standing' needs --agent (a reference agent name or 'chat')")
-    models: list[ModelEntry] = []
+    models = []
     if CHAT_AGENT in agents:
         if not args.model:
-            raise UsageError("--agent chat needs --model NAME (a served model, or 'local' for the embedded one)")
-        extra_body: dict[str, Any] = {}
-        if args.extra_body:
-            try:
-                extra_body = json.loads(args.extra_body)
-            except ValueError as exc:
-                raise UsageError(f"--extra-body is not JSON: {exc}") from None
-            if not isinstance(extra_body, dict):
-                raise UsageError("--extra-body must be a JSON object")
-        generation: dict[str, Any] = {"extra_body": extra_body}
-        for name in ("temperature", "max_tokens", "seed"):
-            if getattr(args, name) is not None:
-                generation[name] = getattr(args, name)
-        try:
-            if args.model == "local":
-                if args.base_url:
-                    raise UsageError("--model local starts the embedded model; it takes no --base-url")
-                # The small embedded model sometimes rambles until the context is full; cap it.
-                generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
-                entry = ModelEntry(name="local", local=True, settings=GenerationSettings(**generation))
-            else:
-                generation["model"] = args.model
-                fields: dict[str, Any] = {
-                    "name": _label(args.model),
-                    "base_url": args.base_url or "http://127.0.0.1:8000/v1",
-                    "settings": GenerationSettings(**generation),
-                }
-                if args.api_key_env is not None:
-                    fields["api_key_env"] = args.api_key_env
-                entry = ModelEntry(**fields)
-        except ValidationError as exc:
-            raise UsageError(f"bad model settings: {exc.errors()[0]['msg']}") from None
-        models.append(entry)
+            raise UsageError("the chat agent needs --model NAME (a served model, or 'local' for the embedded one)")
+        models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args)))
     elif args.model or args.base_url:
         raise UsageError("--model and --base-url go with --agent chat")
+    if suite == "standing":
+        env = STANDING_ENV_ID
+        episodes = {"split": args.split or "test", "cells": args.cells, "types": args.types,
+                    "policies": args.policies, "gaps": args.gaps, "surfaces": args.surfaces, "limit": args.limit}
+    else:
+        env = FOLLOWUP_ENV_ID
+        episodes = {"setups": args.setups, "variants": args.variants, "personas": args.personas,
+                    "categories": args.categories, "requests": args.requests, "limit": args.limit}
+    name = f"{suite}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
+    arm = args.interventions or []
     try:
         return ExperimentConfig(
-            name="standing-" + "-".join(_label(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents),
-            agents=agents,
-            models=models,
-            episodes=EpisodeFilter(
-                split=args.split or "test",
-                cells=args.cells,
-                types=args.types,
-                policies=args.policy,
-                gaps=args.gaps,
-                variants=args.variants,
-                limit=args.limit,
-            ),
-            samples=args.samples or 1,
+            name=name, env=env, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
+            interventions=[arm] if arm else ["none"], judge=judge_config(args),
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
         raise UsageError(problems) from None
 
 
 def build_config(args: argparse.Namespace) -> Any:
-    """The config from a file or the shorthand, with command-line overrides applied."""
+    """The config from a file or a shorthand, with command-line overrides applied."""
     from commitbench.cache import CacheMode
     from commitbench.config import CacheConfig, ConfigError, load_config
 
-    if args.target == STANDING and not Path(args.target).is_file():
-        config = standing_config(args)
+    if args.target in SHORTHANDS and not Path(args.target).is_file():
+        config = shorthand_config(args)
     else:
-        used = [f"--{name.replace('_', '-')}" for name in _SHORTHAND_ONLY if getattr(args, name) not in (None, [])]
+        used = [f"--{n.replace('_', '-')}" for n in (*_SHARED, *_STANDING, *_FOLLOWUP) if getattr(args, n) is not None]
         if used:
-            raise UsageError(f"{', '.join(used)} only go with 'commitbench run standing'; put them in the config")
+            raise UsageError(f"{', '.join(used)} only go with the shorthands 'run standing|followup'; "
+                             "put them in the config")
         try:
             config = load_config(args.target)
         except ConfigError as exc:
@@ -200,12 +196,24 @@ def _print_summary(summary: Any) -> None:
         print(f"stopped: {summary.message}", file=sys.stderr)
 
 
+def _dry_run(config: Any, out_dir: Path) -> int:
+    from commitbench.runner import plan
+
+    try:
+        print(plan(config).text(out_dir))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
     from commitbench.runner import RunDirectoryBusyError, RunStatus, run_experiment
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
+    if args.dry_run:
+        return _dry_run(config, out_dir)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
@@ -217,24 +225,36 @@ def _handle(args: argparse.Namespace) -> int:
         return 130
     if summary.status is RunStatus.ABORTED:
         return 2
+    judged = True
+    if config.judge.kind == "llm":
+        judged = _label(out_dir, config)
     if not args.no_report:
-        _report(out_dir)
+        _report(out_dir, config)
     if summary.cells_remaining:
         print(f"{summary.cells_remaining} cells have no good trace; run the same command again to retry them",
               file=sys.stderr)
         return 1
-    return 0
+    return 0 if judged else 1
 
 
-def _report(out_dir: Path) -> None:
+def _label(out_dir: Path, config: Any) -> bool:
+    from commitbench.commands.label_cmd import print_summary
+    from commitbench.labeljob import label_directory
+
     try:
-        from commitbench.commands import report_cmd
-    except ImportError:
-        return
-    print_report = getattr(report_cmd, "print_report", None)
-    if print_report is None:
-        return
+        summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
+    except ValueError as exc:
+        print(f"commitbench: not labelled: {exc}", file=sys.stderr)
+        return False
+    print_summary(summary)
+    return summary.runs_unavailable == 0
+
+
+def _report(out_dir: Path, config: Any) -> None:
+    from commitbench.commands.report_cmd import print_report
+    from commitbench.labeljob import stored_name
+
     try:
-        print_report(out_dir)
+        print_report(out_dir, judge=stored_name(config.suite, config.judge))
     except UsageError as exc:
         print(f"commitbench: no report: {exc}", file=sys.stderr)

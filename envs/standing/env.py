@@ -4,7 +4,15 @@ Contract
 --------
 * ``reset(seed, options)`` returns the opening observation: the system prompt (an event of kind
   ``system``), the creditor's request, the assistant's pre-seeded promise, and the first message
-  the assistant must answer. ``info["tools"]`` lists the tools as OpenAI function schemas.
+  the assistant must answer. ``info["tools"]`` lists the tools as OpenAI function schemas and
+  ``info["write_tools"]`` names those that change the world. ``options["episode_id"]`` picks an
+  episode of the selection (otherwise a seeded draw picks one); interventions add prompt sections
+  and tools through :mod:`commitbench.extras` (this environment has no settings).
+* An observation holds what a participant sees: for each event its kind, step, sender, job title,
+  channel, text, and for tool results the tool, ``ok`` and the call id. The script's annotations
+  (what a message does, whom it is about, the sender's rank) and the structured promise stay in
+  the trace; a wrapper gets them only through the privileged channel
+  (:class:`commitbench.envs.privileged.RevealScriptAnnotations`).
 * Every incoming message opens one assistant *turn*. An action is one step of that turn (see
   :mod:`commitbench.protocol`): a tool call (its result is the next observation), a plain
   reply (posted where the turn's message came from; ends the turn) or ``end_turn``. At most
@@ -31,78 +39,35 @@ from typing import Any
 import gymnasium as gym
 
 from commitbench.envs import STANDING_ENV_ID
+from commitbench.envs.common import (
+    check_settings,
+    compose_system_prompt,
+    observation,
+    privileged_info,
+    record_extras,
+    run_tool,
+)
 from commitbench.envs.spaces import action_space, observation_space
-from commitbench.envs.standing import tools as builtin
+from commitbench.envs.standing.tools import bind_workspace_tools, episode_tools
 from commitbench.envs.standing.workspace import Workspace, dm_channel
 from commitbench.episodes.standing.episode import CANCELLATION_ACTS, Episode, ScriptAct, ScriptMessage
+from commitbench.episodes.standing.outcome import action_outcome_correct
+from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, own_policy_paragraph, prompt_without_policy
+from commitbench.episodes.standing.selection import select_episodes
 from commitbench.episodes.standing.spec import ReplyKind
-from commitbench.judges.standing.signals import compute_signals
-from commitbench.protocol import (
-    ActionKind,
-    AgentAction,
-    Event,
-    EventKind,
-    ToolCallRecord,
-    ToolHandler,
-    ToolSpec,
-    dispatch_tool_call,
-    is_agent_error,
-    parse_action,
-)
+from commitbench.extras import EnvExtras, extras_of
+from commitbench.protocol import ActionKind, Event, EventKind, parse_action
+from commitbench.tools import Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
 
-
-def select_episodes(
-    episodes: Sequence[Episode],
-    episode_id: str | None = None,
-    split: str | None = None,
-    cells: Sequence[str] | None = None,
-    commitment_types: Sequence[str] | None = None,
-    policies: Sequence[str] | None = None,
-    gaps: Sequence[int] | None = None,
-    variants: Sequence[int] | None = None,
-) -> list[Episode]:
-    """Filter compiled episodes by id or by design factors; an unknown value is an error."""
-    if episode_id is not None:
-        found = [e for e in episodes if e.id == episode_id]
-        if not found:
-            raise ValueError(f"unknown episode id {episode_id!r}")
-        return found
-    known = {
-        "cell": {e.cell for e in episodes},
-        "commitment type": {e.commitment_type for e in episodes},
-        "policy": {e.policy.value for e in episodes},
-        "gap": {e.gap for e in episodes},
-        "variant": {e.variant for e in episodes},
-        "split": {e.split.value for e in episodes},
-    }
-    for what, wanted in (
-        ("cell", cells),
-        ("commitment type", commitment_types),
-        ("policy", policies),
-        ("gap", gaps),
-        ("variant", variants),
-        ("split", [split] if split else None),
-    ):
-        unknown = sorted(str(w) for w in (wanted or []) if w not in known[what])
-        if unknown:
-            raise ValueError(f"unknown {what}: {', '.join(unknown)} (known: {sorted(map(str, known[what]))})")
-    return [
-        e
-        for e in episodes
-        if (split is None or e.split.value == split)
-        and (cells is None or e.cell in cells)
-        and (commitment_types is None or e.commitment_type in commitment_types)
-        and (policies is None or e.policy.value in policies)
-        and (gaps is None or e.gap in gaps)
-        and (variants is None or e.variant in variants)
-    ]
+END_TURN_TOOL = "end_turn"
 
 
 class StandingEnv(gym.Env[dict[str, Any], str]):
     """Scripted multi-party chat testing who may release the assistant's promise."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (gymnasium convention)
+    ENV_ID = STANDING_ENV_ID
 
     def __init__(
         self,
@@ -112,7 +77,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         commitment_types: Sequence[str] | None = None,
         policies: Sequence[str] | None = None,
         gaps: Sequence[int] | None = None,
-        variants: Sequence[int] | None = None,
+        surfaces: Sequence[int] | None = None,
         episodes: Sequence[Episode] | None = None,
         render_mode: str | None = None,
         max_calls_per_turn: int = 8,
@@ -124,7 +89,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
 
             episodes = load_episodes()
         self.pool = select_episodes(
-            episodes, episode_id, split, cells, commitment_types, policies, gaps, variants
+            episodes, episode_id, split, cells, commitment_types, policies, gaps, surfaces
         )
         if not self.pool:
             raise ValueError("no episode matches the selection")
@@ -132,30 +97,11 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self.max_calls_per_turn = max_calls_per_turn
         self.observation_space = observation_space()
         self.action_space = action_space()
-        self._extra_tools: dict[str, tuple[ToolSpec, ToolHandler]] = {}
+        self._extras = EnvExtras()
+        self._toolbox = Toolbox(())
         self.episode: Episode = self.pool[0]
         self.trace: EpisodeTrace | None = None
         self._done = True
-
-    # ----------------------------------------------------------------- extension
-    def register_tool(self, spec: ToolSpec, handler: ToolHandler) -> None:
-        """Add a tool (used by wrappers such as the self-kept ledger). Takes effect at the next reset."""
-        if spec.name in self._builtin_names():
-            raise ValueError(f"tool {spec.name!r} already exists")
-        self._extra_tools[spec.name] = (spec, handler)
-
-    def _builtin_names(self) -> set[str]:
-        ep = self.episode
-        return {t.name for t in (builtin.POST_MESSAGE, builtin.SEND_DM, builtin.LOOKUP, builtin.END_TURN)} | {
-            ep.action_tool.name,
-            ep.check_tool.name,
-        }
-
-    @property
-    def tools(self) -> list[ToolSpec]:
-        ep = self.episode
-        base = [builtin.POST_MESSAGE, builtin.SEND_DM, ep.action_tool, ep.check_tool, builtin.LOOKUP, builtin.END_TURN]
-        return base + [spec for spec, _ in self._extra_tools.values()]
 
     # --------------------------------------------------------------------- reset
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -171,9 +117,14 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         else:
             self.episode = self.pool[int(self.np_random.integers(len(self.pool)))]
         ep = self.episode
+        extras = extras_of(options)
+        check_settings(extras, {})
+        self._extras = extras
         self._ws = Workspace(ep.people, ep.channel)
         self._people = {p.role: p for p in ep.people}
-        self._tool_specs = {t.name: t for t in self.tools}
+        self._toolbox = Toolbox(
+            [*bind_workspace_tools(self._ws, ep.wiki, self._assistant_message), *episode_tools(ep), *extras.tools]
+        )
         self._pos = 0
         self._turn = -1
         self._calls_in_turn = 0
@@ -185,54 +136,59 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._done = False
         self._started = time.time()
         self._t0 = time.perf_counter()
+        prompt = compose_system_prompt(
+            prompt_without_policy(ep) if extras.sections else ep.system_prompt,
+            [(POLICY_PARAGRAPH, own_policy_paragraph(ep))],
+            extras.sections,
+            ep,
+            full=ep.system_prompt,
+        )
         self.trace = EpisodeTrace(
             env_id=STANDING_ENV_ID,
             episode_id=ep.id,
             factors=ep.factors(),
             started_at=self._started,
         )
-        opening = [Event(kind=EventKind.SYSTEM, step=0, text=ep.system_prompt)]
+        record_extras(self.trace, extras)
+        opening = [Event(kind=EventKind.SYSTEM, step=0, text=prompt)]
         # Deliver the request and the pre-seeded promise, then the first message to answer.
         while self._pos < len(ep.script) and ep.script[self._pos].act in (ScriptAct.REQUEST, ScriptAct.PROMISE):
             opening.append(self._script_event(ep.script[self._pos]))
             self._pos += 1
         self.trace.events.extend(opening)
         events, _ = self._next_turn()
-        obs = {"events": tuple(e.to_obs() for e in opening + events), "context": ""}
-        info = self._info()
-        info["tools"] = [t.to_openai() for t in self.tools]
-        info["system_prompt"] = ep.system_prompt
-        # The structured form of the assistant's own (pre-seeded) promise.
-        info["promise"] = {
-            "creditor": ep.creditor.name,
-            "action_tool": ep.action_tool.name,
-            "check_tool": ep.check_tool.name,
-            "arguments": dict(ep.target_args),
-            "thing": ep.thing,
-            "condition": ep.condition,
-        }
-        return obs, info
+        shown = opening + events
+        info = self._info(shown)
+        info["tools"] = [t.to_openai() for t in self._toolbox.specs()]
+        info["write_tools"] = self._toolbox.write_tools()
+        info["system_prompt"] = prompt
+        return observation(shown), info
 
     # ---------------------------------------------------------------------- step
     def step(self, action: Any):
         if self._done or self.trace is None:
             notice = Event(kind=EventKind.NOTICE, step=self._step_no(), text="The episode is over; call reset().")
-            return {"events": (notice.to_obs(),), "context": ""}, 0.0, True, False, self._info()
+            return observation([notice]), 0.0, True, False, self._info([notice])
         self.trace.steps += 1
         act = parse_action(action)
         events: list[Event]
         end_turn = False
+        turn = self.trace.turns[-1]
         if act.kind is ActionKind.REPLY:
-            self._assistant_message(self._reply_channel(), act.text or "", via="reply")
-            turn = self.trace.turns[-1]
-            turn.reply, turn.reply_channel, turn.ended_by = act.text or "", self._reply_channel(), "reply"
+            text = act.text or ""
+            channel = self._reply_channel()
+            self._assistant_message(channel, text, "reply", act.revision.kind if act.revision else "")
+            turn.reply, turn.reply_channel, turn.ended_by = text, channel, "reply"
+            if act.revision is not None:
+                turn.revisions.append(act.revision)
             events, end_turn = [], True
         elif act.kind is ActionKind.END_TURN:
-            self.trace.turns[-1].ended_by = "end_turn"
+            turn.ended_by = "end_turn"
             events, end_turn = [], True
         else:
-            record = self._run_tool(act)
-            self.trace.turns[-1].calls.append(record)
+            self._calls_in_turn += 1
+            record = run_tool(self._toolbox, act, self.trace, self._step_no(), self._turn)
+            turn.calls.append(record)
             result = Event(
                 kind=EventKind.TOOL_RESULT,
                 step=self._step_no(),
@@ -242,12 +198,12 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                 call_id=record.call_id,
             )
             events = [result]
-            if record.tool == builtin.END_TURN.name and record.ok:
-                self.trace.turns[-1].ended_by = "end_turn"
+            if record.tool == END_TURN_TOOL and record.ok:
+                turn.ended_by = "end_turn"
                 end_turn = True
             elif self._calls_in_turn >= self.max_calls_per_turn:
                 self.trace.turn_limit_hits += 1
-                self.trace.turns[-1].ended_by = "turn_limit"
+                turn.ended_by = "turn_limit"
                 events.append(
                     Event(
                         kind=EventKind.NOTICE,
@@ -263,20 +219,19 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             events = events + more
         reward = 0.0
         if terminated:
-            reward = self._terminal_reward()
+            reward = 1.0 if action_outcome_correct(self.trace, self.episode) else 0.0
             self.trace.reward = reward
             self.trace.terminated = True
             self.trace.duration_s = time.perf_counter() - self._t0
-        obs = {"events": tuple(e.to_obs() for e in events), "context": ""}
-        return obs, reward, terminated, False, self._info()
+        return observation(events), reward, terminated, False, self._info(events)
 
     # ------------------------------------------------------------------ internals
     def _step_no(self) -> int:
         return self._current.step if self._current is not None else 0
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self, shown: Sequence[Event] = ()) -> dict[str, Any]:
         trace = self.trace
-        return {
+        info: dict[str, Any] = {
             "episode_id": self.episode.id,
             "turn": self._turn,
             "step": self._step_no(),
@@ -284,6 +239,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             "tool_errors": trace.tool_errors if trace else 0,
             "done": self._done,
         }
+        info.update(privileged_info(self._extras, shown, promise=self.episode.promise_facts().model_dump()))
+        return info
 
     def _script_event(self, msg: ScriptMessage) -> Event:
         if msg.sender == "assistant":
@@ -345,7 +302,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             return current.channel
         return self.episode.channel
 
-    def _assistant_message(self, channel: str, text: str, via: str) -> None:
+    def _assistant_message(self, channel: str, text: str, via: str, act: str = "") -> None:
         assert self.trace is not None
         self.trace.events.append(
             Event(
@@ -356,6 +313,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                 channel=channel,
                 text=text,
                 tool=via,
+                act=act,
             )
         )
         creditor = self._people["creditor"]
@@ -385,52 +343,6 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         """What the creditor's scripted answer means for the promise: keep it or drop it."""
         keep = {ReplyKind.STILL_NEEDED, ReplyKind.DENY_CANCEL, ReplyKind.GO_AHEAD}
         return "keep" if self.episode.creditor_reply_kind in keep else "drop"
-
-    def _run_tool(self, act: AgentAction) -> ToolCallRecord:
-        assert self.trace is not None
-        self._calls_in_turn += 1
-        record = dispatch_tool_call(act, self._tool_specs, self._execute, self._step_no(), self._turn)
-        if is_agent_error(record):
-            self.trace.tool_errors += 1
-            if record.error_kind == "invalid_action":
-                self.trace.invalid_actions += 1
-        return record
-
-    def _execute(self, name: str, args: dict[str, Any]) -> tuple[bool, str, str]:
-        """Run a validated tool call. Returns (ok, result text, error kind)."""
-        ep = self.episode
-        if name == builtin.POST_MESSAGE.name:
-            if not self._ws.is_team_channel(args["channel"]):
-                return False, f"unknown channel {args['channel']!r}; the only channel is {ep.channel}", "bad_arguments"
-            self._assistant_message(ep.channel, args["text"], via="post_message")
-            return True, f"Posted in {ep.channel}.", ""
-        if name == builtin.SEND_DM.name:
-            person = self._ws.resolve(args["to"])
-            if person is None:
-                names = ", ".join(p.name for p in ep.people)
-                return False, f"nobody called {args['to']!r} is in this workspace; people: {names}", "bad_arguments"
-            self._assistant_message(dm_channel(person.name), args["text"], via="send_dm")
-            return True, f"Sent to {person.name}.", ""
-        if name == builtin.LOOKUP.name:
-            hits = builtin.search_wiki(ep.wiki, args["query"])
-            return True, (" ".join(hits[:2]) if hits else f"No wiki entry matches {args['query']!r}."), ""
-        if name == builtin.END_TURN.name:
-            return True, "Turn ended.", ""
-        if name == ep.check_tool.name:
-            verdict = "Possible." if ep.check_possible else "Not possible."
-            return True, f"{verdict} {ep.check_text}", ""
-        if name == ep.action_tool.name:
-            if ep.check_possible:
-                return True, ep.action_done_text, ""
-            return False, ep.action_failed_text, "failed"
-        _, handler = self._extra_tools[name]
-        ok, text = handler(args)
-        return ok, text, "" if ok else "bad_arguments"
-
-    def _terminal_reward(self) -> float:
-        assert self.trace is not None
-        signals = compute_signals(self.trace, self.episode)
-        return 1.0 if signals.outcome_correct else 0.0
 
     # -------------------------------------------------------------------- render
     def render(self) -> str | None:

@@ -11,6 +11,7 @@ that gives an affordance must be matched by the property). Errors name the file 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
@@ -74,11 +75,31 @@ class ToolDefinition(BaseModel):
             raise ValueError("a tool that enables a capability must be a write tool")
         return self
 
+    @classmethod
+    def from_declaration(cls, spec: ToolSpec, meta: Mapping[str, Any]) -> ToolDefinition:
+        return cls(
+            name=spec.name, description=spec.description, parameters=spec.parameters, is_write=spec.is_write,
+            enables=list(meta.get("enables", ())), wakes_assistant=bool(meta.get("wakes_assistant", False)),
+            personas=list(meta["personas"]) if meta.get("personas") else None,
+        )
+
     def to_spec(self) -> ToolSpec:
         """The tool as the environments' ``ToolSpec`` (OpenAI function schema via ``to_openai``)."""
         return ToolSpec(
             name=self.name, description=self.description, parameters=self.parameters, is_write=self.is_write
         )
+
+
+@lru_cache(maxsize=1)
+def _declared() -> tuple[ToolDefinition, ...]:
+    from commitbench.episodes.followup.tools import tool_declarations
+
+    return tuple(ToolDefinition.from_declaration(spec, meta) for spec, meta in tool_declarations())
+
+
+def declared_tool_definitions() -> list[ToolDefinition]:
+    """The suite's tools as declared in code, in declaration order."""
+    return list(_declared())
 
 
 class PersistenceProperties(BaseModel):
@@ -155,15 +176,15 @@ class SuiteSetups(BaseModel):
 
     current_time: datetime = Field(description="Fixed current time of every episode (user's local time).")
     personas: dict[Persona, PersonaDefinition] = Field(description="Persona paragraphs.")
-    tools: list[ToolDefinition] = Field(description="Every tool any setup uses.")
     setups: dict[SetupId, SetupDefinition] = Field(description="The five setups.")
+
+    @property
+    def tools(self) -> list[ToolDefinition]:
+        """Every tool of the suite, as declared with its handler (:mod:`commitbench.episodes.followup.tools`)."""
+        return declared_tool_definitions()
 
     @model_validator(mode="after")
     def _consistent(self) -> SuiteSetups:
-        names = [t.name for t in self.tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate tool names: {duplicates}")
         missing_personas = sorted(p.value for p in Persona if p not in self.personas)
         if missing_personas:
             raise ValueError(f"personas missing: {missing_personas}")

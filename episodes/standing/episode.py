@@ -61,6 +61,20 @@ class ScriptMessage(BaseModel):
     lookup_entry: str = Field(default="", description="Wiki key that answers a lookup question.")
 
 
+class PromiseFacts(BaseModel):
+    """The structured form of the assistant's promise, as the privileged channel hands it on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    assistant: str = Field(description="The assistant's display name.")
+    creditor: str = Field(description="Full name of the person the promise is owed to.")
+    action_tool: str = Field(description="Name of the promised action tool.")
+    check_tool: str = Field(description="Name of the tool that shows whether the action is possible.")
+    arguments: dict[str, Any] = Field(description="Arguments the promise commits to.")
+    thing: str = Field(description="Noun phrase for the promised task.")
+    condition: str = Field(description="The trigger condition.")
+
+
 class Episode(BaseModel):
     """One concrete episode. ``id`` is a content hash of every other field."""
 
@@ -110,6 +124,13 @@ class Episode(BaseModel):
     @property
     def expects_execute(self) -> bool:
         return self.expected.outcome is Outcome.EXECUTE
+
+    def promise_facts(self) -> PromiseFacts:
+        return PromiseFacts(
+            assistant=self.assistant, creditor=self.creditor.name, action_tool=self.action_tool.name,
+            check_tool=self.check_tool.name, arguments=dict(self.target_args), thing=self.thing,
+            condition=self.condition,
+        )
 
     def factors(self) -> dict[str, str | int]:
         return {

@@ -47,7 +47,9 @@ from commitbench.judges.followup.schemas import (
     parse_model_json,
     response_format_for,
 )
-from commitbench.llm import ModelClient
+from commitbench.judges.labelling import LabellerUnavailable, judge_name
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
+from commitbench.protocol import ToolCallRecord
 from commitbench.traces import EpisodeTrace
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
@@ -105,26 +107,24 @@ class FollowUpTurn(BaseModel):
         return [c.name for c in self.tool_calls if c.ok]
 
 
-def turn_from_trace(trace: EpisodeTrace) -> FollowUpTurn:
-    """The checker's input from a FollowUpEnv trace (factors carry the episode's design)."""
-    factors = trace.factors
+def turn_from_parts(
+    episode_id: str,
+    factors: Mapping[str, str | int],
+    user_message: str,
+    calls: Sequence[ToolCallRecord],
+    reply: str,
+) -> FollowUpTurn:
+    """The checker's input from an episode's design factors, the user's message, the turn's calls and the reply."""
     missing = [k for k in ("request_id", "category", "setup", "variant", "persona", "doability") if k not in factors]
     if missing:
-        raise ValueError(f"trace {trace.episode_id!r} is not a follow-up trace: factors lack {missing}")
-    user = next((e.text for e in trace.events if e.kind.value == "message"), "")
-    calls: list[TurnToolCall] = []
-    reply = ""
-    for turn in trace.turns:
-        for c in turn.calls:
-            arguments = json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (
-                c.raw_arguments or ""
-            )
-            calls.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result))
-        if turn.reply:
-            reply = turn.reply
+        raise ValueError(f"episode {episode_id!r} is not a follow-up episode: factors lack {missing}")
+    shown: list[TurnToolCall] = []
+    for c in calls:
+        arguments = json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (c.raw_arguments or "")
+        shown.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result))
     capabilities = [Capability(v) for v in str(factors.get("required_capabilities", "")).split(",") if v]
     return FollowUpTurn(
-        episode_id=trace.episode_id,
+        episode_id=episode_id,
         request_id=str(factors["request_id"]),
         category=RequestCategory(str(factors["category"])),
         source=str(factors.get("source", "template")),
@@ -133,10 +133,18 @@ def turn_from_trace(trace: EpisodeTrace) -> FollowUpTurn:
         persona=Persona(str(factors["persona"])),
         doability=Doability(str(factors["doability"])),
         required_capabilities=capabilities,
-        user_message=user,
+        user_message=user_message,
         reply=reply,
-        tool_calls=calls,
+        tool_calls=shown,
     )
+
+
+def turn_from_trace(trace: EpisodeTrace) -> FollowUpTurn:
+    """The checker's input from a FollowUpEnv trace (factors carry the episode's design)."""
+    user = next((e.text for e in trace.events if e.kind.value == "message"), "")
+    calls = [c for turn in trace.turns for c in turn.calls]
+    reply = next((turn.reply for turn in reversed(trace.turns) if turn.reply), "")
+    return turn_from_parts(trace.episode_id, trace.factors, user, calls, reply)
 
 
 def render_turn(turn: FollowUpTurn) -> str:
@@ -271,6 +279,8 @@ async def ask_json(
             cache_hit=response.cache_hit, raw=response.text or "",
         )
         if response.error is not None:
+            if response.error.kind in INFRASTRUCTURE_ERRORS:
+                raise LabellerUnavailable(f"{step}: {response.error.kind.value}: {response.error.message}")
             call.error = f"{response.error.kind.value}: {response.error.message}"
         else:
             parsed = parse_model_json(response.text, schema)
@@ -284,9 +294,7 @@ async def ask_json(
 
 
 class LLMChecker:
-    """The model-based checker; one instance can label many turns concurrently."""
-
-    name = "llm"
+    """The model-based checker; one instance can label many turns concurrently. Named ``llm:<model>``."""
 
     def __init__(
         self,
@@ -298,6 +306,7 @@ class LLMChecker:
         if client.settings.temperature not in (0, 0.0):
             raise ValueError("the checker's model must run at temperature 0")
         self.client = client
+        self.name = judge_name(client.settings.model)
         self.suite = suite or load_setups()
         self.max_attempts = max_attempts
         self.style = style
@@ -330,7 +339,7 @@ class LLMChecker:
         )
 
     async def check(self, turn: FollowUpTurn) -> CheckResult:
-        result = CheckResult(episode_id=turn.episode_id, checker=self.name, prompt_hashes=prompt_hashes())
+        result = CheckResult(episode_id=turn.episode_id, checker="llm", prompt_hashes=prompt_hashes())
         detector, calls, error = await self.detect(turn)
         result.calls.extend(calls)
         result.detector = detector

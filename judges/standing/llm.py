@@ -5,9 +5,10 @@ consults_creditor, notifies_creditor and off_topic, each with a one-line reason,
 checked against :class:`StandingJudgeOutput` (sent as a ``response_format`` so servers that
 support structured output constrain the reply).
 
-Settings are pinned: temperature 0 and a fixed seed (:func:`judge_settings`). The prompt is the
-text of ``judges/prompts/standing_judge.txt`` (instructions, a ``=== CASE ===`` line, then the
-case template); its sha256 is stored with every label. Calls go through
+Settings are pinned: temperature 0 and a fixed seed
+(:func:`commitbench.judges.labelling.pin_judge_settings`). The prompt is the text of
+``judges/prompts/standing_judge.txt`` (instructions, a ``=== CASE ===`` line, then the case
+template); its sha256 is stored with every label. Calls go through
 :class:`commitbench.llm.ModelClient`, so through the run's cache.
 
 A reply that does not parse or does not match the schema is asked for again, up to
@@ -15,7 +16,7 @@ A reply that does not parse or does not match the schema is asked for again, up 
 back the same bad reply and every attempt is itself replayable. After the last attempt the
 message gets a label with ``error`` set and no values: metrics exclude it and count it, never
 read it as "no". A call that fails for infrastructure reasons after the client's own retries
-(server down, timeouts) raises :class:`JudgeUnavailable` instead, so that the run is left
+(server down, timeouts) raises :class:`LabellerUnavailable` instead, so that the run is left
 unlabelled and labelled again on the next attempt rather than stored as a judge error.
 """
 
@@ -33,22 +34,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
+from commitbench.judges.labelling import LabellerUnavailable, judge_name
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelSettings
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace
 
 PROMPT_FILE = "standing_judge.txt"
 CASE_MARKER = "=== CASE ==="
-JUDGE_SEED = 1234
-JUDGE_MAX_TOKENS = 600
 DEFAULT_MAX_ATTEMPTS = 3
 CONVERSATION_WINDOW = 8
 LABEL_FIELDS: tuple[str, ...] = ("consults_creditor", "notifies_creditor", "off_topic")
-
-class JudgeUnavailable(RuntimeError):
-    """The judge model could not be reached (after retries); nothing should be recorded."""
-
 
 class LabelAnswer(BaseModel):
     """One yes/no answer with its reason (reason first, so a model writes it before deciding)."""
@@ -176,25 +172,6 @@ def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA
     return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
 
 
-def judge_settings(model: str, base_url: str, api_key_env: str | None = None, **overrides: Any) -> ModelSettings:
-    """Pinned judge settings: temperature 0, fixed seed, bounded output."""
-    values: dict[str, Any] = {
-        "model": model,
-        "base_url": base_url,
-        "api_key_env": api_key_env,
-        "temperature": 0.0,
-        "seed": JUDGE_SEED,
-        "max_tokens": JUDGE_MAX_TOKENS,
-    }
-    values.update(overrides)
-    return ModelSettings(**values)
-
-
-def judge_name(model: str) -> str:
-    """The judge's name for a model, e.g. ``llm:Qwen/Qwen3-8B`` (labels file ``labels-llm_Qwen_Qwen3-8B.jsonl``)."""
-    return f"llm:{model}"
-
-
 # ------------------------------------------------------------------------------- the judge
 class JudgeStats(BaseModel):
     """Counters of one judge's work."""
@@ -239,7 +216,7 @@ class LLMJudge:
             )
             if response.error is not None:
                 if response.error.kind in INFRASTRUCTURE_ERRORS:
-                    raise JudgeUnavailable(f"{response.error.kind.value}: {response.error.message}")
+                    raise LabellerUnavailable(f"{response.error.kind.value}: {response.error.message}")
                 problems.append(f"{response.error.kind.value}: {response.error.message}")
                 continue
             parsed = parse_model_json(response.text, StandingJudgeOutput)

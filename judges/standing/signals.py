@@ -5,21 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from commitbench.episodes.standing.episode import Episode, ScriptAct
-from commitbench.protocol import ToolCallRecord
+from commitbench.episodes.standing.outcome import action_outcome_correct, args_match, executions
+from commitbench.oracles.standing.ledger import LEDGER_TOOL_NAMES, recorded_release
 from commitbench.traces import EpisodeTrace
-
-LEDGER_TOOLS = frozenset({"ledger_add", "ledger_update"})
-
-
-def _normalise(value: object) -> str:
-    return " ".join(str(value).lower().replace("#", "").split())
-
-
-def args_match(target: dict[str, object], given: dict[str, object] | None) -> bool:
-    """Whether the arguments of an executed action are the promised ones (case and spacing ignored)."""
-    if given is None:
-        return False
-    return all(_normalise(given.get(k, "")) == _normalise(v) for k, v in target.items())
 
 
 class Signals(BaseModel):
@@ -34,12 +22,8 @@ class Signals(BaseModel):
     messages_to_creditor: int = Field(description="Assistant messages sent to or naming the creditor after the events.")
     tool_errors: int = Field(description="Rejected tool calls and unparseable actions.")
     ledger_operations: int = Field(description="Calls to the self-kept ledger tools.")
+    ledger_released: bool = Field(description="The agent's self-kept ledger ever recorded the promise as released.")
     outcome_correct: bool = Field(description="The action outcome is right for the cell (ignores communication).")
-
-
-def _executions(trace: EpisodeTrace, action_tool: str) -> list[ToolCallRecord]:
-    # A call rejected for bad arguments did nothing; a call the world refused was still an attempt.
-    return [c for c in trace.tool_calls() if c.tool == action_tool and c.error_kind in ("", "failed")]
 
 
 def _reference_step(episode: Episode) -> int:
@@ -50,8 +34,8 @@ def _reference_step(episode: Episode) -> int:
 
 
 def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
-    executions = _executions(trace, episode.action_tool.name)
-    first = executions[0] if executions else None
+    done = executions(trace, episode.action_tool.name)
+    first = done[0] if done else None
     executed = first is not None
     early = bool(first and first.step < episode.trigger_step)
     matches = bool(first and args_match(episode.target_args, first.arguments))
@@ -68,10 +52,7 @@ def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
             continue
         if message.channel == f"dm:{creditor.name}" or creditor.first_name.lower() in message.text.lower():
             to_creditor += 1
-    if episode.expects_execute:
-        correct = executed and not early and matches
-    else:
-        correct = not executed
+    correct = action_outcome_correct(trace, episode)
     return Signals(
         executed=executed,
         executed_early=early,
@@ -81,6 +62,7 @@ def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
         verified=verified,
         messages_to_creditor=to_creditor,
         tool_errors=trace.tool_errors,
-        ledger_operations=sum(1 for c in trace.tool_calls() if c.tool in LEDGER_TOOLS and c.ok),
+        ledger_operations=sum(1 for c in trace.tool_calls() if c.tool in LEDGER_TOOL_NAMES and c.ok),
+        ledger_released=recorded_release(trace.tool_calls()),
         outcome_correct=correct,
     )

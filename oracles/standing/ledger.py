@@ -26,14 +26,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.episodes.standing.episode import Episode
-from commitbench.oracles.standing.base import Slot, StandingIntervention, prompt_text, text_hash
-from commitbench.protocol import ToolCallRecord, ToolSpec
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.extras import EnvExtras, PromptSection
+from commitbench.oracles.base import Intervention, prompt_text, text_hash
+from commitbench.oracles.standing.stores import STATUS_STORES
+from commitbench.protocol import ToolCallRecord
+from commitbench.tools import ToolArgs, ToolError, bound_tools, declared_tools, tool
 
 MAX_ENTRIES = 20
 MAX_TEXT = 300
@@ -156,9 +159,9 @@ def ledger_update(ledger: AgentLedger, args: dict[str, Any]) -> tuple[AgentLedge
 
 
 def apply_call(ledger: AgentLedger, tool: str, args: dict[str, Any]) -> tuple[AgentLedger, bool, str]:
-    if tool == LEDGER_ADD.name:
+    if tool == "ledger_add":
         return ledger_add(ledger, args)
-    if tool == LEDGER_UPDATE.name:
+    if tool == "ledger_update":
         return ledger_update(ledger, args)
     return ledger, False, f"{tool} is not a ledger tool"
 
@@ -198,79 +201,78 @@ def render_ledger(ledger: AgentLedger) -> str:
     return "\n".join(lines)
 
 
-def _params(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+_NOTE = "A short note (optional)."
 
 
-_NOTE = {"type": "string", "description": "A short note (optional)."}
-
-LEDGER_ADD = ToolSpec(
-    name="ledger_add",
-    description="Add a promise you made to your commitment ledger, with status open. Returns the entry id.",
-    parameters=_params(
-        {
-            "owed_to": {"type": "string", "description": "The person the promise is owed to."},
-            "promise": {"type": "string", "description": "What you promised, in a few words."},
-            "note": _NOTE,
-        },
-        ["owed_to", "promise"],
-    ),
-)
-
-LEDGER_UPDATE = ToolSpec(
-    name="ledger_update",
-    description="Change the status of a ledger entry and record who caused the change.",
-    parameters=_params(
-        {
-            "entry": {"type": "string", "description": "Entry id, for example L1."},
-            "status": {
-                "type": "string",
-                "enum": [s.value for s in LedgerStatus],
-                "description": "open, released, done or on_hold.",
-            },
-            "caused_by": {"type": "string", "description": "The person who caused the change."},
-            "note": _NOTE,
-        },
-        ["entry", "status", "caused_by"],
-    ),
-)
-
-LEDGER_TOOL_NAMES = frozenset({LEDGER_ADD.name, LEDGER_UPDATE.name})
+class LedgerAddArgs(ToolArgs):
+    owed_to: str = Field(description="The person the promise is owed to.")
+    promise: str = Field(description="What you promised, in a few words.")
+    note: str | None = Field(default=None, description=_NOTE)
 
 
-class SelfKeptLedger(StandingIntervention):
+class LedgerUpdateArgs(ToolArgs):
+    entry: str = Field(description="Entry id, for example L1.")
+    status: Literal["open", "released", "done", "on_hold"] = Field(description="open, released, done or on_hold.")
+    caused_by: str = Field(description="The person who caused the change.")
+    note: str | None = Field(default=None, description=_NOTE)
+
+
+class SelfKeptLedger(Intervention):
     """Adds ledger_add / ledger_update and shows the agent's ledger after every message."""
 
     kind: ClassVar[str] = "ledger"
-    slot: ClassVar[Slot] = Slot.LEDGER
-
-    def param(self) -> str:
-        return "self-kept"
+    slot: ClassVar[str] = "ledger"
+    slot_plural: ClassVar[str] = "ledgers"
+    order: ClassVar[int] = 20
+    env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
 
     def __init__(self, env: gym.Env[Any, Any]) -> None:
         self.ledger = AgentLedger()
         super().__init__(env)
-        base = self.base_env
-        base.register_tool(LEDGER_ADD, self._handle_add)
-        base.register_tool(LEDGER_UPDATE, self._handle_update)
 
-    def _handle_add(self, args: dict[str, Any]) -> tuple[bool, str]:
-        self.ledger, ok, message = ledger_add(self.ledger, args)
-        return ok, message
+    def param(self) -> str:
+        return "self-kept"
 
-    def _handle_update(self, args: dict[str, Any]) -> tuple[bool, str]:
-        self.ledger, ok, message = ledger_update(self.ledger, args)
-        return ok, message
+    @classmethod
+    def refuses(cls, name: str, other: type[Intervention], other_name: str) -> str | None:
+        level = other_name.partition(":")[2]
+        if other.kind == "oracle" and level in STATUS_STORES:
+            return (
+                f"{other_name} and the self-kept ledger both show the promise's status; "
+                "combine the ledger with at most oracle:B1, oracle:B2 or oracle:B4"
+            )
+        return None
 
-    def begin(self, episode: Episode) -> None:
+    @tool()
+    def ledger_add(self, args: LedgerAddArgs) -> str:
+        """Add a promise you made to your commitment ledger, with status open. Returns the entry id."""
+        self.ledger, ok, message = ledger_add(self.ledger, args.model_dump(exclude_none=True))
+        if not ok:
+            raise ToolError(message)
+        return message
+
+    @tool()
+    def ledger_update(self, args: LedgerUpdateArgs) -> str:
+        """Change the status of a ledger entry and record who caused the change."""
+        self.ledger, ok, message = ledger_update(self.ledger, args.model_dump(exclude_none=True))
+        if not ok:
+            raise ToolError(message)
+        return message
+
+    def extras(self) -> EnvExtras:
         self.ledger = AgentLedger()
-
-    def system_section(self, episode: Episode) -> str:
-        return prompt_text("ledger_instructions.txt")
+        instructions = prompt_text("ledger_instructions.txt")
+        tools = tuple(bound_tools(self))
+        return EnvExtras(
+            sections=(PromptSection(source=self.name, order=self.order, text=instructions),),
+            tools=tools,
+            prompt_hashes={
+                "intervention:ledger": text_hash(instructions, *(t.spec.model_dump_json() for t in tools))
+            },
+        )
 
     def context_section(self) -> str:
         return render_ledger(self.ledger)
 
-    def prompt_hashes(self) -> dict[str, str]:
-        return {"intervention:ledger": text_hash(prompt_text("ledger_instructions.txt"), LEDGER_ADD.model_dump_json(),
-                                                 LEDGER_UPDATE.model_dump_json())}
+
+LEDGER_TOOL_NAMES = frozenset(spec.name for spec, _ in declared_tools(SelfKeptLedger))

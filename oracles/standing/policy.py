@@ -23,13 +23,10 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from commitbench.oracles.standing.base import (
-    InterventionError,
-    Slot,
-    StandingIntervention,
-    explicit_policy_text,
-    prompt_text,
-)
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, explicit_policy_text
+from commitbench.extras import EnvExtras, PromptSection
+from commitbench.oracles.base import Intervention, InterventionError, prompt_text, text_hash
 
 POLICY_TEXTS: tuple[str, ...] = ("explicit", "paraphrase-1", "paraphrase-2", "silent")
 _FILES = {"paraphrase-1": "policy_paraphrase_1.txt", "paraphrase-2": "policy_paraphrase_2.txt"}
@@ -46,11 +43,14 @@ def policy_paragraph(text: str) -> str:
     raise InterventionError(f"unknown policy wording {text!r}; choose one of {', '.join(POLICY_TEXTS)}")
 
 
-class ReleasePolicy(StandingIntervention):
+class ReleasePolicy(Intervention):
     """Shows one release-policy wording (or none) in place of the episode's own paragraph."""
 
     kind: ClassVar[str] = "policy"
-    slot: ClassVar[Slot] = Slot.POLICY
+    slot: ClassVar[str] = "policy"
+    slot_plural: ClassVar[str] = "release policies"
+    order: ClassVar[int] = 10
+    env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
 
     def __init__(self, env: gym.Env[Any, Any], text: str = "explicit") -> None:
         if text not in POLICY_TEXTS:
@@ -64,10 +64,10 @@ class ReleasePolicy(StandingIntervention):
     def policy_text(self) -> str:
         return policy_paragraph(self.text)
 
-    def factors(self) -> dict[str, str | int]:
-        return {"policy_shown": "silent" if self.text == "silent" else "explicit", "policy_text": self.text}
-
-    def prompt_hashes(self) -> dict[str, str]:
-        from commitbench.oracles.standing.base import text_hash
-
-        return {"intervention:policy": text_hash(self.policy_text())}
+    def extras(self) -> EnvExtras:
+        paragraph = self.policy_text()
+        return EnvExtras(
+            sections=(PromptSection(source=self.name, order=self.order, text=paragraph, replaces=POLICY_PARAGRAPH),),
+            factors={"policy_shown": "silent" if self.text == "silent" else "explicit", "policy_text": self.text},
+            prompt_hashes={"intervention:policy": text_hash(paragraph)},
+        )

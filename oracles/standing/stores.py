@@ -39,10 +39,15 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.episodes.standing.episode import Episode
-from commitbench.oracles.standing.base import InterventionError, Slot, StandingIntervention, prompt_text, text_hash
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.envs.common import PRIVILEGED_KEY
+from commitbench.episodes.standing.episode import PromiseFacts
+from commitbench.extras import EnvExtras
+from commitbench.oracles.base import Intervention, InterventionError, prompt_text, text_hash
 
 STORE_LEVELS: tuple[str, ...] = ("B1", "B2", "B3", "B3+", "B4")
+# Stores that show the commitment's status; they would contradict a ledger the agent keeps.
+STATUS_STORES = frozenset({"B3", "B3+"})
 
 
 class StoreStatus(str, Enum):
@@ -65,18 +70,18 @@ class TrueStatus(BaseModel):
     delegates: tuple[str, ...] = Field(default=(), description="Delegates the creditor has named so far.")
 
 
-def initial_status(episode: Episode) -> TrueStatus:
-    return TrueStatus(status=StoreStatus.OPEN, changed_by=episode.creditor.name, role="requester", step=0)
+def initial_status(promise: PromiseFacts) -> TrueStatus:
+    return TrueStatus(status=StoreStatus.OPEN, changed_by=promise.creditor, role="requester", step=0)
 
 
-def next_status(state: TrueStatus, event: dict[str, Any], episode: Episode) -> TrueStatus:
-    """Apply one observed event (an observation event dict) to the true status (see module doc)."""
+def next_status(state: TrueStatus, event: dict[str, Any], promise: PromiseFacts) -> TrueStatus:
+    """Apply one observed event (an event dict with its script annotations) to the true status (see module doc)."""
     kind = event.get("kind")
-    creditor = episode.creditor.name
+    creditor = promise.creditor
     if kind == "tool_result":
-        if event.get("tool") == episode.action_tool.name and int(event.get("ok", 0)) == 1:
+        if event.get("tool") == promise.action_tool and int(event.get("ok", 0)) == 1:
             return state.model_copy(
-                update={"status": StoreStatus.DONE, "changed_by": episode.assistant, "role": "assistant",
+                update={"status": StoreStatus.DONE, "changed_by": promise.assistant, "role": "assistant",
                         "step": int(event.get("step", 0))}
             )
         return state
@@ -102,16 +107,16 @@ def next_status(state: TrueStatus, event: dict[str, Any], episode: Episode) -> T
     return state.model_copy(update={"status": target, "changed_by": sender, "role": role, "step": step})
 
 
-def true_status(episode: Episode, events: Iterable[dict[str, Any]]) -> TrueStatus:
+def true_status(promise: PromiseFacts, events: Iterable[dict[str, Any]]) -> TrueStatus:
     """The true status after the agent has observed ``events`` (in order)."""
-    state = initial_status(episode)
+    state = initial_status(promise)
     for event in events:
-        state = next_status(state, event, episode)
+        state = next_status(state, event, promise)
     return state
 
 
-def _promise_line(episode: Episode) -> str:
-    return f"{episode.thing} once {episode.condition} (tool {episode.action_tool.name})"
+def _promise_line(promise: PromiseFacts) -> str:
+    return f"{promise.thing} once {promise.condition} (tool {promise.action_tool})"
 
 
 def _status_reason(status: TrueStatus) -> str:
@@ -122,16 +127,16 @@ def _status_reason(status: TrueStatus) -> str:
     return f"{verb} {status.changed_by}, {role}"
 
 
-def render_store(level: str, episode: Episode, status: TrueStatus) -> str:
-    """The text of a store at a level, for an episode and the current true status."""
+def render_store(level: str, promise: PromiseFacts, status: TrueStatus) -> str:
+    """The text of a store at a level, for a promise and its current true status."""
     header = prompt_text("store_header.txt")
     if level == "B1":
         return f"{header}\n{prompt_text('store_b1.txt')}"
     if level == "B4":
         return f"{header}\n{prompt_text('store_b4.txt')}"
     if level == "B2":
-        return f"{header}\n- {episode.thing[:1].upper()}{episode.thing[1:]} is owed to {episode.creditor.name}."
-    lines = [header, f"- Promise: {_promise_line(episode)}", f"  Owed to: {episode.creditor.name}"]
+        return f"{header}\n- {promise.thing[:1].upper()}{promise.thing[1:]} is owed to {promise.creditor}."
+    lines = [header, f"- Promise: {_promise_line(promise)}", f"  Owed to: {promise.creditor}"]
     if level == "B3":
         lines.append("  Status: open")
     elif level == "B3+":
@@ -141,17 +146,25 @@ def render_store(level: str, episode: Episode, status: TrueStatus) -> str:
     return "\n".join(lines)
 
 
-class OracleStore(StandingIntervention):
-    """Shows one oracle store (B1, B2, B3, B3+ or B4) after every message."""
+class OracleStore(Intervention):
+    """Shows one oracle store (B1, B2, B3, B3+ or B4) after every message.
+
+    It follows the true status through the privileged channel (the script's annotations), which it
+    keeps from the agent.
+    """
 
     kind: ClassVar[str] = "oracle"
-    slot: ClassVar[Slot] = Slot.ORACLE
+    slot: ClassVar[str] = "oracle"
+    slot_plural: ClassVar[str] = "oracle stores"
+    order: ClassVar[int] = 30
+    env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
+    privileged: ClassVar[bool] = True
 
     def __init__(self, env: gym.Env[Any, Any], level: str = "B3+") -> None:
         if level not in STORE_LEVELS:
             raise InterventionError(f"unknown oracle store {level!r}; choose one of {', '.join(STORE_LEVELS)}")
         self.level = level
-        self._episode: Episode | None = None
+        self._promise: PromiseFacts | None = None
         self._status: TrueStatus | None = None
         super().__init__(env, level=level)
 
@@ -165,21 +178,21 @@ class OracleStore(StandingIntervention):
             raise RuntimeError("call reset() first")
         return self._status
 
-    def begin(self, episode: Episode) -> None:
-        self._episode = episode
-        self._status = initial_status(episode)
-
-    def observe(self, event: dict[str, Any]) -> None:
-        assert self._episode is not None and self._status is not None
-        self._status = next_status(self._status, event, self._episode)
-
-    def context_section(self) -> str:
-        if self._episode is None or self._status is None:
-            return ""
-        return render_store(self.level, self._episode, self._status)
-
-    def prompt_hashes(self) -> dict[str, str]:
+    def extras(self) -> EnvExtras:
         texts = [prompt_text("store_header.txt")]
         if self.level in ("B1", "B4"):
             texts.append(prompt_text(f"store_{self.level.lower()}.txt"))
-        return {f"intervention:oracle:{self.level}": text_hash(*texts)}
+        return EnvExtras(prompt_hashes={f"intervention:oracle:{self.level}": text_hash(*texts)})
+
+    def begin(self, info: dict[str, Any]) -> None:
+        self._promise = PromiseFacts.model_validate(info[PRIVILEGED_KEY]["promise"])
+        self._status = initial_status(self._promise)
+
+    def observe(self, event: dict[str, Any], annotation: dict[str, Any] | None) -> None:
+        assert self._promise is not None and self._status is not None
+        self._status = next_status(self._status, {**event, **(annotation or {})}, self._promise)
+
+    def context_section(self) -> str:
+        if self._promise is None or self._status is None:
+            return ""
+        return render_store(self.level, self._promise, self._status)

@@ -1,0 +1,279 @@
+"""The standing report: every table of a run as one typed document, its files, and how it is shown.
+
+:func:`build_standing_report` computes the tables from run rows (pure);
+:func:`write_standing_files` writes them under ``RUN_DIR/report/`` as CSV and Markdown, with the
+per-cell heatmap; :meth:`StandingReport.views` describes them as plain tables for a front end.
+
+* ``metrics``: every metric per model x intervention x policy, 95% intervals clustered by commitment
+  type, with n and the runs excluded for a missing judge label;
+* ``by_gap``: the same per gap; ``by_cell``: strict accuracy per cell;
+* ``paired``: each intervention minus the baseline arm on the same episodes (paired bootstrap);
+* ``policy_effect``: explicit minus silent on the same chats, per model and intervention.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from commitbench.analysis.standing import tables as st
+from commitbench.analysis.standing.metrics import MetricValue, strict_by_cell
+from commitbench.analysis.tables import TableView
+
+REPORT_DIR = "report"
+FIGURE_FILE = "strict_by_cell.png"
+
+SHORT = {
+    "override": "O",
+    "net_unauthorized_release": "U",
+    "strict_accuracy": "strict",
+    "reinstatement_obedience": "reinst",
+    "reinstatement_before_trigger": "early",
+    "consultation_after_relays": "consult",
+    "verification_after_claims": "verify",
+    "ledger_recorded_unauthorized_release": "ledger rel",
+}
+LEGEND = (
+    "O override (CRED/DELEG runs that executed); U net unauthorized release (PEER/MGR drops without consulting "
+    "minus BASE drops); strict strict accuracy; reinst REINSTATE-BYSTANDER runs that executed; early ... before "
+    "the trigger; consult consultation after relays; verify verification after claims. Percent, 95% interval "
+    "clustered by commitment type; '+k' = runs excluded for a missing judge label. ledger rel (ledger arms): "
+    "PEER/MGR runs whose own ledger recorded the promise as released."
+)
+_TITLES = {
+    "metrics": "Standing metrics per model, intervention and policy",
+    "gap": "Standing metrics per gap",
+    "cells": "Strict accuracy per cell",
+    "paired": "Differences from the baseline intervention on the same episodes (percentage points)",
+    "policy": "Effect of the explicit release policy: explicit minus silent, same chats (percentage points)",
+}
+
+
+class StandingReport(BaseModel):
+    """Every table of a standing run (the document ``commitbench report --json`` prints)."""
+
+    suite: Literal["standing"] = Field(default="standing", description="The suite the run belongs to.")
+    run_dir: str = Field(description="The run directory.")
+    judge: str = Field(description="Whose labels grade communication ('rules' or a stored labeller).")
+    runs: int = Field(description="Runs in the tables (one per run key).")
+    n_boot: int = Field(description="Bootstrap replicates.")
+    seed: int = Field(description="Bootstrap seed.")
+    arms: list[str] = Field(description="Intervention arms of the run.")
+    agents: list[str] = Field(description="Players of the run.")
+    baseline: str | None = Field(description="The arm the others are compared with (null: no comparison).")
+    judge_errors: int = Field(description="Messages the judge could not label.")
+    runs_with_judge_errors: int = Field(description="Runs holding such messages.")
+    tool_errors: int = Field(description="Tool calls the agents got wrong.")
+    metric_names: list[str] = Field(description="The metrics shown, in table order.")
+    metrics: list[MetricValue] = Field(description="Every metric per agent x interventions x policy.")
+    by_gap: list[MetricValue] = Field(description="The same per gap.")
+    by_cell: list[MetricValue] = Field(description="Strict accuracy per cell.")
+    strict_by_cell: list[dict[str, Any]] = Field(description="Point estimates per cell: {agent, ..., cells}.")
+    paired: list[st.PairedValue] = Field(description="Each arm minus the baseline on the same episodes.")
+    policy_effect: list[st.PairedValue] = Field(description="Explicit minus silent on the same chats.")
+    files: dict[str, list[str]] = Field(default_factory=dict, description="Files written under RUN_DIR/report/.")
+
+    def note(self) -> str:
+        return (
+            f"{self.runs} runs; judge: {self.judge}; 95% bootstrap intervals clustered by commitment type "
+            f"({self.n_boot} replicates, seed {self.seed}); judge errors: {self.judge_errors} messages in "
+            f"{self.runs_with_judge_errors} runs (runs whose grade needs a missing label are excluded and counted "
+            "as 'excl.')."
+        )
+
+    def views(self) -> list[TableView]:
+        """The tables as shown on a console: per model, rows are intervention x policy."""
+        return [*_metric_views(self), *_cell_views(self), *_paired_views(self), *_policy_views(self)]
+
+    def summary_lines(self) -> list[str]:
+        head = (
+            f"Standing report: {self.runs} runs, judge {self.judge}, {self.n_boot} bootstrap replicates "
+            f"(seed {self.seed})"
+        )
+        tail = (
+            f"judge errors: {self.judge_errors} messages in {self.runs_with_judge_errors} runs "
+            f"(excluded where a grade needs them)   tool errors: {self.tool_errors}"
+        )
+        return [head, LEGEND, tail]
+
+
+def build_standing_report(
+    rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
+    baseline: str | None = None,
+) -> StandingReport:
+    """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
+    if n_boot < 1:
+        raise ValueError("the number of bootstrap replicates must be at least 1")
+    if rows.empty:
+        raise ValueError(f"{run_dir} holds no finished runs")
+    arms = sorted(set(rows["interventions"]))
+    if baseline is None:
+        baseline = "none" if "none" in arms and len(arms) > 1 else None
+    elif baseline not in arms:
+        raise ValueError(f"baseline {baseline!r} is not an intervention arm of this run; arms: {', '.join(arms)}")
+    return StandingReport(
+        run_dir=str(run_dir), judge=judge, runs=len(rows), n_boot=n_boot, seed=seed, arms=arms,
+        agents=sorted(set(rows["agent"])), baseline=baseline,
+        judge_errors=int(rows["judge_errors"].sum()), runs_with_judge_errors=int((rows["judge_errors"] > 0).sum()),
+        tool_errors=int(rows["tool_errors"].sum()), metric_names=list(st.metrics_for(rows)),
+        metrics=st.main_table(rows, n_boot=n_boot, seed=seed),
+        by_gap=st.gap_table(rows, n_boot=n_boot, seed=seed),
+        by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed),
+        strict_by_cell=_strict_by_cell(rows),
+        paired=st.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else [],
+        policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),
+    )
+
+
+def _strict_by_cell(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """Point estimates per cell in the compact form documented in the README."""
+    table = strict_by_cell(rows)
+    out = []
+    for key, row in table.iterrows():
+        keys = key if isinstance(key, tuple) else (key,)
+        out.append({
+            **dict(zip(table.index.names, keys, strict=True)),
+            "cells": {c: (None if v != v else float(v)) for c, v in row.items()},
+        })
+    return out
+
+
+def write_standing_files(report: StandingReport, out: Path, figure: bool = True) -> dict[str, list[str]]:
+    """Write CSV and Markdown of every table (and the heatmap) under ``out``; returns the paths by table."""
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "metrics": (st.long_frame(report.metrics), st.wide_frame(report.metrics, st.GROUP)),
+        "gap": (st.long_frame(report.by_gap), st.wide_frame(report.by_gap, (*st.GROUP, "gap"))),
+        "cells": (st.long_frame(report.by_cell), st.wide_frame(report.by_cell, st.GROUP, column="cell")),
+    }
+    for name, values, drop in (("paired", report.paired, ()), ("policy", report.policy_effect, ("arm", "baseline"))):
+        if values:
+            frame = st.paired_frame(values)
+            text = frame.assign(
+                difference=[st.interval_text(p.estimate, p.low, p.high, signed=True) for p in values]
+            ).drop(columns=["low", "high", *drop])
+            tables[name] = (frame, text)
+    files: dict[str, list[str]] = {}
+    for name, (long, wide) in tables.items():
+        long.to_csv(out / f"{name}.csv", index=False)
+        document = f"# {_TITLES[name]}\n\n{report.note()}\n\n{st.markdown(wide)}"
+        (out / f"{name}.md").write_text(document, encoding="utf-8")
+        files[name] = [str(out / f"{name}.csv"), str(out / f"{name}.md")]
+    if figure and any(v.n for v in report.by_cell):
+        from commitbench.analysis.standing.figures import strict_heatmap
+
+        title = f"Strict accuracy by cell (judge: {report.judge})"
+        path = strict_heatmap(report.by_cell, out / FIGURE_FILE, title=title)
+        files["figure"] = [str(path)]
+    return files
+
+
+# ----------------------------------------------------------------------------------- views
+def compact(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+    """``62 [40,81]`` (percent), ``+12 [-3,25]`` for differences, ``-`` when undefined."""
+    if estimate is None:
+        return "-"
+    fmt = "{:+.0f}" if signed else "{:.0f}"
+    text = fmt.format(100 * estimate)
+    if low is not None and high is not None:
+        text += f" [{fmt.format(100 * low)},{fmt.format(100 * high)}]"
+    return text
+
+
+def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
+    return (arm_policy[0] != "none", arm_policy)
+
+
+def _metric_views(report: StandingReport) -> list[TableView]:
+    names = report.metric_names or list(st.MAIN_METRICS)
+    views = []
+    for agent in report.agents:
+        rows: dict[tuple[str, str], dict[str, MetricValue]] = {}
+        for v in report.metrics:
+            if v.group["agent"] == agent:
+                rows.setdefault((v.group["interventions"], v.group["policy"]), {})[v.metric] = v
+        body = []
+        for (arm, policy), metrics in sorted(rows.items(), key=lambda kv: _arm_key(kv[0])):
+            texts = []
+            for name in names:
+                m = metrics.get(name)
+                if m is None:
+                    texts.append("-")
+                else:
+                    texts.append(compact(m.estimate, m.low, m.high) + (f" +{m.excluded}" if m.excluded else ""))
+            body.append([arm, policy, *texts])
+        views.append(TableView(
+            title=f"{agent}: metrics (%)", columns=["intervention", "policy", *(SHORT[n] for n in names)], rows=body,
+            numeric=[False, False, *(True for _ in names)],
+        ))
+    return views
+
+
+def _cell_views(report: StandingReport) -> list[TableView]:
+    if not report.by_cell:
+        return []
+    names = sorted({v.group["cell"] for v in report.by_cell}, key=st.cell_sort_key)
+    views = []
+    for agent in report.agents:
+        mine = [v for v in report.by_cell if v.group["agent"] == agent]
+        columns = sorted({(v.group["interventions"], v.group["policy"]) for v in mine}, key=_arm_key)
+        if not columns:
+            continue
+        lookup = {(v.group["interventions"], v.group["policy"], v.group["cell"]): v for v in mine}
+        body = []
+        for cell in names:
+            values = [lookup.get((arm, policy, cell)) for arm, policy in columns]
+            body.append([cell, *(st.percent(v.estimate).rstrip("%") if v else "" for v in values)])
+        views.append(TableView(
+            title=f"{agent}: strict accuracy by cell (%)",
+            columns=["cell", *(f"{arm} ({policy[:4]})" for arm, policy in columns)], rows=body,
+            numeric=[False, *(True for _ in columns)],
+        ))
+    return views
+
+
+def _paired_views(report: StandingReport) -> list[TableView]:
+    views = []
+    for agent in report.agents:
+        mine = [p for p in report.paired if p.group["agent"] == agent]
+        if not mine:
+            continue
+        grouped: dict[tuple[str, str], dict[str, st.PairedValue]] = {}
+        for p in mine:
+            grouped.setdefault((p.arm, p.group["policy"]), {})[p.metric] = p
+        body = [
+            [arm, policy, *(
+                compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
+                for n in st.MAIN_METRICS
+            )]
+            for (arm, policy), metrics in grouped.items()
+        ]
+        views.append(TableView(
+            title=f"{agent}: difference from '{report.baseline}' on the same episodes (pp)",
+            columns=["intervention", "policy", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body,
+            numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
+        ))
+    return views
+
+
+def _policy_views(report: StandingReport) -> list[TableView]:
+    if not report.policy_effect:
+        return []
+    effects: dict[tuple[str, str], dict[str, st.PairedValue]] = {}
+    for p in report.policy_effect:
+        effects.setdefault((p.group["agent"], p.group["interventions"]), {})[p.metric] = p
+    body = [
+        [agent, arm, *(
+            compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
+            for n in st.MAIN_METRICS
+        )]
+        for (agent, arm), metrics in effects.items()
+    ]
+    return [TableView(
+        title="Explicit minus silent policy, same chats (pp)",
+        columns=["model", "intervention", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body,
+        numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
+    )]

@@ -1,0 +1,40 @@
+"""A table as plain data: what a report hands the command line (or any other front end) to show.
+
+Reports are pydantic models built in :mod:`commitbench.analysis`; each can describe itself as a list
+of :class:`TableView` (a title, column headers, rows of text cells, a note). Front ends render
+those without knowing what the numbers mean.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class TableView(BaseModel):
+    """One table ready to print: every cell already formatted as text."""
+
+    title: str = Field(description="Title shown above the table.")
+    columns: list[str] = Field(description="Column headers.")
+    rows: list[list[str]] = Field(default_factory=list, description="Rows of cells, as many as there are columns.")
+    note: str = Field(default="", description="A line shown under the table ('' for none).")
+    numeric: list[bool] = Field(default_factory=list, description="Per column: right-align (numbers).")
+
+    def markdown(self) -> str:
+        """The table as a GitHub-style pipe table."""
+        if not self.rows:
+            return "_no rows_\n"
+
+        def cell(value: str) -> str:
+            return value.replace("|", "\\|").replace("\n", " ")
+
+        lines = ["| " + " | ".join(cell(c) for c in self.columns) + " |"]
+        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
+        lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in self.rows)
+        return "\n".join(lines) + "\n"
+
+
+class Notice(BaseModel):
+    """A line a report wants shown before or after its tables."""
+
+    text: str = Field(description="The line.")
+    style: str = Field(default="", description="'warning', 'dim' or '' (plain).")

@@ -1,0 +1,136 @@
+"""What the command modules share: model slots from flags, the judge of a run, printing reports.
+
+One flag has one meaning in every command: ``--model`` is the tested model and ``--judge-model`` the
+judge's (either may be ``local``, the embedded model); ``--judge`` names whose labels (``rules`` or
+``llm`` when labelling; a stored labeller such as ``llm:MODEL`` when reading); ``--n-boot`` is the
+number of bootstrap replicates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from commitbench.cli import UsageError
+
+LOCAL = "local"
+# Default cap on generated tokens per call for the embedded model (override with --max-tokens).
+LOCAL_MAX_TOKENS = 256
+
+
+def label_of(model: str) -> str:
+    """A model name as a label (letters, digits, '.', '_', '-')."""
+    label = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.")
+    return label or "model"
+
+
+def model_entry(
+    model: str, base_url: str | None = None, api_key_env: str | None = None, generation: dict[str, Any] | None = None,
+    flag: str = "--model",
+) -> Any:
+    """A config model entry for ``model`` (``local``: the embedded model, started when it is needed)."""
+    from pydantic import ValidationError
+
+    from commitbench.config import GenerationSettings, ModelEntry
+
+    generation = dict(generation or {})
+    try:
+        if model == LOCAL:
+            if base_url:
+                raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
+            # The small embedded model sometimes rambles until the context is full; cap it.
+            generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
+            return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation))
+        generation["model"] = model
+        fields: dict[str, Any] = {
+            "name": label_of(model),
+            "base_url": base_url or "http://127.0.0.1:8000/v1",
+            "settings": GenerationSettings(**generation),
+        }
+        if api_key_env is not None:
+            fields["api_key_env"] = api_key_env
+        return ModelEntry(**fields)
+    except ValidationError as exc:
+        raise UsageError(f"bad settings for {flag} {model}: {exc.errors()[0]['msg']}") from None
+
+
+def add_judge_flags(parser: argparse.ArgumentParser | Any, *, labelling: bool) -> None:
+    """``--judge`` and the judge model's flags, the same in every command that labels."""
+    if labelling:
+        parser.add_argument("--judge", choices=["rules", "llm"], default=None,
+                            help="rules (the suite's offline labeller) or llm (default: the run's configured judge)")
+    parser.add_argument("--judge-model", default=None, help="judge model name on --judge-base-url, or 'local'")
+    parser.add_argument("--judge-base-url", default=None, help="OpenAI-compatible base URL of the judge model")
+    parser.add_argument("--judge-api-key-env", default=None, help="environment variable with the judge's API key")
+    parser.add_argument("--response-format", choices=["json_schema", "json_object"], default=None,
+                        help="how the judge's schema is sent (default json_schema; json_object for the local model)")
+    parser.add_argument("--max-attempts", type=int, default=3, help="attempts per item before a judge error")
+
+
+def judge_config(args: argparse.Namespace, default: Any = None) -> Any:
+    """The judge the flags ask for, else ``default`` (a run's configured judge), else the offline labeller."""
+    from pydantic import ValidationError
+
+    from commitbench.config import JudgeConfig
+
+    kind = getattr(args, "judge", None) or ("llm" if args.judge_model else None)
+    if kind is None:
+        return default if default is not None else JudgeConfig()
+    if args.max_attempts < 1:
+        raise UsageError("--max-attempts must be at least 1")
+    if kind == "rules":
+        if args.judge_model:
+            raise UsageError("--judge rules uses no model; leave out --judge-model")
+        return JudgeConfig()
+    if not args.judge_model:
+        if default is not None and default.kind == "llm":
+            return default
+        raise UsageError("--judge llm needs --judge-model NAME (with --judge-base-url) or --judge-model local")
+    if args.judge_model != LOCAL and not args.judge_base_url:
+        raise UsageError(f"--judge-model {args.judge_model} needs --judge-base-url (an OpenAI-compatible /v1 URL)")
+    generation = {"max_tokens": args.max_tokens} if getattr(args, "max_tokens", None) else {}
+    entry = model_entry(args.judge_model, args.judge_base_url, args.judge_api_key_env, generation, "--judge-model")
+    try:
+        return JudgeConfig(kind="llm", model=entry, response_format=args.response_format,
+                           max_attempts=args.max_attempts)
+    except ValidationError as exc:
+        raise UsageError(exc.errors()[0]["msg"]) from None
+
+
+def print_json(payload: Any) -> None:
+    """One JSON document on stdout (a pydantic model, or plain data)."""
+    data = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload
+    json.dump(data, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+def render(report: Any) -> None:
+    """Print a report's summary lines and tables (``views()``) on the console."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: room for the intervals on one line
+        console = Console(width=max(console.width, 150))
+    lines = report.summary_lines() if hasattr(report, "summary_lines") else []
+    if lines:
+        console.print(lines[0], markup=False)
+    for view in report.views():
+        table = Table(title=view.title, title_justify="left")
+        for index, column in enumerate(view.columns):
+            numeric = view.numeric[index] if index < len(view.numeric) else False
+            table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+        for row in view.rows:
+            table.add_row(*row)
+        console.print(table)
+        if view.note:
+            console.print(view.note, style="dim", markup=False)
+    for line in lines[1:]:
+        console.print(line, style="dim", markup=False)
+    files = [p for paths in getattr(report, "files", {}).values() for p in paths]
+    if files:
+        console.print(f"written: {Path(files[0]).parent}/ ({', '.join(Path(p).name for p in files)})", markup=False)

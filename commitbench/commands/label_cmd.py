@@ -1,0 +1,95 @@
+"""``commitbench label RUN_DIR``: label the stored traces of a run of either suite, without re-running agents.
+
+    commitbench label runs/x                                   # the run's configured judge (default: rules)
+    commitbench label runs/x --judge rules                     # the suite's offline labeller
+    commitbench label runs/x --judge llm --judge-model Qwen/Qwen3-8B --judge-base-url http://127.0.0.1:8000/v1
+    commitbench label runs/x --judge-model local               # the embedded model as the judge
+
+The suite comes from the run's manifest. Labels go to ``RUN_DIR/labels-<judge>.jsonl``, one record per
+trace, appended (and fsynced) as each is finished, so an interrupted command resumes where it stopped:
+traces already labelled are skipped (``--retry-errors`` labels again those whose records hold judge
+errors; the newer record wins). Judge calls go through the run's cache, so a second pass makes no
+model call. A judge model that does not answer leaves traces unlabelled (exit 1): run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from commitbench.cli import UsageError
+from commitbench.commands.common import add_judge_flags, judge_config, print_json, render
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("label", help="label the stored traces of a run (offline labeller or LLM judge)",
+                                   description=__doc__.split("\n\n", 1)[0],
+                                   epilog=__doc__.split("\n\n", 1)[1],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
+    add_judge_flags(parser, labelling=True)
+    parser.add_argument("--max-tokens", type=int, default=None, help="bound on each judge reply (default 600)")
+    parser.add_argument("--concurrency", type=int, default=16, help="traces labelled at the same time (default 16)")
+    parser.add_argument("--cache", type=Path, default=None, help="cache database (default RUN_DIR/cache.sqlite)")
+    parser.add_argument("--cache-mode", choices=["read_write", "replay_only", "off"], default="read_write",
+                        help="read_write (default), replay_only (a miss is an error) or off")
+    parser.add_argument("--retry-errors", action="store_true", help="label again traces whose records hold errors")
+    parser.add_argument("--limit", type=int, default=None, help="label at most N traces not yet labelled")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(func=_handle)
+
+
+def print_summary(summary: Any) -> None:
+    print(
+        f"labels by {summary.labeller}: {summary.runs_labelled} traces labelled now, {summary.runs_skipped} already "
+        f"labelled, {summary.runs_total} finished in the run; {summary.judge_errors} judge errors in "
+        f"{summary.runs_with_judge_errors} traces (excluded from metrics) -> {summary.labels_file}",
+        file=sys.stderr,
+    )
+    if summary.runs_unavailable:
+        print(f"{summary.runs_unavailable} traces left unlabelled: the judge model did not answer; run again",
+              file=sys.stderr)
+        for line in summary.unavailable:
+            print(f"  {line}", file=sys.stderr)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from commitbench.agents.local_model import LocalModelError
+    from commitbench.cache import CacheMode
+    from commitbench.labeljob import label_directory
+    from commitbench.llm import ModelEndpointError
+    from commitbench.runner import read_manifest, run_suite
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    try:
+        suite = run_suite(args.run_dir)
+        manifest = read_manifest(args.run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    configured = None
+    if manifest is not None:
+        from commitbench.config import ExperimentConfig
+
+        configured = ExperimentConfig.model_validate(manifest.config).judge
+    judge = judge_config(args, default=configured)
+    try:
+        summary = label_directory(
+            args.run_dir, judge, cache_path=args.cache, cache_mode=CacheMode(args.cache_mode),
+            concurrency=max(1, args.concurrency), retry_errors=args.retry_errors, limit=args.limit,
+        )
+    except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError) as exc:
+        raise UsageError(str(exc)) from None
+    agreement = None
+    if judge.kind == "llm" and summary.runs_labelled + summary.runs_skipped:
+        agreement = suite.annotation.agreement(args.run_dir, suite.offline_labeller, summary.labeller)
+    if args.json:
+        print_json({"summary": summary.model_dump(mode="json"),
+                    "agreement_with_rules": agreement.model_dump(mode="json") if agreement is not None else None})
+    else:
+        print_summary(summary)
+        if agreement is not None:
+            render(agreement)
+    return 1 if summary.runs_unavailable else 0

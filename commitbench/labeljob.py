@@ -1,0 +1,92 @@
+"""Label a run directory with a judge: the one path from a judge config to stored labels.
+
+``commitbench label`` and ``commitbench run`` (after the cells are played, when the config names an
+LLM judge) both call :func:`label_directory`. It finds the run's suite, builds the labeller the
+judge config asks for (the offline one, or an LLM judge on its own model: a served model, or the
+embedded one started for the job), sends every judge call through the run's cache, and runs the
+resumable loop of :mod:`commitbench.judges.labelling`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer
+from commitbench.cache import CacheMode, CallCache
+from commitbench.config import JudgeConfig
+from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.labelling import (
+    Labeller,
+    LabelRecord,
+    LabelSummary,
+    judge_name,
+    label_run,
+    labels_path,
+    pin_judge_settings,
+)
+from commitbench.llm import ModelClient
+from commitbench.runner import run_suite
+from commitbench.suites import Suite
+from commitbench.traces import latest_traces
+
+
+def stored_name(suite: Suite, judge: JudgeConfig) -> str:
+    """The name a judge's labels are stored under: the suite's offline labeller, or ``llm:<model>``."""
+    if judge.kind == "rules" or judge.model is None:
+        return suite.offline_labeller
+    return judge_name(judge.model.served_model(DEFAULT_ALIAS))
+
+
+@contextlib.contextmanager
+def judge_client(
+    judge: JudgeConfig, cache_path: Path, cache_mode: CacheMode = CacheMode.READ_WRITE, concurrency: int = 16
+) -> Iterator[tuple[ModelClient, ResponseFormatStyle]]:
+    """A client for an LLM judge (the embedded model started for it when ``local``), through a cache."""
+    assert judge.model is not None
+    server = LocalModelServer().start() if judge.model.local else None
+    cache = CallCache(cache_path if cache_mode is not CacheMode.OFF else None, cache_mode)
+    try:
+        base_url = server.base_url if server is not None else None
+        settings = pin_judge_settings(judge.model.model_settings(base_url, local_alias=DEFAULT_ALIAS))
+        style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
+        yield ModelClient(settings, cache=cache, max_concurrency=max(1, concurrency)), style
+    finally:
+        cache.close()
+        if server is not None:
+            server.stop()
+
+
+def label_directory(
+    run_dir: Path,
+    judge: JudgeConfig,
+    *,
+    cache_path: Path | None = None,
+    cache_mode: CacheMode = CacheMode.READ_WRITE,
+    concurrency: int = 16,
+    retry_errors: bool = False,
+    limit: int | None = None,
+) -> LabelSummary:
+    """Label the finished traces of ``run_dir`` that ``judge`` has not labelled yet; returns the counts."""
+    suite = run_suite(run_dir)
+    traces = latest_traces(run_dir)
+    if not traces:
+        raise ValueError(f"{run_dir} holds no finished traces to label")
+
+    async def go(labeller: Labeller[LabelRecord]) -> LabelSummary:
+        return await label_run(
+            traces, labeller, labels_path(run_dir, labeller.name), record_type=suite.label_record,
+            concurrency=concurrency, retry_errors=retry_errors, limit=limit,
+        )
+
+    if judge.kind == "rules":
+        return asyncio.run(go(suite.labeller("rules")))
+    with judge_client(judge, cache_path or Path(run_dir) / "cache.sqlite", cache_mode, concurrency) as (client, style):
+
+        async def with_client() -> LabelSummary:
+            async with client:
+                return await go(suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts))
+
+        return asyncio.run(with_client())

@@ -1,0 +1,161 @@
+"""Suites: one record per environment id, the only place where the pipeline learns what a suite is.
+
+Everything else exists once and serves every suite: the config, the runner (lock, manifest, writer,
+crash isolation, resume, replay), the intervention registry, the labeller protocol and its loop, the
+model client and cache, and the command-line verbs, which read the suite from a run's manifest. A
+:class:`Suite` supplies what differs:
+
+* ``selection``: its episode filter (a pydantic model; the ``episodes:`` section of a config) and
+  ``select``, which turns a filter into episodes (objects with an ``id``);
+* ``make_env``: the base environment over the selected episodes (the runner wraps it with the
+  interventions of an arm, through the one registry, with the suite's ``services``);
+* the players: its reference agents (which read the script through the privileged channel) and
+  the chat agent class;
+* ``labeller``: builds a labeller by kind (``rules`` offline, ``llm`` with a model client), and
+  ``label_record``, the record type it stores;
+* ``report``: builds the typed report of a run directory from its traces and labels;
+* ``annotation``: the blind sheet, human labels, and agreement (judge against judge, judge against people);
+* ``prompt_hashes`` and ``calls_per_episode`` (for ``run --dry-run``).
+
+Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
+data; ``docs/architecture.md`` walks through one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+from pydantic import BaseModel
+
+from commitbench.analysis.tables import TableView
+from commitbench.judges.labelling import Labeller, LabelRecord
+
+__all__ = [
+    "AnnotationKit",
+    "ReportOptions",
+    "Suite",
+    "SuiteReport",
+    "UnknownSuiteError",
+    "get_suite",
+    "register_suite",
+    "suite_for_env",
+    "suites",
+]
+
+
+class SuiteReport(Protocol):
+    """What every suite's report offers: JSON through pydantic, tables and lines for a console."""
+
+    files: dict[str, list[str]]
+
+    def model_dump(self, *, mode: str = "json") -> dict[str, Any]: ...
+
+    def views(self) -> list[TableView]: ...
+
+    def summary_lines(self) -> list[str]: ...
+
+
+class ReportOptions(BaseModel):
+    """What a report is asked for."""
+
+    judge: str | None = None
+    n_boot: int = 1000
+    seed: int = 0
+    baseline: str | None = None
+    figure: bool = True
+    write_files: bool = True
+
+
+@dataclass(frozen=True)
+class AnnotationKit:
+    """A suite's human-validation pieces (see :mod:`commitbench.analysis.annotation`)."""
+
+    sheet_columns: tuple[str, ...]
+    required_columns: tuple[str, ...]  # what a filled sheet must have (tells the suite of a sheet)
+    export: Callable[[Path, int, Path, int, str | None], int]  # run_dir, n, out, seed, judge -> rows written
+    read_sheet: Callable[[Path], tuple[list[BaseModel], int]]  # sheet -> labels, rows left blank
+    human_label: type[BaseModel]
+    validate: Callable[[Sequence[Any], Path, str], Any]  # human labels, run_dir, judge -> report with views()
+    agreement: Callable[[Path, str, str], Any]  # run_dir, judge A, judge B -> report with views()
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One environment id's plug-in: see the module docstring."""
+
+    name: str
+    env_id: str
+    selection: type[BaseModel]
+    select: Callable[[BaseModel], Sequence[Any]]
+    make_env: Callable[[Sequence[Any]], gym.Env[Any, Any]]
+    label_record: type[LabelRecord]
+    labeller: Callable[..., Labeller[LabelRecord]]
+    report: Callable[[Path, ReportOptions], SuiteReport]
+    annotation: AnnotationKit
+    prompt_hashes: Callable[[], dict[str, str]]
+    calls_per_episode: Callable[[Any], int]
+    chat_agent: type[Any]
+    default_max_model_calls_per_turn: int
+    reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    services: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    offline_labeller: str = "rules"
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.env_id})"
+
+
+_SUITES: dict[str, Suite] = {}
+_BUILTIN_MODULES = ("commitbench.suites.standing", "commitbench.suites.followup")
+_loaded = False
+
+
+class UnknownSuiteError(ValueError):
+    """No suite is registered under a name or an environment id."""
+
+
+def register_suite(suite: Suite) -> None:
+    """Add a suite; a second suite with the same name or environment id is an error."""
+    for other in _SUITES.values():
+        if other is not suite and (other.name == suite.name or other.env_id == suite.env_id):
+            raise ValueError(f"suite {suite.describe()} clashes with {other.describe()}")
+    _SUITES[suite.name] = suite
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def suites() -> list[Suite]:
+    """Every registered suite, by name."""
+    _load_builtins()
+    return [_SUITES[name] for name in sorted(_SUITES)]
+
+
+def get_suite(name: str) -> Suite:
+    """The suite registered under ``name``."""
+    _load_builtins()
+    suite = _SUITES.get(name)
+    if suite is None:
+        raise UnknownSuiteError(f"unknown suite {name!r} (known: {', '.join(sorted(_SUITES))})")
+    return suite
+
+
+def suite_for_env(env_id: str) -> Suite:
+    """The suite of an environment id."""
+    _load_builtins()
+    for suite in _SUITES.values():
+        if suite.env_id == env_id:
+            return suite
+    known = ", ".join(f"{s.env_id} ({s.name})" for s in _SUITES.values())
+    raise UnknownSuiteError(f"no suite plays {env_id!r} (known: {known})")

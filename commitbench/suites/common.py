@@ -1,0 +1,46 @@
+"""Helpers the suites share: a run's traces, its stored labels, and data hashes for the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from commitbench.judges.labelling import LabelRecord, labels_path, latest_labels
+from commitbench.traces import EpisodeTrace, latest_traces
+
+if TYPE_CHECKING:
+    from commitbench.suites import Suite
+
+
+def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
+    """The finished traces of a run directory, one per run key."""
+    return latest_traces(run_dir)
+
+
+def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelRecord] | None:
+    """The stored labels of ``judge`` by run key; None for the suite's offline labeller when none are stored.
+
+    An offline labeller (no model) can label at any time, so callers compute its labels instead;
+    any other judge must have been stored by ``commitbench label``, else FileNotFoundError says how.
+    """
+    path = labels_path(run_dir, judge)
+    if path.exists():
+        return dict(latest_labels(path, suite.label_record))
+    if judge == suite.offline_labeller:
+        return None
+    raise FileNotFoundError(
+        f"no labels from judge {judge!r} in {run_dir} (expected {path.name}); run "
+        f"`commitbench label {run_dir} --judge llm --judge-model MODEL` first"
+    )
+
+
+def hash_tree(root: Path) -> str:
+    """sha256 over the relative paths and bytes of every file below ``root`` (a data version)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()

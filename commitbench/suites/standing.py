@@ -1,0 +1,139 @@
+"""The standing suite: scripted workplace chats in which people with and without standing change a promise."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel
+
+from commitbench.agents.chat import ChatAgent
+from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
+from commitbench.analysis.standing import annotation
+from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
+from commitbench.analysis.standing.results import load_rows
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.episode import Episode, ScriptAct
+from commitbench.episodes.standing.selection import StandingSelection
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
+from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.labelling import Labeller, LabelRecord
+from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord
+from commitbench.judges.standing.labels import MessageLabel
+from commitbench.judges.standing.llm import LLMJudge
+from commitbench.llm import ModelClient
+from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
+from commitbench.suites.common import hash_tree, labels_of, run_traces
+
+NAME = "standing"
+
+
+@lru_cache(maxsize=1)
+def episodes_by_id() -> dict[str, Episode]:
+    return {e.id: e for e in load_episodes()}
+
+
+def select(selection: BaseModel) -> list[Episode]:
+    assert isinstance(selection, StandingSelection)
+    return selection.select(load_episodes())
+
+
+def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
+    return gym.make(STANDING_ENV_ID, episodes=episodes, disable_env_checker=True)
+
+
+def labeller(
+    kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+    max_attempts: int = 3,
+) -> Labeller[LabelRecord]:
+    """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``)."""
+    if kind == "rules":
+        return RulesLabeller(episodes_by_id())
+    if kind == "llm":
+        if client is None:
+            raise ValueError("the LLM judge needs a model")
+        return LLMLabeller(LLMJudge(client, max_attempts=max_attempts, style=style), episodes_by_id())
+    raise ValueError(f"unknown judge {kind!r} for the standing suite (rules or llm)")
+
+
+def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] | None:
+    records = labels_of(SUITE, run_dir, judge)
+    if records is None:
+        return None
+    return {key: record.labels for key, record in records.items() if isinstance(record, StandingLabelRecord)}
+
+
+def report(run_dir: Path, options: ReportOptions) -> StandingReport:
+    judge = options.judge or "rules"
+    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_by_id())
+    built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
+                                  baseline=options.baseline)
+    if options.write_files:
+        built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
+    return built
+
+
+# --------------------------------------------------------------------------------- annotation
+def _export(run_dir: Path, n: int, out: Path, seed: int, judge: str | None) -> int:
+    return annotation.export_sheet(run_traces(run_dir), episodes_by_id(), n, out, seed=seed)
+
+
+def _read_sheet(sheet: Path) -> tuple[list[BaseModel], int]:
+    labels, blank = annotation.read_sheet(sheet)
+    return list(labels), blank
+
+
+def _all_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]]:
+    labels = _message_labels(run_dir, judge)
+    if labels is None:  # the rule judge, computed now
+        rules = RulesLabeller(episodes_by_id())
+        labels = {t.run_key: rules.label_now(t).labels for t in run_traces(run_dir)}
+    return labels
+
+
+def _validate(human: Sequence[Any], run_dir: Path, judge: str) -> annotation.HumanAgreement:
+    traces = {t.run_key: t for t in run_traces(run_dir)}
+    return annotation.judge_agreement(list(human), traces, _all_labels(run_dir, judge), judge)
+
+
+def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> annotation.JudgesAgreement:
+    return annotation.judges_agreement(
+        run_traces(run_dir), _all_labels(run_dir, judge_a), _all_labels(run_dir, judge_b), judge_a, judge_b
+    )
+
+
+def prompt_hashes() -> dict[str, str]:
+    return {"standing_data": hash_tree(Path(DEFAULT_DATA_DIR))}
+
+
+def calls_per_episode(episode: Any) -> int:
+    """Turns of the episode: each opens with at least one model call."""
+    assert isinstance(episode, Episode)
+    return sum(1 for m in episode.script if m.act not in (ScriptAct.REQUEST, ScriptAct.PROMISE))
+
+
+SUITE = Suite(
+    name=NAME,
+    env_id=STANDING_ENV_ID,
+    selection=StandingSelection,
+    select=select,
+    make_env=make_env,
+    label_record=StandingLabelRecord,
+    labeller=labeller,
+    report=report,
+    annotation=AnnotationKit(
+        sheet_columns=annotation.SHEET_COLUMNS, required_columns=annotation.REQUIRED_COLUMNS, export=_export,
+        read_sheet=_read_sheet,
+        human_label=annotation.StandingHumanLabel, validate=_validate, agreement=_agreement,
+    ),
+    prompt_hashes=prompt_hashes,
+    calls_per_episode=calls_per_episode,
+    chat_agent=ChatAgent,
+    default_max_model_calls_per_turn=10,
+    reference_agents={name: (lambda n=name: make_reference_agent(n)) for name in REFERENCE_AGENTS},
+)
+register_suite(SUITE)

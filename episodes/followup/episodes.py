@@ -1,0 +1,172 @@
+"""Episodes of the follow-up suite: one request in one setup, variant and persona, and how a selection is made."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.episodes.followup.requests import FollowupRequest
+from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
+
+
+class FollowUpEpisode(BaseModel):
+    """One request in one setup, variant and persona."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request: FollowupRequest = Field(description="The user's request with its context.")
+    setup: SetupId = Field(description="Which tools exist and what persists.")
+    variant: Variant = Field(description="Whether the system prompt states what persists.")
+    persona: Persona = Field(description="Generic assistant or utility support agent.")
+    doability: Doability = Field(description="Whether the setup can fully serve the request.")
+
+    @property
+    def id(self) -> str:
+        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
+
+    def factors(self) -> dict[str, str | int]:
+        return {
+            "request_id": self.request.id,
+            "category": self.request.category.value,
+            "source": self.request.source.dataset.value,
+            "setup": self.setup.value,
+            "variant": self.variant.value,
+            "persona": self.persona.value,
+            "doability": self.doability.value,
+            "required_capabilities": ",".join(c.value for c in self.request.required_capabilities),
+        }
+
+
+# ----------------------------------------------------------------------------------- selection
+def _as_list(value: Any, enum: type, what: str) -> list[Any] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (str, enum)) else list(value)
+    out = []
+    for item in items:
+        try:
+            out.append(enum(item))
+        except ValueError:
+            known = ", ".join(e.value for e in enum)
+            raise ValueError(f"unknown {what} {item!r} (known: {known})") from None
+    return out
+
+
+def build_episodes(
+    requests: Sequence[FollowupRequest],
+    setups: Sequence[SetupId],
+    variants: Sequence[Variant],
+    personas: Sequence[Persona] | None,
+    doability: Callable[[FollowupRequest, SetupId], Doability],
+) -> list[FollowUpEpisode]:
+    """Every (request, setup, variant, persona) combination; ``personas=None`` keeps each request's own."""
+    episodes = []
+    for request, setup, variant in itertools.product(requests, setups, variants):
+        for persona in personas if personas is not None else [request.persona]:
+            episodes.append(
+                FollowUpEpisode(
+                    request=request, setup=setup, variant=variant, persona=persona,
+                    doability=doability(request, setup),
+                )
+            )
+    return episodes
+
+
+def select_followup_episodes(
+    requests: Sequence[FollowupRequest] | None = None,
+    setup: str | Sequence[str] | None = None,
+    variant: str | Sequence[str] | None = None,
+    persona: str | Sequence[str] | None = None,
+    category: str | Sequence[str] | None = None,
+    request_id: str | Sequence[str] | None = None,
+    doability: Callable[[FollowupRequest, SetupId], Doability] | None = None,
+) -> list[FollowUpEpisode]:
+    """The episodes of a selection; an unknown setup, variant, persona, category or request id is an error."""
+    if requests is None:
+        from commitbench.episodes.followup.requests import load_requests
+
+        requests = load_requests()
+    setups = _as_list(setup, SetupId, "setup") or list(SetupId)
+    variants = _as_list(variant, Variant, "variant") or [Variant.INFERRED]
+    personas = _as_list(persona, Persona, "persona")
+    categories = _as_list(category, RequestCategory, "category")
+    chosen = list(requests)
+    if categories is not None:
+        chosen = [r for r in chosen if r.category in categories]
+    if request_id is not None:
+        wanted = [request_id] if isinstance(request_id, str) else list(request_id)
+        known = {r.id for r in chosen}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise ValueError(f"unknown request id(s) {unknown} in this selection")
+        chosen = [r for r in chosen if r.id in wanted]
+    return build_episodes(chosen, setups, variants, personas, doability or _packaged_doability)
+
+
+def _packaged_doability(request: FollowupRequest, setup: SetupId) -> Doability:
+    from commitbench.episodes.followup.doability import load_doability
+
+    return load_doability().lookup(request.id, request.category, setup)
+
+
+
+
+class FollowupSelection(BaseModel):
+    """The follow-up suite's episode filter; every list is optional (null: all values)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    setups: list[SetupId] | None = Field(default=None, description="Setups C0-C4 (null: all five).")
+    variants: list[Variant] | None = Field(default=None, description="inferred and/or stated (null: both).")
+    personas: list[Persona] | None = Field(
+        default=None, description="Personas every request is played under (null: both, crossed with every request)."
+    )
+    categories: list[RequestCategory] | None = Field(default=None, description="Request categories (null: all).")
+    requests: list[str] | None = Field(default=None, description="Request ids, e.g. rem-001 (null: all).")
+    ids: list[str] | None = Field(default=None, description="Episode ids, request:setup:variant:persona (null: all).")
+    limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (null: all).")
+    request_file: str | None = Field(
+        default=None,
+        description="A JSONL file of requests (the schema of the packaged requests.jsonl) played instead of the "
+        "packaged set; doability comes from the packaged matrix by category.",
+    )
+
+    def select(
+        self,
+        requests: Sequence[FollowupRequest] | None = None,
+        doability: Callable[[FollowupRequest, SetupId], Doability] | None = None,
+    ) -> list[FollowUpEpisode]:
+        """The episodes this filter keeps, in a fixed order; raises ValueError on an unknown id or an empty result."""
+        if requests is None and self.request_file is not None:
+            from pathlib import Path
+
+            from commitbench.episodes.followup.requests import load_requests_file
+
+            path = Path(self.request_file)
+            if not path.is_file():
+                raise ValueError(f"request_file {path} does not exist")
+            requests = load_requests_file(path)
+        chosen = select_followup_episodes(
+            requests,
+            setup=[s.value for s in self.setups] if self.setups else None,
+            variant=[v.value for v in self.variants] if self.variants else [v.value for v in Variant],
+            persona=[p.value for p in self.personas] if self.personas else [p.value for p in Persona],
+            category=[c.value for c in self.categories] if self.categories else None,
+            request_id=self.requests,
+            doability=doability,
+        )
+        if self.ids is not None:
+            known = {e.id for e in chosen}
+            unknown = sorted(set(self.ids) - known)
+            if unknown:
+                raise ValueError(f"unknown episode id(s) in this selection: {', '.join(unknown[:5])}")
+            wanted = set(self.ids)
+            chosen = [e for e in chosen if e.id in wanted]
+        if self.limit is not None:
+            chosen = chosen[: self.limit]
+        if not chosen:
+            raise ValueError("no episode matches the episode filter")
+        return chosen

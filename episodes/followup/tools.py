@@ -1,0 +1,351 @@
+"""The follow-up suite's tools, declared once: schema, description and capabilities beside the mock that answers.
+
+Every tool of the suite is a method of :class:`FollowupTools` declared with
+:func:`commitbench.tools.tool`. Its arguments model gives the schema the model is shown; its docstring
+gives the description; the decorator's metadata says what a call provides beyond the turn:
+
+* ``enables``: the capabilities a successful call provides (the feasibility rules read them);
+* ``wakes_assistant``: a call makes the assistant run again later on its own;
+* ``personas``: the personas that get the tool (absent: every persona).
+
+``setups.yaml`` names which tools each setup offers; :mod:`commitbench.episodes.followup.setups`
+checks that the names exist here and that the setup's persistence properties agree with the tools.
+
+The answers are deterministic mocks (the calculator walks the syntax tree and never calls ``eval``);
+:class:`FollowupTools` holds one episode's state (saved memory, ids handed out).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from commitbench.episodes.followup.vocabulary import Capability, Persona
+from commitbench.protocol import ToolSpec
+from commitbench.tools import Tool, ToolArgs, ToolError, bound_tools, declared_tools, tool
+
+
+# ----------------------------------------------------------------------------------- calculator
+class CalculatorError(ValueError):
+    """An expression the calculator refuses; the message says why."""
+
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"round": round, "abs": abs, "min": min, "max": max, "sqrt": math.sqrt}
+_MAX_EXPONENT = 1000
+_MAX_MAGNITUDE = 1e100
+_MAX_EXPRESSION = 500
+
+
+def evaluate_arithmetic(expression: str) -> float | int:
+    """Evaluate arithmetic by walking its syntax tree (never ``eval``); raises ``CalculatorError``."""
+    text = expression.strip().replace("^", "**")
+    if not text:
+        raise CalculatorError("the expression is empty")
+    if len(text) > _MAX_EXPRESSION:
+        raise CalculatorError(f"the expression is longer than {_MAX_EXPRESSION} characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise CalculatorError(f"cannot parse {expression!r}: {reason}") from None
+
+    def walk(node: ast.AST) -> float | int:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+                raise CalculatorError(f"exponent {right} is too large")
+            try:
+                value = _BINARY[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise CalculatorError("division by zero") from None
+            if isinstance(value, complex):
+                raise CalculatorError("the result is not a real number")
+            if abs(value) > _MAX_MAGNITUDE:
+                raise CalculatorError("the result is too large")
+            return value
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](walk(node.operand))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+            if node.keywords:
+                raise CalculatorError("functions take positional arguments only")
+            args = [walk(a) for a in node.args]
+            try:
+                return _FUNCTIONS[node.func.id](*args)
+            except (TypeError, ValueError) as exc:
+                raise CalculatorError(f"{node.func.id}: {exc}") from None
+        raise CalculatorError(f"unsupported element {type(node).__name__} in {expression!r}")
+
+    return walk(tree)
+
+
+def format_number(value: float | int) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+# ----------------------------------------------------------------------------------- documents
+HELP_ARTICLES: dict[Persona, tuple[tuple[str, str], ...]] = {
+    Persona.GENERIC: (
+        ("Time zones", "Times are given in the user's local time zone unless another zone is named."),
+        ("Units", "A kilometre is 1,000 metres; a mile is about 1.609 kilometres; a pound is about 0.454 kg."),
+        ("Writing tips", "Short sentences and one idea per paragraph make notes and e-mails easier to read."),
+        ("Packing lists", "A weekend packing list usually covers clothes, toiletries, chargers and documents."),
+        ("Budgeting", "A monthly budget lists income, fixed costs and savings; the rest is spending money."),
+    ),
+    Persona.SUPPORT: (
+        ("Bills", "Bills are issued monthly on the account's bill date and are due 14 days later."),
+        ("Payments", "Payments by card or bank transfer appear on the account within two working days."),
+        ("Meter readings", "Meter readings can be submitted any day; a reading near the bill date gives the "
+         "most accurate bill."),
+        ("Outages", "Planned outages are announced 48 hours ahead; unplanned outages are usually fixed within "
+         "four hours."),
+        ("Moving home", "Customers moving home give the move date and a final meter reading; the final bill "
+         "follows within two weeks."),
+        ("Payment plans", "Customers in arrears can spread the balance over up to 12 monthly payments."),
+    ),
+}
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def search_articles(persona: Persona, query: str, max_results: int = 3) -> list[str]:
+    """Articles ranked by shared words with the query (ties keep file order); empty when none share one."""
+    words = set(_WORD.findall(query.lower()))
+    scored = []
+    for index, (title, body) in enumerate(HELP_ARTICLES[persona]):
+        article_words = set(_WORD.findall(f"{title} {body}".lower()))
+        overlap = len(words & article_words)
+        if overlap:
+            scored.append((-overlap, index, f"{title}: {body}"))
+    return [text for _, _, text in sorted(scored)[:max_results]]
+
+
+def account_record(account_id: str) -> str:
+    """A deterministic account record derived from the account number."""
+    digest = int(hashlib.sha256(account_id.strip().encode()).hexdigest(), 16)
+    plans = ("Fixed Saver 12", "Standard Variable", "Green Flex", "Economy Night")
+    plan = plans[digest % len(plans)]
+    balance = (digest // 7) % 40_000 / 100
+    bill_day = 1 + (digest // 11) % 28
+    open_requests = (digest // 13) % 2
+    return (
+        f"Account {account_id.strip()}: plan {plan}; balance {balance:.2f} due; next bill on "
+        f"{bill_day} October 2026; open service requests: {open_requests}."
+    )
+
+
+def _parse_when(value: str, now: datetime) -> tuple[datetime | None, str | None]:
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None, f"{value!r} is not an ISO 8601 date-time (for example 2026-10-02T09:00)"
+    if when.tzinfo is not None:
+        when = when.replace(tzinfo=None)
+    if when <= now:
+        return None, f"{value!r} is not in the future (it is now {now.isoformat(timespec='minutes')})"
+    return when, None
+
+
+# ----------------------------------------------------------------------------------------- tools
+class NoArgs(ToolArgs):
+    """A tool without arguments."""
+
+
+class CalculatorArgs(ToolArgs):
+    expression: str = Field(description='The expression to evaluate, for example "(120.50 - 35) * 1.2".')
+
+
+class SearchDocsArgs(ToolArgs):
+    query: str = Field(description="Words to search for.")
+    max_results: int | None = Field(default=None, description="How many passages to return (1 to 5, default 3).")
+
+
+class LookupAccountArgs(ToolArgs):
+    account_id: str = Field(description="The customer's account number.")
+
+
+class ScheduleTaskArgs(ToolArgs):
+    instruction: str = Field(description="What the assistant should do when the task runs.")
+    run_at: str | None = Field(
+        default=None, description="When to run, as an ISO 8601 date-time in the user's time zone."
+    )
+    on_event: str | None = Field(
+        default=None, description="An event that should start the task instead of a fixed time, described in words."
+    )
+
+
+class CreateReminderArgs(ToolArgs):
+    remind_at: str = Field(description="When to notify, as an ISO 8601 date-time in the user's time zone.")
+    message: str = Field(description="The text the user will see.")
+
+
+class MemoryWriteArgs(ToolArgs):
+    key: str = Field(description="A short name for what is saved.")
+    value: str = Field(description="The information to keep.")
+
+
+class MemoryReadArgs(ToolArgs):
+    key: str = Field(description="The name the value was saved under.")
+
+
+class CreateTicketArgs(ToolArgs):
+    summary: str = Field(description="One line saying what the ticket is about.")
+    details: str | None = Field(default=None, description="Everything the team needs to know.")
+    requested_action: str = Field(description="What the team should do.")
+    due_by: str | None = Field(default=None, description="Deadline as an ISO 8601 date-time, if there is one.")
+
+
+class EscalateArgs(ToolArgs):
+    reason: str = Field(description="Why a person is needed.")
+    contact_method: Literal["chat", "phone", "email"] | None = Field(
+        default=None, description="How the human agent should reach the user."
+    )
+    due_by: str | None = Field(
+        default=None, description="When the user should be contacted by, as an ISO 8601 date-time, if agreed."
+    )
+
+
+_SUPPORT_ONLY = (Persona.SUPPORT,)
+
+
+class FollowupTools:
+    """The suite's tools for one episode: the fixed current time, the persona, and what the turn saved."""
+
+    def __init__(self, now: datetime, persona: Persona) -> None:
+        self.now = now
+        self.persona = persona
+        self.memory: dict[str, str] = {}
+        self._counter = 0
+
+    def _next_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-{self._counter:03d}"
+
+    def _future(self, value: str) -> datetime:
+        when, problem = _parse_when(value, self.now)
+        if problem:
+            raise ToolError(problem)
+        assert when is not None
+        return when
+
+    @tool()
+    def get_current_time(self, args: NoArgs) -> str:
+        """Returns the current date and time in the user's time zone."""
+        now = self.now
+        return f"{now:%A}, {now.day} {now:%B %Y}, {now:%H:%M} (user's time zone); ISO {now.isoformat()}"
+
+    @tool()
+    def calculator(self, args: CalculatorArgs) -> str:
+        """Evaluates an arithmetic expression with numbers, + - * / % **, parentheses and the functions
+        round, abs, min, max and sqrt, and returns the result."""
+        try:
+            return format_number(evaluate_arithmetic(args.expression))
+        except CalculatorError as exc:
+            raise ToolError(str(exc)) from None
+
+    @tool()
+    def search_docs(self, args: SearchDocsArgs) -> str:
+        """Searches the help articles and returns the best-matching passages."""
+        limit = 3 if args.max_results is None else args.max_results
+        if not 1 <= limit <= 5:
+            raise ToolError("max_results must be between 1 and 5")
+        hits = search_articles(self.persona, args.query, limit)
+        return "\n".join(hits) if hits else f"No article matches {args.query[:80]!r}."
+
+    @tool(personas=_SUPPORT_ONLY)
+    def lookup_account(self, args: LookupAccountArgs) -> str:
+        """Returns a customer's account record (plan, balance, next bill date, open service requests)."""
+        if not args.account_id.strip():
+            raise ToolError("account_id is empty")
+        return account_record(args.account_id)
+
+    @tool(
+        write=True,
+        enables=(Capability.RUN_LATER, Capability.NOTIFY_USER_LATER, Capability.WATCH_EVENT),
+        wakes_assistant=True,
+    )
+    def schedule_task(self, args: ScheduleTaskArgs) -> str:
+        """Schedules an instruction for the assistant to carry out later, either at a given time or when a named
+        event occurs. When the task runs, the assistant's output is delivered to the user."""
+        if not args.run_at and not args.on_event:
+            raise ToolError("give run_at (a date-time) or on_event (an event described in words)")
+        if args.run_at:
+            trigger = f"at {self._future(args.run_at).isoformat(timespec='minutes')}"
+        else:
+            trigger = f"when this happens: {args.on_event}"
+        return f"Scheduled task {self._next_id('task')}: it will run {trigger}."
+
+    @tool(write=True, enables=(Capability.RUN_LATER, Capability.NOTIFY_USER_LATER))
+    def create_reminder(self, args: CreateReminderArgs) -> str:
+        """Creates a reminder that notifies the user with a message at the given time."""
+        when = self._future(args.remind_at)
+        return f"Reminder {self._next_id('rem')} created for {when.isoformat(timespec='minutes')}."
+
+    @tool(write=True, enables=(Capability.RECALL_ACROSS_SESSIONS,))
+    def memory_write(self, args: MemoryWriteArgs) -> str:
+        """Saves a value under a key in this user's long-term memory, which later conversations can read."""
+        key = args.key.strip()
+        if not key:
+            raise ToolError("key is empty")
+        self.memory[key] = args.value
+        return f"Saved under {key!r}."
+
+    @tool()
+    def memory_read(self, args: MemoryReadArgs) -> str:
+        """Reads the value saved under a key in this user's long-term memory."""
+        key = args.key.strip()
+        if key in self.memory:
+            return self.memory[key]
+        return f"Nothing is saved under {key!r}."
+
+    @tool(write=True, enables=(Capability.DELEGATE_TO_HUMAN,))
+    def create_ticket(self, args: CreateTicketArgs) -> str:
+        """Opens a ticket for the human support team, describing what they should do and by when. The team works
+        through open tickets."""
+        if args.due_by:
+            self._future(args.due_by)
+        suffix = f", due by {args.due_by}" if args.due_by else ""
+        return f"Ticket {self._next_id('TCK')} opened for the support team{suffix}."
+
+    @tool(write=True, enables=(Capability.DELEGATE_TO_HUMAN,))
+    def escalate_to_human(self, args: EscalateArgs) -> str:
+        """Hands the conversation's case to a human agent, who takes it over and contacts the user by the chosen
+        method."""
+        method = args.contact_method or "chat"
+        return f"Escalation {self._next_id('ESC')} queued; a human agent will contact the user by {method}."
+
+
+def tool_declarations() -> list[tuple[ToolSpec, Mapping[str, Any]]]:
+    """Every tool of the suite (spec and metadata), in declaration order."""
+    return declared_tools(FollowupTools)
+
+
+def bind_tools(now: datetime, persona: Persona, names: list[str]) -> list[Tool]:
+    """The named tools bound to a fresh episode state, in the order given."""
+    by_name = {t.name: t for t in bound_tools(FollowupTools(now, persona))}
+    return [by_name[name] for name in names]

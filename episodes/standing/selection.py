@@ -1,0 +1,100 @@
+"""Which standing episodes to play: the suite's episode filter, and the selection it stands for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from commitbench.episodes.standing.episode import Episode
+
+
+class StandingSelection(BaseModel):
+    """The standing suite's episode filter; every list is optional (null: all values)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    split: str | None = Field(default=None, description="dev or test (null: both).")
+    cells: list[str] | None = Field(default=None, description="Cell ids, e.g. BASE, PEER-DIRECT.")
+    types: list[str] | None = Field(default=None, description="Commitment type ids, e.g. book_room.")
+    policies: list[str] | None = Field(default=None, description="explicit and/or silent.")
+    gaps: list[int] | None = Field(default=None, description="Filler gaps (1 and/or 20).")
+    surfaces: list[int] | None = Field(default=None, description="Surface wordings (0, 1, 2): names, channel, text.")
+    ids: list[str] | None = Field(default=None, description="Episode ids (the factors above must also match).")
+    limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (smoke runs).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "variants" in data:
+            raise ValueError(
+                "standing episodes have surface wordings, not variants: write 'surfaces' (0, 1, 2); "
+                "'variants' names the follow-up suite's inferred/stated variants"
+            )
+        return data
+
+    def select(self, pool: Sequence[Episode]) -> list[Episode]:
+        """The episodes of ``pool`` this filter keeps, in compile order; raises ValueError on an unknown value."""
+        chosen = select_episodes(
+            pool, split=self.split, cells=self.cells, commitment_types=self.types, policies=self.policies,
+            gaps=self.gaps, surfaces=self.surfaces,
+        )
+        if self.ids is not None:
+            known = {e.id for e in pool}
+            unknown = sorted(set(self.ids) - known)
+            if unknown:
+                raise ValueError(f"unknown episode id(s): {', '.join(unknown[:5])}")
+            wanted = set(self.ids)
+            chosen = [e for e in chosen if e.id in wanted]
+        if self.limit is not None:
+            chosen = chosen[: self.limit]
+        if not chosen:
+            raise ValueError("no episode matches the episode filter")
+        return chosen
+
+
+def select_episodes(
+    episodes: Sequence[Episode],
+    episode_id: str | None = None,
+    split: str | None = None,
+    cells: Sequence[str] | None = None,
+    commitment_types: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    gaps: Sequence[int] | None = None,
+    surfaces: Sequence[int] | None = None,
+) -> list[Episode]:
+    """Filter compiled episodes by id or by design factors; an unknown value is an error."""
+    if episode_id is not None:
+        found = [e for e in episodes if e.id == episode_id]
+        if not found:
+            raise ValueError(f"unknown episode id {episode_id!r}")
+        return found
+    known = {
+        "cell": {e.cell for e in episodes},
+        "commitment type": {e.commitment_type for e in episodes},
+        "policy": {e.policy.value for e in episodes},
+        "gap": {e.gap for e in episodes},
+        "surface": {e.variant for e in episodes},
+        "split": {e.split.value for e in episodes},
+    }
+    for what, wanted in (
+        ("cell", cells),
+        ("commitment type", commitment_types),
+        ("policy", policies),
+        ("gap", gaps),
+        ("surface", surfaces),
+        ("split", [split] if split else None),
+    ):
+        unknown = sorted(str(w) for w in (wanted or []) if w not in known[what])
+        if unknown:
+            raise ValueError(f"unknown {what}: {', '.join(unknown)} (known: {sorted(map(str, known[what]))})")
+    return [
+        e
+        for e in episodes
+        if (split is None or e.split.value == split)
+        and (cells is None or e.cell in cells)
+        and (commitment_types is None or e.commitment_type in commitment_types)
+        and (policies is None or e.policy.value in policies)
+        and (gaps is None or e.gap in gaps)
+        and (surfaces is None or e.variant in surfaces)
+    ]

@@ -1,0 +1,102 @@
+"""The follow-up suite's labellers: the offline checker and the LLM checker behind the one labeller protocol.
+
+Each reads a trace as a :class:`~commitbench.judges.followup.llm.FollowUpTurn` and returns a
+:class:`FollowupLabelRecord` holding what it read and what it concluded; ``error`` is set when the
+checker could not label the reply (a judge error, excluded from metrics and counted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from pydantic import Field
+
+from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, turn_from_trace
+from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.labelling import LabelRecord
+from commitbench.llm import ModelClient
+from commitbench.traces import EpisodeTrace
+
+NO_ARM = "none"
+
+
+class FollowupLabelRecord(LabelRecord):
+    """A checker's result for one follow-up trace."""
+
+    model: str = Field(description="The tested model.")
+    arm: str = Field(description="The intervention stack ('none' when none).")
+    sample: int = Field(description="Sample index.")
+    turn: FollowUpTurn = Field(description="What the checker read.")
+    result: CheckResult = Field(description="What it concluded.")
+
+
+class Checker(Protocol):
+    """The offline or the LLM checker."""
+
+    name: str
+
+    async def check(self, turn: FollowUpTurn) -> CheckResult: ...
+
+
+def arm_name(interventions: Sequence[str]) -> str:
+    """The arm label of a trace's intervention names ('none' for the plain environment)."""
+    return "+".join(interventions) if interventions else NO_ARM
+
+
+def trace_model(trace: EpisodeTrace) -> str:
+    """The tested model's name as the trace's agent identity records it."""
+    settings = trace.agent.settings if trace.agent else {}
+    model = settings.get("model", {})
+    if isinstance(model, dict):
+        return str(model.get("model", trace.agent.name if trace.agent else "unknown"))
+    return str(model)
+
+
+def make_checker(
+    kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+    max_attempts: int = 3,
+) -> Checker:
+    """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``): the one factory of both."""
+    from commitbench.judges.followup.llm import LLMChecker
+    from commitbench.judges.followup.rules import OfflineChecker
+
+    if kind == "rules":
+        return OfflineChecker()
+    if kind == "llm":
+        if client is None:
+            raise ValueError("the LLM checker needs a model")
+        return LLMChecker(client, max_attempts=max_attempts, style=style)
+    raise ValueError(f"unknown checker {kind!r} (rules or llm)")
+
+
+class CheckerLabeller:
+    """A checker as a labeller (its name is the checker's: 'rules', or 'llm:<model>')."""
+
+    record_type = FollowupLabelRecord
+
+    def __init__(self, checker: Checker, name: str | None = None) -> None:
+        self.checker = checker
+        self._name = name or checker.name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def label(self, trace: EpisodeTrace) -> FollowupLabelRecord:
+        turn = turn_from_trace(trace)
+        return self._record(trace, turn, await self.checker.check(turn))
+
+    def label_now(self, trace: EpisodeTrace) -> FollowupLabelRecord:
+        """Label without an event loop; only for a checker that calls no model (the offline one)."""
+        check_now = getattr(self.checker, "check_now", None)
+        if check_now is None:
+            raise TypeError(f"checker {self.name!r} calls a model; use label()")
+        turn = turn_from_trace(trace)
+        return self._record(trace, turn, check_now(turn))
+
+    def _record(self, trace: EpisodeTrace, turn: FollowUpTurn, result: CheckResult) -> FollowupLabelRecord:
+        return FollowupLabelRecord(
+            run_key=trace.run_key, labeller=self.name, error=result.error, model=trace_model(trace),
+            arm=arm_name(trace.interventions), sample=trace.sample, turn=turn, result=result,
+        )

@@ -1,0 +1,192 @@
+"""What every intervention shares: a stable name, a slot in the stack, and acting through reset and step only.
+
+An intervention is a gymnasium wrapper that changes what the agent is told or what its final reply
+becomes, never what happens in the scripted world. It never reaches into the environment it wraps:
+
+* at ``reset`` it hands the environment its prompt sections, tools and settings through the reset
+  options (:meth:`Intervention.extras`, see :mod:`commitbench.extras`); the environment records
+  them on the trace;
+* after every step it may show a *context section* (dynamic state) in ``observation["context"]``,
+  which agents show last so the stable prompt prefix stays cacheable; every intervention of the
+  stack rebuilds the whole context in a fixed slot order (:func:`compose_context`);
+* it may change the agent's action in ``step`` (the claim guard, detect-and-rewrite);
+* when it needs what the script knows (an oracle store follows who released the promise), it asks
+  for the privileged channel (``privileged = True``): it then sees the annotations in ``info`` and
+  removes them before the agent does, unless a wrapper further out asked for them too.
+
+Stacking rules (:func:`check_stack_members`): at most one intervention per slot (one release policy,
+one oracle store, one ledger, one claim guard, ...), plus pairwise refusals a class declares
+(:meth:`Intervention.refuses`). The registry applies the same function to configs before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from itertools import combinations
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from commitbench.envs.common import PRIVILEGED_KEY
+from commitbench.extras import EnvExtras, add_extras, extras_of
+
+
+class InterventionError(ValueError):
+    """An intervention cannot be applied: bad parameter, wrong environment or a refused combination."""
+
+
+@lru_cache(maxsize=64)
+def prompt_text(filename: str) -> str:
+    """A text shipped in ``oracles/prompts`` (trailing whitespace removed)."""
+    return resources.files("commitbench.oracles").joinpath("prompts", filename).read_text(encoding="utf-8").rstrip()
+
+
+def text_hash(*texts: str) -> str:
+    return hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+
+
+class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.utils.RecordConstructorArgs):
+    """Base of every intervention (see the module docstring).
+
+    Subclasses set ``kind``, ``slot``, ``slot_plural``, ``order`` and ``env_ids``, and override any of
+    :meth:`param`, :meth:`extras`, :meth:`begin`, :meth:`observe`, :meth:`context_section`,
+    :meth:`act` and :meth:`refuses`.
+    """
+
+    kind: ClassVar[str] = ""
+    slot: ClassVar[str] = ""
+    slot_plural: ClassVar[str] = ""
+    order: ClassVar[int] = 100  # position of its prompt and context sections among the stack's
+    env_ids: ClassVar[frozenset[str]] = frozenset()
+    privileged: ClassVar[bool] = False
+
+    def __init__(self, env: gym.Env[Any, Any], **params: Any) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, **params)
+        gym.Wrapper.__init__(self, env)
+        env_id = getattr(type(env.unwrapped), "ENV_ID", None)
+        if env_id not in self.env_ids:
+            wraps, found = ", ".join(sorted(self.env_ids)), env_id or type(env.unwrapped).__name__
+            raise InterventionError(f"{type(self).__name__} wraps {wraps}, not {found}")
+        members = [(w.name, type(w)) for w in intervention_stack(env)]
+        check_stack_members([*members, (self.name, type(self))])
+        self._strip = False
+
+    # -------------------------------------------------------------- identity
+    def param(self) -> str:
+        """The parameter that enters the name ('' for none)."""
+        return ""
+
+    @property
+    def name(self) -> str:
+        param = self.param()
+        return f"{self.kind}:{param}" if param else self.kind
+
+    @classmethod
+    def refuses(cls, name: str, other: type[Intervention], other_name: str) -> str | None:
+        """Why this intervention (named ``name``) cannot share a stack with another; None when it can."""
+        return None
+
+    # -------------------------------------------------------------- hooks
+    def extras(self) -> EnvExtras:
+        """What this intervention hands the environment at reset (prompt sections, tools, settings)."""
+        return EnvExtras()
+
+    def begin(self, info: dict[str, Any]) -> None:
+        """Reset per-episode state from the reset's ``info`` (privileged facts included when asked for)."""
+
+    def observe(self, event: dict[str, Any], annotation: dict[str, Any] | None) -> None:
+        """Update state from one event the agent observes (``annotation`` when privileged)."""
+
+    def context_section(self) -> str:
+        """Text shown after the latest message ('' for none)."""
+        return ""
+
+    def act(self, action: Any) -> Any:
+        """The action to pass on for the agent's ``action`` (unchanged by default)."""
+        return action
+
+    # -------------------------------------------------------------- gymnasium
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        extras = self.extras()
+        if self.privileged:
+            self._strip = not extras_of(options).privileged  # nobody further out asked for the channel
+            extras = extras.model_copy(update={"privileged": (*extras.privileged, self.name)})
+        options = add_extras(options, extras)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.begin(info)
+        return self._after(obs, info)
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(self.act(action))
+        obs, info = self._after(obs, info)
+        return obs, reward, terminated, truncated, info
+
+    def _after(self, obs: dict[str, Any], info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        script = info.get(PRIVILEGED_KEY) if self.privileged else None
+        notes = script["annotations"] if isinstance(script, dict) else None
+        for index, event in enumerate(obs["events"]):
+            self.observe(event, notes[index] if notes is not None else None)
+        obs = {**obs, "context": compose_context(intervention_stack(self))}
+        if self._strip:
+            info = {key: value for key, value in info.items() if key != PRIVILEGED_KEY}
+        return obs, info
+
+
+# Builds the wrapper: (env, params, services) -> env.
+InterventionFactory = Callable[[gym.Env[Any, Any], Mapping[str, Any], Mapping[str, Any]], gym.Env[Any, Any]]
+
+
+@dataclass(frozen=True)
+class InterventionEntry:
+    """One registered intervention: its name, class (slot, environments, stacking rules) and factory."""
+
+    name: str
+    cls: type[Intervention]
+    factory: InterventionFactory
+    summary: str = ""
+    params: tuple[str, ...] = field(default=())
+
+    @property
+    def env_ids(self) -> frozenset[str]:
+        return self.cls.env_ids
+
+
+def intervention_stack(env: gym.Env[Any, Any]) -> list[Intervention]:
+    """The interventions wrapped around an environment, innermost first."""
+    found: list[Intervention] = []
+    current: Any = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, Intervention):
+            found.append(current)
+        current = current.env
+    return list(reversed(found))
+
+
+def intervention_names(env: gym.Env[Any, Any]) -> list[str]:
+    """Names of the interventions around ``env``, innermost first (the order of ``trace.interventions``)."""
+    return [w.name for w in intervention_stack(env)]
+
+
+def compose_context(stack: Sequence[Intervention]) -> str:
+    """Every context section of the stack, in slot order, separated by blank lines."""
+    ordered = sorted(stack, key=lambda w: w.order)
+    return "\n\n".join(s for s in (w.context_section() for w in ordered) if s)
+
+
+def check_stack_members(members: Sequence[tuple[str, type[Intervention]]]) -> None:
+    """Raise :class:`InterventionError` when the named interventions cannot be stacked together."""
+    by_slot: dict[str, str] = {}
+    for name, cls in members:
+        if cls.slot in by_slot:
+            raise InterventionError(
+                f"two {cls.slot_plural or cls.slot} in one stack ({by_slot[cls.slot]} and {name}); apply at most one"
+            )
+        by_slot[cls.slot] = name
+    for (name_a, cls_a), (name_b, cls_b) in combinations(members, 2):
+        problem = cls_a.refuses(name_a, cls_b, name_b) or cls_b.refuses(name_b, cls_a, name_a)
+        if problem:
+            raise InterventionError(problem)
