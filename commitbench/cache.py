@@ -226,7 +226,8 @@ class CallCache:
             if self.mode is CacheMode.REPLAY_ONLY:
                 raise CacheMiss(key, model)
             return None
-        return json.loads(row[0])
+        value: dict[str, Any] = json.loads(row[0])
+        return value
 
     def put(self, key: str, model: str, value: Mapping[str, Any]) -> bool:
         """Store ``value`` under ``key`` unless an entry exists; True when a row was written."""

@@ -37,12 +37,8 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
+import httpx2
 import openai
-
-try:  # the openai SDK moved from httpx to its successor httpx2; support both
-    import httpx2
-except ImportError:  # pragma: no cover - older openai releases
-    import httpx as httpx2  # type: ignore[no-redef]
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.cache import CacheMode, CallCache, cache_key
@@ -318,7 +314,8 @@ def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, An
     reasoning = message.get("reasoning")
     if reasoning is None:
         reasoning = message.get("reasoning_content")
-    usage_raw = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    usage_value = payload.get("usage")
+    usage_raw: dict[str, Any] = usage_value if isinstance(usage_value, dict) else {}
     details = usage_raw.get("completion_tokens_details") or {}
     usage = Usage(
         prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),

@@ -770,7 +770,7 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
+        chunks: list[bytes] = []
         size_total = 0
         while True:
             size_line = await reader.readuntil(b"\r\n")

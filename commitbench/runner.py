@@ -688,11 +688,11 @@ class Runner:
             for task in workers:
                 task.cancel()
 
-        installed: list[int] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        installed: list[signal.Signals] = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
+                loop.add_signal_handler(signum, on_signal)
+                installed.append(signum)
             except (ValueError, NotImplementedError, RuntimeError):
                 pass  # not the main thread (tests, embedding): no signal handling
         progress = _Progress(self, len(pending)) if self.progress_enabled and pending else None
@@ -716,8 +716,8 @@ class Runner:
             for client in (c for shards in self._clients.values() for c in shards):
                 with contextlib.suppress(Exception):
                     await client.aclose()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            for signum in installed:
+                loop.remove_signal_handler(signum)
             if progress is not None:
                 progress.close()
         for result in results:
@@ -865,9 +865,8 @@ def _http_client(in_flight: int) -> Any:
     The SDK's default pool keeps 100 idle connections: above that concurrency every response
     closes a connection and the next request opens a new one, which costs more CPU than the call.
     """
+    import httpx2
     import openai
-
-    from commitbench.llm import httpx2
 
     return openai.DefaultAsyncHttpxClient(
         limits=httpx2.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))

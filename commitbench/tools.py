@@ -162,7 +162,7 @@ def args_model_from_schema(name: str, schema: Mapping[str, Any]) -> type[ToolArg
             raise TypeError(f"tool {name!r}: parameter {prop!r} has unsupported type {kind!r}")
         annotation: Any = _PY_TYPES[kind]
         if "enum" in spec:
-            annotation = Literal[tuple(spec["enum"])]  # type: ignore[misc]
+            annotation = Literal.__getitem__(tuple(spec["enum"]))
         description = str(spec.get("description") or prop)
         if prop in required:
             fields[prop] = (annotation, Field(description=description))

@@ -129,9 +129,9 @@ def apply_interventions(
     services: Mapping[str, Any] | None = None,
 ) -> gym.Env[Any, Any]:
     """Wrap ``env`` with every intervention of ``stack`` (specs, or labels), the first listed innermost."""
-    stack = [spec if isinstance(spec, InterventionSpec) else InterventionSpec.parse(spec) for spec in stack]
-    check_stack(stack)
-    for spec in stack:
+    specs = [spec if isinstance(spec, InterventionSpec) else InterventionSpec.parse(spec) for spec in stack]
+    check_stack(specs)
+    for spec in specs:
         entry = check_intervention(spec.name)
         wrapped = entry.factory(env, dict(spec.params), services or {})
         if not isinstance(wrapped, gym.Env):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -115,8 +116,13 @@ def check_frame(frame: pd.DataFrame) -> None:
         raise ValueError(f"labelled table lacks column(s): {missing}")
 
 
+def _column(name: str) -> Callable[[pd.DataFrame], pd.Series]:
+    """A function that picks one column of a frame."""
+    return lambda frame: frame[name]
+
+
 def _value(x: object) -> str:
-    return x.value if hasattr(x, "value") else str(x)  # type: ignore[attr-defined]
+    return str(x.value) if isinstance(x, Enum) else str(x)
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,7 @@ METRICS: dict[str, RateMetric] = {
         *[
             RateMetric(
                 f"ecr_{t.value}",
-                (lambda f, t=t: f[f"n_empty_{t.value}"]),
+                _column(f"n_empty_{t.value}"),
                 lambda f: f["n_agent_commitments"],
                 f"empty commitments with primary failure {t.value}, over agent-initiated commitments",
             )

@@ -218,7 +218,7 @@ def counts_from_result(result: CheckResult) -> TurnCounts | None:
 
 
 # ------------------------------------------------------------------------------------------ estimator
-def stratified_total(strata: Sequence[tuple[int, Sequence[float]]]) -> float:
+def stratified_total(strata: Sequence[tuple[int, Sequence[float] | np.ndarray]]) -> float:
     """``sum_h N_h * mean_h(y)`` for strata given as (N_h, judged values); NaN when a stratum with turns
     has no judged value."""
     total = 0.0
@@ -231,7 +231,7 @@ def stratified_total(strata: Sequence[tuple[int, Sequence[float]]]) -> float:
     return total
 
 
-def per_thousand(strata: Sequence[tuple[int, Sequence[float]]]) -> float:
+def per_thousand(strata: Sequence[tuple[int, Sequence[float] | np.ndarray]]) -> float:
     """The stratified rate per 1,000 turns (NaN for no turns, or an unjudged stratum)."""
     turns = sum(population for population, _ in strata)
     if turns == 0:

@@ -131,11 +131,11 @@ def build_standing_report(
 def _strict_by_cell(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """Point estimates per cell in the compact form documented in the README."""
     table = strict_by_cell(rows)
-    out = []
+    out: list[dict[str, Any]] = []
     for key, row in table.iterrows():
         keys = key if isinstance(key, tuple) else (key,)
         out.append({
-            **dict(zip(table.index.names, keys, strict=True)),
+            **{str(name): value for name, value in zip(table.index.names, keys, strict=True)},
             "cells": {c: (None if v != v else float(v)) for c, v in row.items()},
         })
     return out

@@ -135,12 +135,13 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    summary = {
+    by_split = {s: sum(1 for e in episodes if e.split.value == s) for s in ("dev", "test")}
+    summary: dict[str, Any] = {
         "ok": True,
         "episodes": len(episodes),
         "types": len(spec.types),
         "cells": len(spec.cells),
-        "by_split": {s: sum(1 for e in episodes if e.split.value == s) for s in ("dev", "test")},
+        "by_split": by_split,
     }
     if args.json:
         _emit(summary)
@@ -153,9 +154,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from pydantic import BaseModel
+
     from commitbench.episodes.standing import spec as s
 
-    models = {
+    models: dict[str, type[BaseModel]] = {
         "type": s.CommitmentTypeSpec,
         "cell": s.CellSpec,
         "world": s.WorldSpec,

@@ -10,6 +10,7 @@ at the edge of a program and a fixed or manual clock in tests.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -185,7 +186,7 @@ class Ledger:
         debtor: str | None = None,
         creditor: str | None = None,
         scope: str | None = None,
-    ) -> list[DueItem]:
+    ) -> builtins.list[DueItem]:
         """Open commitments: overdue, then due within ``soon``, then later, then unscheduled.
 
         Within each group: earliest due first, ties by id; unscheduled ones by id. ``limit`` caps

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -50,7 +51,7 @@ def replay(events: Iterable[AuditEvent]) -> Commitment:
     return current
 
 
-def _validate(data: dict, event: AuditEvent) -> Commitment:
+def _validate(data: dict[str, Any], event: AuditEvent) -> Commitment:
     try:
         return Commitment.model_validate(data)
     except ValidationError as exc:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -175,12 +175,14 @@ _COMMITMENT_JSON = (
     "'last_closed', last_closed, 'scope', scope, 'created_at', created_at, 'updated_at', updated_at, "
     "'version', version)"
 )
+RowT = TypeVar("RowT", Commitment, DueItem)
 _COMMITMENTS = TypeAdapter(list[Commitment])
 _DUE_ITEMS = TypeAdapter(list[DueItem])
 
 
-def _parse_batch(adapter: TypeAdapter, rows: Sequence[Sequence[Any]]) -> list:
-    return adapter.validate_json("[" + ",".join(row[0] for row in rows) + "]")
+def _parse_batch(adapter: TypeAdapter[list[RowT]], rows: Sequence[Sequence[Any]]) -> list[RowT]:
+    parsed: list[RowT] = adapter.validate_json("[" + ",".join(row[0] for row in rows) + "]")
+    return parsed
 
 
 def _row_to_event(row: Sequence[Any]) -> AuditEvent:

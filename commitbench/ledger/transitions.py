@@ -93,7 +93,9 @@ def _step(
     return after, draft
 
 
-def _refusal(before: Commitment, operation: Operation, actor: str, reason: str, now: datetime, policy_name: str):
+def _refusal(
+    before: Commitment, operation: Operation, actor: str, reason: str, now: datetime, policy_name: str
+) -> Plan:
     draft = EventDraft(
         at=now,
         actor=actor,

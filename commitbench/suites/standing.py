@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,6 @@ SUITE = Suite(
     calls_per_episode=calls_per_episode,
     chat_agent=ChatAgent,
     default_max_model_calls_per_turn=10,
-    reference_agents={name: (lambda n=name: make_reference_agent(n)) for name in REFERENCE_AGENTS},
+    reference_agents={name: partial(make_reference_agent, name) for name in REFERENCE_AGENTS},
 )
 register_suite(SUITE)

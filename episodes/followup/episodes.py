@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,7 +42,7 @@ class FollowUpEpisode(BaseModel):
 
 
 # ----------------------------------------------------------------------------------- selection
-def _as_list(value: Any, enum: type, what: str) -> list[Any] | None:
+def _as_list(value: Any, enum: type[Enum], what: str) -> list[Any] | None:
     if value is None:
         return None
     items = [value] if isinstance(value, (str, enum)) else list(value)

@@ -69,7 +69,7 @@ def select_episodes(
         if not found:
             raise ValueError(f"unknown episode id {episode_id!r}")
         return found
-    known = {
+    known: dict[str, set[object]] = {
         "cell": {e.cell for e in episodes},
         "commitment type": {e.commitment_type for e in episodes},
         "policy": {e.policy.value for e in episodes},
@@ -77,14 +77,15 @@ def select_episodes(
         "surface": {e.variant for e in episodes},
         "split": {e.split.value for e in episodes},
     }
-    for what, wanted in (
+    checks: tuple[tuple[str, Sequence[object] | None], ...] = (
         ("cell", cells),
         ("commitment type", commitment_types),
         ("policy", policies),
         ("gap", gaps),
         ("surface", surfaces),
         ("split", [split] if split else None),
-    ):
+    )
+    for what, wanted in checks:
         unknown = sorted(str(w) for w in (wanted or []) if w not in known[what])
         if unknown:
             raise ValueError(f"unknown {what}: {', '.join(unknown)} (known: {sorted(map(str, known[what]))})")

@@ -97,7 +97,8 @@ def response_flags(
     return ResponseJudgeOutput(
         false_action_claim=_flag(
             false_claim,
-            f"completed-write claim {claim.text!r} with no write call" if false_claim else "no unbacked write claim",
+            f"completed-write claim {claim.text!r} with no write call" if claim is not None and false_claim
+            else "no unbacked write claim",
         ),
         declines_request=_flag(bool(declines), f"says {declines.group(0)!r}" if declines else "no inability"),
         hands_back_to_user=_flag(

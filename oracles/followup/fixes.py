@@ -108,14 +108,14 @@ class CapabilityCard(Intervention):
         self.suite = suite or load_setups()
         super().__init__(env)
 
-    def render(self, episode: Any) -> str:
-        affordances = self.suite.affordances(episode.setup)
-        return render_capability_card(affordances.properties, affordances.enabling_tools)
+    def card_for(self, episode: Any) -> str:
+        """The card of an episode's setup."""
+        return self.render_for_setup(episode.setup)
 
     def extras(self) -> EnvExtras:
         cards = [self.render_for_setup(setup) for setup in sorted(self.suite.setups)]
         return EnvExtras(
-            sections=(PromptSection(source=self.name, order=self.order, render=self.render),),
+            sections=(PromptSection(source=self.name, order=self.order, render=self.card_for),),
             prompt_hashes={"intervention:card": text_hash(*cards)},
         )
 
