@@ -60,15 +60,17 @@ def _suite(run_dir: Path) -> Suite:
     from commitbench.runner import run_suite
 
     try:
-        return run_suite(run_dir)
+        suite = run_suite(run_dir)
+        suite.annotation_kit()  # a clear error for a suite without annotation
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    return suite
 
 
 def _export(args: argparse.Namespace) -> int:
     suite = _suite(args.run_dir)
     try:
-        count = suite.annotation.export(args.run_dir, args.n, args.out, args.seed, args.judge)
+        count = suite.annotation_kit().export(args.run_dir, args.n, args.out, args.seed, args.judge)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {count} items to {args.out} (seed {args.seed}); fill the label columns and import it")
@@ -86,7 +88,8 @@ def _sheet_suite(sheet: Path) -> Suite:
     except OSError as exc:
         raise UsageError(f"cannot read {sheet}: {exc.strerror or exc}") from None
     # The suite whose sheet shares the most label columns with this one; its reader names what is missing.
-    return max(suites(), key=lambda s: len(set(s.annotation.required_columns) & header))
+    kits = [s for s in suites() if s.annotation is not None]
+    return max(kits, key=lambda s: len(set(s.annotation_kit().required_columns) & header))
 
 
 def _read_sheet(sheet: Path) -> tuple[Suite, list[Any], int]:
@@ -94,7 +97,7 @@ def _read_sheet(sheet: Path) -> tuple[Suite, list[Any], int]:
 
     suite = _sheet_suite(sheet)
     try:
-        labels, blank = suite.annotation.read_sheet(sheet)
+        labels, blank = suite.annotation_kit().read_sheet(sheet)
     except SheetError as exc:
         raise UsageError(str(exc)) from None
     return suite, labels, blank
@@ -118,7 +121,7 @@ def _human(suite: Suite, path: Path) -> list[Any]:
     if path.suffix.lower() == ".csv":
         return _read_sheet(path)[1]
     try:
-        return read_human_labels(path, suite.annotation.human_label)
+        return read_human_labels(path, suite.annotation_kit().human_label)
     except SheetError as exc:
         raise UsageError(str(exc)) from None
 
@@ -129,7 +132,7 @@ def _validate(args: argparse.Namespace) -> int:
     if not human:
         raise UsageError(f"{args.human} holds no label")
     try:
-        result = suite.annotation.validate(human, args.run_dir, args.judge)
+        result = suite.annotation_kit().validate(human, args.run_dir, args.judge)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     if args.json:
@@ -144,7 +147,7 @@ def _agreement(args: argparse.Namespace) -> int:
         raise UsageError("give --judge twice: the two judges to compare (for example --judge rules --judge llm:M)")
     suite = _suite(args.run_dir)
     try:
-        result = suite.annotation.agreement(args.run_dir, args.judge[0], args.judge[1])
+        result = suite.annotation_kit().agreement(args.run_dir, args.judge[0], args.judge[1])
     except (FileNotFoundError, ValueError, KeyError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     if args.json:

@@ -83,7 +83,7 @@ def _handle(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError) as exc:
         raise UsageError(str(exc)) from None
     agreement = None
-    if judge.kind == "llm" and summary.runs_labelled + summary.runs_skipped:
+    if judge.kind == "llm" and suite.annotation is not None and summary.runs_labelled + summary.runs_skipped:
         agreement = suite.annotation.agreement(args.run_dir, suite.offline_labeller, summary.labeller)
     if args.json:
         print_json({"summary": summary.model_dump(mode="json"),

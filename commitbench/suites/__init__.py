@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 from pydantic import BaseModel
 
+from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.judges.labelling import Labeller, LabelRecord
 
@@ -44,6 +45,7 @@ __all__ = [
     "register_suite",
     "suite_for_env",
     "suites",
+    "unregister_suite",
 ]
 
 
@@ -95,17 +97,23 @@ class Suite:
     label_record: type[LabelRecord]
     labeller: Callable[..., Labeller[LabelRecord]]
     report: Callable[[Path, ReportOptions], SuiteReport]
-    annotation: AnnotationKit
-    prompt_hashes: Callable[[], dict[str, str]]
-    calls_per_episode: Callable[[Any], int]
-    chat_agent: type[Any]
-    default_max_model_calls_per_turn: int
+    annotation: AnnotationKit | None = None
+    prompt_hashes: Callable[[], dict[str, str]] = field(default=dict)
+    calls_per_episode: Callable[[Any], int] = field(default=lambda episode: 1)
+    chat_agent: type[Any] = ChatAgent
+    default_max_model_calls_per_turn: int = 6
     reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
-    services: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    services: Callable[[], Mapping[str, Any]] = field(default=dict)
     offline_labeller: str = "rules"
 
     def describe(self) -> str:
         return f"{self.name} ({self.env_id})"
+
+    def annotation_kit(self) -> AnnotationKit:
+        """The suite's human-validation pieces; a clear error for a suite that has none."""
+        if self.annotation is None:
+            raise ValueError(f"the {self.name} suite has no annotation sheet, human labels or agreement measures")
+        return self.annotation
 
 
 _SUITES: dict[str, Suite] = {}
@@ -123,6 +131,11 @@ def register_suite(suite: Suite) -> None:
         if other is not suite and (other.name == suite.name or other.env_id == suite.env_id):
             raise ValueError(f"suite {suite.describe()} clashes with {other.describe()}")
     _SUITES[suite.name] = suite
+
+
+def unregister_suite(name: str) -> None:
+    """Remove a suite (a plug-in that is unloaded, or a test's own suite)."""
+    _SUITES.pop(name, None)
 
 
 def _load_builtins() -> None:
