@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_client import bare_loop
 
 from commitbench.config import ExperimentConfig
-from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import MockServerProcess, ReplySpec, ToolCallSpec
 from commitbench.runner import run_experiment
 
@@ -77,13 +76,12 @@ def runner_loop(server: MockServerProcess, concurrency: int, n_episodes: int, pr
     """Play ``n_episodes`` through the runner into a fresh directory (empty cache)."""
     server.reset()
     server.script(*scripted_replies(40 * n_episodes))
-    episodes = load_episodes()
     with tempfile.TemporaryDirectory() as tmp:
         config = runner_config(server.base_url, concurrency, n_episodes)
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
-        summary = run_experiment(config, Path(tmp) / "run", episodes=episodes, argv=["harness_overhead"])
+        summary = run_experiment(config, Path(tmp) / "run", argv=["harness_overhead"])
         if profiler is not None:
             profiler.disable()
     if summary.cells_done != n_episodes or summary.errors:
