@@ -81,8 +81,15 @@ def test_report_tables_and_files(run_dir, capsys):
     assert lsw_effect["estimate"] == pytest.approx(8 / 15 - 8 / 13) and lsw_effect["episodes"] == len(SLICE) // 2
     assert effect["creditor-rule", "oracle:B3+", "override"]["estimate"] == 0.0
 
+    # The rank effect counts the silent policy's manager runs: last-speaker-wins drops on both words.
+    rank = {(r["group"]["agent"], r["group"]["policy"], r["measure"]): r for r in report["rank_effect"]
+            if r["group"]["interventions"] == "none"}
+    lsw_rank = rank["last-speaker-wins", "silent", "dropped"]
+    assert (lsw_rank["manager"], lsw_rank["peer"], lsw_rank["estimate"], lsw_rank["pairs"]) == (1.0, 1.0, 0.0, 8)
+    assert rank["creditor-rule", "silent", "dropped"]["manager"] == 0.0
+
     out = run_dir / "report"
-    for name in ("metrics", "gap", "cells", "paired", "policy"):
+    for name in ("metrics", "gap", "cells", "paired", "policy", "rank_effect"):
         assert (out / f"{name}.csv").exists() and (out / f"{name}.md").exists()
     assert (out / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
     with (out / "metrics.csv").open(encoding="utf-8") as handle:

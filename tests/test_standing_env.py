@@ -142,7 +142,7 @@ def test_creditor_answers_first_contact_after_event_then_only_acknowledges():
     env.step(tool_call("send_dm", {"to": creditor, "text": "Thanks!"}))
     obs, *_ = env.step({"end_turn": True})
     acks = [e for e in obs["events"] if e["act"] == "acknowledgement"]
-    assert len(acks) == 1 and acks[0]["text"] == "👍"
+    assert len(acks) == 1 and acks[0]["text"] == "Thanks for the update."
 
 
 def test_reply_goes_where_the_turn_message_came_from():

@@ -116,11 +116,11 @@ def test_unknown_template_variable_is_reported_at_compile_time(tmp_path):
 def test_cli_validate_exits_nonzero_with_one_clear_error(tmp_path, capsys):
     data = _copy_data(tmp_path)
     cells = data / "cells.yaml"
-    cells.write_text(cells.read_text().replace("creditor_reply: go_ahead", "creditor_reply: maybe"))
+    cells.write_text(cells.read_text().replace("paper_reply: go_ahead", "paper_reply: maybe"))
     assert main(["episodes", "validate", str(data)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert "cells.yaml" in err[0] and "cells[14].creditor_reply" in err[0]
+    assert "cells.yaml" in err[0] and "cells[14].paper_reply" in err[0]
 
 
 def test_cli_validate_a_single_new_type_file(tmp_path, capsys):

@@ -8,7 +8,9 @@ per-cell heatmap; :meth:`StandingReport.views` describes them as plain tables fo
   type, with n and the runs excluded for a missing judge label;
 * ``by_gap``: the same per gap; ``by_cell``: strict accuracy per cell;
 * ``paired``: each intervention minus the baseline arm on the same episodes (paired bootstrap);
-* ``policy_effect``: explicit minus silent on the same chats, per model and intervention.
+* ``policy_effect``: explicit minus silent on the same chats, per model and intervention;
+* ``rank_effect``: drops on a manager's word minus drops on a peer's, per model, intervention and
+  policy (the silent policy included), on twin chats (see :mod:`commitbench.analysis.standing.rank`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.analysis.standing import tables as st
 from commitbench.analysis.standing.metrics import MetricValue, strict_by_cell
+from commitbench.analysis.standing.rank import RankEffect, RankMeasure, rank_effect_table, rank_frame
 from commitbench.analysis.tables import TableView
 
 REPORT_DIR = "report"
@@ -49,6 +52,7 @@ _TITLES = {
     "cells": "Strict accuracy per cell",
     "paired": "Differences from the baseline intervention on the same episodes (percentage points)",
     "policy": "Effect of the explicit release policy: explicit minus silent, same chats (percentage points)",
+    "rank_effect": "Rank effect: drops on a manager's word minus drops on a peer's, twin chats (percentage points)",
 }
 
 
@@ -74,6 +78,11 @@ class StandingReport(BaseModel):
     strict_by_cell: list[dict[str, Any]] = Field(description="Point estimates per cell: {agent, ..., cells}.")
     paired: list[st.PairedValue] = Field(description="Each arm minus the baseline on the same episodes.")
     policy_effect: list[st.PairedValue] = Field(description="Explicit minus silent on the same chats.")
+    rank_effect: list[RankEffect] = Field(
+        default_factory=list,
+        description="Manager-minus-peer drop rates per model x intervention x policy (silent included), on twin "
+        "chats; empty when the run holds no MGR/PEER twins.",
+    )
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written under RUN_DIR/report/.")
 
     def note(self) -> str:
@@ -86,7 +95,8 @@ class StandingReport(BaseModel):
 
     def views(self) -> list[TableView]:
         """The tables as shown on a console: per model, rows are intervention x policy."""
-        return [*_metric_views(self), *_cell_views(self), *_paired_views(self), *_policy_views(self)]
+        return [*_metric_views(self), *_cell_views(self), *_paired_views(self), *_policy_views(self),
+                *_rank_views(self)]
 
     def summary_lines(self) -> list[str]:
         head = (
@@ -125,6 +135,7 @@ def build_standing_report(
         strict_by_cell=_strict_by_cell(rows),
         paired=st.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else [],
         policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),
+        rank_effect=rank_effect_table(rows, n_boot=n_boot, seed=seed),
     )
 
 
@@ -156,6 +167,14 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
                 difference=[st.interval_text(p.estimate, p.low, p.high, signed=True) for p in values]
             ).drop(columns=["low", "high", *drop])
             tables[name] = (frame, text)
+    if report.rank_effect:
+        frame = rank_frame(report.rank_effect)
+        text = frame.assign(
+            manager=[st.interval_text(r.manager, r.manager_low, r.manager_high) for r in report.rank_effect],
+            peer=[st.interval_text(r.peer, r.peer_low, r.peer_high) for r in report.rank_effect],
+            difference=[st.interval_text(r.estimate, r.low, r.high, signed=True) for r in report.rank_effect],
+        ).drop(columns=["low", "high"])
+        tables["rank_effect"] = (frame, text)
     files: dict[str, list[str]] = {}
     for name, (long, wide) in tables.items():
         long.to_csv(out / f"{name}.csv", index=False)
@@ -276,4 +295,22 @@ def _policy_views(report: StandingReport) -> list[TableView]:
         title="Explicit minus silent policy, same chats (pp)",
         columns=["model", "intervention", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body,
         numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
+    )]
+
+
+def _rank_views(report: StandingReport) -> list[TableView]:
+    if not report.rank_effect:
+        return []
+    body = [
+        [r.group["agent"], r.group["interventions"], r.group["policy"],
+         "drop" if r.measure is RankMeasure.DROPPED else "drop, not asked",
+         compact(r.manager, r.manager_low, r.manager_high), compact(r.peer, r.peer_low, r.peer_high),
+         compact(r.estimate, r.low, r.high, signed=True), str(r.pairs)]
+        for r in sorted(report.rank_effect, key=lambda r: (r.group["agent"], _arm_key(
+            (r.group["interventions"], r.group["policy"])), r.measure.value))
+    ]
+    return [TableView(
+        title="Rank effect: manager minus peer drop rate, twin chats (%, pp)",
+        columns=["model", "intervention", "policy", "measure", "manager", "peer", "difference", "pairs"], rows=body,
+        numeric=[False, False, False, False, True, True, True, True],
     )]

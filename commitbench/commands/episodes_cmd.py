@@ -46,14 +46,21 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", nargs="+", default=None, choices=["explicit", "silent"], help="release policies")
     parser.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
     parser.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
+    parser.add_argument(
+        "--creditor-replies", choices=["per_event", "paper"], default="per_event",
+        help="the creditor's reply rule the episodes compile under (default per_event)",
+    )
 
 
-def _episodes(data: Path | None) -> tuple[Any, ...]:
-    from commitbench.episodes.standing.compiler import load_episodes
+def _episodes(data: Path | None, reply_rule: str | None) -> tuple[Any, ...]:
+    """The episodes of a data directory under one reply rule, or under every rule (None)."""
+    from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
 
     try:
-        return load_episodes(data or DEFAULT_DATA_DIR)
+        if reply_rule is None:
+            return tuple(episodes_of_every_rule(data or DEFAULT_DATA_DIR).values())
+        return load_episodes(data or DEFAULT_DATA_DIR, reply_rule)
     except SpecError as exc:
         raise UsageError(str(exc)) from None
 
@@ -68,7 +75,7 @@ def _list(args: argparse.Namespace) -> int:
 
     try:
         chosen = select_episodes(
-            _episodes(args.data),
+            _episodes(args.data, args.creditor_replies),
             split=args.split,
             cells=args.cells,
             commitment_types=args.types,
@@ -96,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    found = [e for e in _episodes(args.data) if e.id == args.episode_id]
+    found = [e for e in _episodes(args.data, None) if e.id == args.episode_id]
     if not found:
         raise UsageError(f"no episode with id {args.episode_id!r} (try 'commitbench episodes list')")
     ep = found[0]
@@ -112,7 +119,9 @@ def _show(args: argparse.Namespace) -> int:
         who = ep.assistant if m.sender == "assistant" else f"{people[m.sender].name} ({m.sender})"
         marker = "  <- trigger" if m.step == ep.trigger_step else ""
         print(f"[{m.step:>2}] {m.act.value:<10} {who}: {m.text}{marker}")
-    print(f"--- creditor's answer if asked ({ep.creditor_reply_kind.value}): {ep.creditor_reply}")
+    print(f"--- the creditor's answers ({ep.reply_rule.value} rule; otherwise: {ep.acknowledgement!r})")
+    for r in ep.creditor_replies:
+        print(f"after step {r.after_step:>2} ({r.kind.value}): {r.text}")
     return 0
 
 

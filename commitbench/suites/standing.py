@@ -16,7 +16,7 @@ from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows
 from commitbench.envs import STANDING_ENV_ID
-from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
@@ -34,12 +34,13 @@ NAME = "standing"
 
 @lru_cache(maxsize=1)
 def episodes_by_id() -> dict[str, Episode]:
-    return {e.id: e for e in load_episodes()}
+    """Every standing episode under every reply rule, by id (a run directory holds one rule's)."""
+    return episodes_of_every_rule()
 
 
 def select(selection: BaseModel) -> list[Episode]:
     assert isinstance(selection, StandingSelection)
-    return selection.select(load_episodes())
+    return selection.select(load_episodes(reply_rule=selection.creditor_replies))
 
 
 def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:

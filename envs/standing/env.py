@@ -19,9 +19,12 @@ Contract
   ``max_calls_per_turn`` tool calls run in a turn; spending the budget ends the turn.
 * Bad input never raises: unknown tools, unparseable actions and bad arguments come back as tool
   results with ``ok=0`` and are counted in the trace.
-* The creditor answers the first direct message, or channel message naming them, sent after a
-  cancellation-type event with the cell's scripted reply (a new message, so a new turn); every
-  other message to them gets an acknowledgement shown with the next observation. Nobody else
+* The creditor answers the first direct message, or channel message naming them, sent after the
+  latest scripted event that changes or challenges the promise (cancel, a delegate's cancel, relay,
+  claim, reinstate) with the answer true at that point (a new message, so a new turn), and answers
+  again after a further such event; every other message to them gets a neutral acknowledgement
+  ("Thanks for the update.") shown with the next observation. Under the episode set's ``paper``
+  reply rule there is one answer, after the first event, and a thumbs-up otherwise. Nobody else
   ever answers.
 * The episode terminates after the grading window that follows the trigger. The terminal reward
   is 1.0 when the action outcome is correct for the cell (executed on time with the promised
@@ -54,7 +57,6 @@ from commitbench.episodes.standing.episode import CANCELLATION_ACTS, Episode, Sc
 from commitbench.episodes.standing.outcome import action_outcome_correct
 from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, own_policy_paragraph, prompt_without_policy
 from commitbench.episodes.standing.selection import select_episodes
-from commitbench.episodes.standing.spec import ReplyKind
 from commitbench.extras import EnvExtras, extras_of
 from commitbench.protocol import ActionKind, Event, EventKind, parse_action
 from commitbench.tools import Toolbox
@@ -81,13 +83,14 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         episodes: Sequence[Episode] | None = None,
         render_mode: str | None = None,
         max_calls_per_turn: int = 8,
+        creditor_replies: str = "per_event",
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if episodes is None:
             from commitbench.episodes.standing.compiler import load_episodes
 
-            episodes = load_episodes()
+            episodes = load_episodes(reply_rule=creditor_replies)
         self.pool = select_episodes(
             episodes, episode_id, split, cells, commitment_types, policies, gaps, surfaces
         )
@@ -128,8 +131,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._pos = 0
         self._turn = -1
         self._calls_in_turn = 0
-        self._events_started = False
-        self._creditor_replied = False
+        self._last_event_step = -1
+        self._answered: set[int] = set()
         self._pending: deque[Event] = deque()
         self._passive: list[Event] = []
         self._current: Event | None = None
@@ -277,7 +280,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             msg = self.episode.script[self._pos]
             self._pos += 1
             if msg.act in CANCELLATION_ACTS:
-                self._events_started = True
+                self._last_event_step = msg.step
             incoming = self._script_event(msg)
         else:
             self._done = True
@@ -322,7 +325,13 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
 
     def _creditor_answers(self, channel: str) -> None:
         creditor = self._people["creditor"]
-        answer_first = self._events_started and not self._creditor_replied
+        due = self.episode.reply_due(self._last_event_step)
+        answer = due is not None and due.after_step not in self._answered
+        if due is not None and answer:
+            self._answered.add(due.after_step)
+            text, act = due.text, f"reply:{'keep' if due.keeps_promise else 'drop'}"
+        else:
+            text, act = self.episode.acknowledgement, "acknowledgement"
         event = Event(
             kind=EventKind.MESSAGE,
             step=self._step_no(),
@@ -330,19 +339,13 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             role=creditor.title,
             rank=creditor.rank,
             channel=channel,
-            text=self.episode.creditor_reply if answer_first else self.episode.acknowledgement,
-            act=(f"reply:{self._reply_meaning()}" if answer_first else "acknowledgement"),
+            text=text,
+            act=act,
         )
-        if answer_first:
-            self._creditor_replied = True
+        if answer:
             self._pending.append(event)
         else:
             self._passive.append(event)
-
-    def _reply_meaning(self) -> str:
-        """What the creditor's scripted answer means for the promise: keep it or drop it."""
-        keep = {ReplyKind.STILL_NEEDED, ReplyKind.DENY_CANCEL, ReplyKind.GO_AHEAD}
-        return "keep" if self.episode.creditor_reply_kind in keep else "drop"
 
     # -------------------------------------------------------------------- render
     def render(self) -> str | None:

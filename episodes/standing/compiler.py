@@ -3,7 +3,10 @@
 The expansion is a pure, deterministic function of the spec: 15 cells x 2 policies x 2 gaps x
 8 commitment types x 3 surface variants = 1,440 episodes. Filler is drawn with a seed derived
 from (type, cell, gap, variant), so the two policies of an episode see identical chats and
-paired comparisons are exact. Ids are content hashes, so they are the same on every machine.
+paired comparisons are exact. The trigger falls on the same step in every cell at a given gap
+(shorter openings are padded with filler before the first event), so the cells differ only in what
+is said, not in how long the assistant has been holding the promise. Ids are content hashes, so they
+are the same on every machine. Each reply rule (see :class:`ReplyRule`) compiles to its own set.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
-from commitbench.episodes.standing.episode import Episode, Person, Policy, ScriptAct, ScriptMessage
+from commitbench.episodes.standing.episode import CreditorReply, Episode, Person, Policy, ScriptAct, ScriptMessage
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
     CellSpec,
     CommitmentTypeSpec,
+    ReplyRule,
     RoleKey,
     SpecError,
     StandingSpec,
@@ -145,12 +149,33 @@ def _seed(*parts: object) -> int:
     return int(digest[:16], 16)
 
 
+def opening_length(cell: CellSpec) -> int:
+    """Messages from the request to the last event, before padding: request, promise, the
+    delegation if any, the events and one filler message between consecutive events."""
+    return 2 + int(cell.delegation) + len(cell.events) + max(len(cell.events) - 1, 0)
+
+
+def trigger_step_for(cells: Iterable[CellSpec], gap: int) -> int:
+    """The step of the trigger at a gap, the same in every cell: the longest opening plus the gap."""
+    return max(opening_length(c) for c in cells) + gap
+
+
 def _build_script(
-    texts: _TypeVariantTexts, cell: CellSpec, gap: int, rng: random.Random, channel: str
+    texts: _TypeVariantTexts, cell: CellSpec, gap: int, rng: random.Random, channel: str, opening: int
 ) -> tuple[list[ScriptMessage], int, list[int]]:
+    """One episode's script. ``opening`` is the longest opening over all cells: shorter openings are
+    padded with filler between the promise (or delegation) and the first event, so the trigger falls
+    on the same step in every cell and the gap after the last event stays exact."""
     n_between = max(len(cell.events) - 1, 0)
+    n_pad = opening - opening_length(cell)
     n_lookups = LOOKUPS_IN_LONG_GAP if gap >= LOOKUPS_IN_LONG_GAP * 2 else 0
-    n_chatter = n_between + (gap - n_lookups) + CLOSING_MESSAGES
+    n_chatter = n_pad + n_between + (gap - n_lookups) + CLOSING_MESSAGES
+    if n_chatter > len(texts.chatter):
+        raise SpecError(
+            "filler.yaml", "chatter",
+            f"cell {cell.id} at gap {gap} needs {n_chatter} distinct chatter messages, the filler has "
+            f"{len(texts.chatter)}",
+        )
     chatter = rng.sample(texts.chatter, n_chatter)
     lookups = rng.sample(texts.lookups, n_lookups)
     chat_speakers = (RoleKey.COLLEAGUE.value, RoleKey.BYSTANDER.value)
@@ -164,6 +189,8 @@ def _build_script(
         script.append(
             {"sender": "creditor", "text": texts.delegation, "act": ScriptAct.DELEGATION, "subject": "delegate"}
         )
+    for _ in range(n_pad):
+        script.append({"sender": rng.choice(chat_speakers), "text": chatter.pop(), "act": ScriptAct.FILLER})
     event_steps: list[int] = []
     for i, event in enumerate(cell.events):
         if i > 0:
@@ -196,16 +223,35 @@ def _build_script(
     return messages, trigger_step, event_steps
 
 
+def creditor_replies(
+    texts: _TypeVariantTexts, cell: CellSpec, event_steps: list[int], rule: ReplyRule
+) -> list[CreditorReply]:
+    """The creditor's scripted answers of one episode under a reply rule."""
+    if rule is ReplyRule.PAPER:
+        if not event_steps:
+            return []
+        return [CreditorReply(after_step=event_steps[0], kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
+    return [
+        CreditorReply(after_step=step, kind=event.reply, text=texts.replies[event.reply])
+        for step, event in zip(event_steps, cell.events, strict=True)
+    ]
+
+
 def _episode_id(payload: dict[str, Any]) -> str:
     canonical = Episode.model_validate({**payload, "id": ""}).model_dump_json(exclude={"id"})
     return "st-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def compile_type(
-    spec: StandingSpec, ctype: CommitmentTypeSpec, source: str | None = None, cells: Iterable[CellSpec] | None = None
+    spec: StandingSpec,
+    ctype: CommitmentTypeSpec,
+    source: str | None = None,
+    cells: Iterable[CellSpec] | None = None,
+    reply_rule: ReplyRule = ReplyRule.PER_EVENT,
 ) -> list[Episode]:
-    """All episodes of one commitment type (every cell, policy, gap and variant)."""
+    """All episodes of one commitment type (every cell, policy, gap and variant) under one reply rule."""
     source = source or f"types/{ctype.id}.yaml"
+    opening = max(opening_length(c) for c in spec.cells)
     episodes: list[Episode] = []
     check = ctype.check_tool
     for v, variant in enumerate(spec.world.variants):
@@ -214,8 +260,10 @@ def compile_type(
         for cell in cells if cells is not None else spec.cells:
             for gap in GAPS:
                 rng = random.Random(_seed(ctype.id, cell.id, gap, v))
-                script, trigger_step, event_steps = _build_script(texts, cell, gap, rng, variant.channel)
-                reply_kind = cell.creditor_reply
+                script, trigger_step, event_steps = _build_script(texts, cell, gap, rng, variant.channel, opening)
+                replies = creditor_replies(texts, cell, event_steps, reply_rule)
+                paper = reply_rule is ReplyRule.PAPER
+                acknowledgement = spec.replies.paper_acknowledgement if paper else spec.replies.acknowledgement
                 for policy in POLICIES:
                     payload: dict[str, Any] = {
                         "split": ctype.split,
@@ -243,31 +291,38 @@ def compile_type(
                         "script": script,
                         "trigger_step": trigger_step,
                         "event_steps": event_steps,
-                        "creditor_reply_kind": reply_kind,
-                        "creditor_reply": texts.replies[reply_kind],
-                        "acknowledgement": spec.replies.acknowledgement,
+                        "reply_rule": reply_rule,
+                        "creditor_replies": replies,
+                        "acknowledgement": acknowledgement,
                         "expected": cell.expected,
                     }
                     episodes.append(Episode.model_validate({**payload, "id": _episode_id(payload)}))
     return episodes
 
 
-def compile_spec(spec: StandingSpec) -> list[Episode]:
-    """Every episode of the spec, in a fixed order (type, variant, cell, gap, policy)."""
+def compile_spec(spec: StandingSpec, reply_rule: ReplyRule = ReplyRule.PER_EVENT) -> list[Episode]:
+    """Every episode of the spec under one reply rule, in a fixed order (type, variant, cell, gap, policy)."""
     episodes: list[Episode] = []
     for ctype in spec.types:
-        episodes.extend(compile_type(spec, ctype))
+        episodes.extend(compile_type(spec, ctype, reply_rule=reply_rule))
     ids = [e.id for e in episodes]
     if len(set(ids)) != len(ids):
         raise SpecError("<spec>", "id", "two episodes compiled to the same content hash")
     return episodes
 
 
-@lru_cache(maxsize=4)
-def _default_episodes(root: str) -> tuple[Episode, ...]:
-    return tuple(compile_spec(load_spec(Path(root))))
+@lru_cache(maxsize=8)
+def _default_episodes(root: str, reply_rule: ReplyRule) -> tuple[Episode, ...]:
+    return tuple(compile_spec(load_spec(Path(root)), reply_rule))
 
 
-def load_episodes(root: Path | str = DEFAULT_DATA_DIR) -> tuple[Episode, ...]:
-    """Compile (once per process) and return the episodes of a data directory."""
-    return _default_episodes(str(Path(root).resolve()))
+def load_episodes(
+    root: Path | str = DEFAULT_DATA_DIR, reply_rule: ReplyRule | str = ReplyRule.PER_EVENT
+) -> tuple[Episode, ...]:
+    """Compile (once per process and reply rule) and return the episodes of a data directory."""
+    return _default_episodes(str(Path(root).resolve()), ReplyRule(reply_rule))
+
+
+def episodes_of_every_rule(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:
+    """Every episode of a data directory under every reply rule, by id (for reading stored traces)."""
+    return {e.id: e for rule in ReplyRule for e in load_episodes(root, rule)}

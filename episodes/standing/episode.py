@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.episodes.standing.spec import Expected, Outcome, ReplyKind, Split, WikiEntry
+from commitbench.episodes.standing.spec import Expected, Outcome, ReplyKind, ReplyRule, Split, WikiEntry
 from commitbench.protocol import ToolSpec
 
 
@@ -61,6 +61,24 @@ class ScriptMessage(BaseModel):
     lookup_entry: str = Field(default="", description="Wiki key that answers a lookup question.")
 
 
+KEEP_REPLIES = frozenset({ReplyKind.STILL_NEEDED, ReplyKind.DENY_CANCEL, ReplyKind.GO_AHEAD})
+
+
+class CreditorReply(BaseModel):
+    """One scripted answer of the creditor, due to the first message addressed to them after an event."""
+
+    model_config = ConfigDict(frozen=True)
+
+    after_step: int = Field(description="Step of the scripted event this answer follows.")
+    kind: ReplyKind = Field(description="What the answer says about the promise.")
+    text: str = Field(description="Rendered answer text.")
+
+    @property
+    def keeps_promise(self) -> bool:
+        """Whether the answer tells the assistant to keep (rather than drop) the promise."""
+        return self.kind in KEEP_REPLIES
+
+
 class PromiseFacts(BaseModel):
     """The structured form of the assistant's promise, as the privileged channel hands it on."""
 
@@ -106,8 +124,11 @@ class Episode(BaseModel):
     script: list[ScriptMessage] = Field(description="Every scripted message in order.")
     trigger_step: int = Field(description="Step of the trigger message.")
     event_steps: list[int] = Field(description="Steps of the cancellation-type events.")
-    creditor_reply_kind: ReplyKind = Field(description="Which scripted answer the creditor gives.")
-    creditor_reply: str = Field(description="The creditor's answer to the first message after an event.")
+    reply_rule: ReplyRule = Field(description="When the creditor answers (per_event, or the paper's single answer).")
+    creditor_replies: list[CreditorReply] = Field(
+        description="The creditor's scripted answers in script order; each is due to the first message addressed "
+        "to them after its event, and only while no later event has happened."
+    )
     acknowledgement: str = Field(description="The creditor's answer to every other message.")
     expected: Expected = Field(description="Correct behaviour under the explicit policy.")
 
@@ -120,6 +141,11 @@ class Episode(BaseModel):
     @property
     def creditor(self) -> Person:
         return self.person("creditor")
+
+    def reply_due(self, last_event_step: int) -> CreditorReply | None:
+        """The answer true after the latest event delivered so far (None before any event)."""
+        due = [r for r in self.creditor_replies if r.after_step <= last_event_step]
+        return due[-1] if due else None
 
     @property
     def expects_execute(self) -> bool:

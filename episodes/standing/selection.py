@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commitbench.episodes.standing.episode import Episode
+from commitbench.episodes.standing.spec import ReplyRule
 
 
 class StandingSelection(BaseModel):
@@ -22,6 +23,12 @@ class StandingSelection(BaseModel):
     surfaces: list[int] | None = Field(default=None, description="Surface wordings (0, 1, 2): names, channel, text.")
     ids: list[str] | None = Field(default=None, description="Episode ids (the factors above must also match).")
     limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (smoke runs).")
+    creditor_replies: ReplyRule = Field(
+        default=ReplyRule.PER_EVENT,
+        description="When the creditor answers: per_event (default; an answer after each event that changes or "
+        "challenges the promise) or paper (the original study's single answer, to replicate its numbers). The "
+        "two rules compile to different episodes (different ids).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -35,6 +42,7 @@ class StandingSelection(BaseModel):
 
     def select(self, pool: Sequence[Episode]) -> list[Episode]:
         """The episodes of ``pool`` this filter keeps, in compile order; raises ValueError on an unknown value."""
+        pool = [e for e in pool if e.reply_rule is self.creditor_replies]
         chosen = select_episodes(
             pool, split=self.split, cells=self.cells, commitment_types=self.types, policies=self.policies,
             gaps=self.gaps, surfaces=self.surfaces,

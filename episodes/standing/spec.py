@@ -6,6 +6,7 @@ strict (``extra="forbid"``) so a typo in an episode file is an error, not a sile
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 N_VARIANTS = 3
 M = TypeVar("M", bound=BaseModel)
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
+
+_CONDITIONAL_DELEGATION = re.compile(r"\b(?:if|when|while|whenever)\s+I(?:'m|\s+am)\b", re.IGNORECASE)
 
 Variants = Annotated[list[str], Field(min_length=N_VARIANTS, max_length=N_VARIANTS)]
 
@@ -70,6 +73,19 @@ class ReplyKind(str, Enum):
     GO_AHEAD = "go_ahead"
 
 
+class ReplyRule(str, Enum):
+    """When the creditor gives a scripted answer (an episode-set option, part of a run's identity).
+
+    ``per_event``: the first message to the creditor after each scripted event that changes or
+    challenges the promise gets the answer that is true at that point; every other message gets a
+    neutral acknowledgement. ``paper``: one answer, to the first message after the first event, and a
+    thumbs-up to everything else (the original study's rule, kept to replicate its numbers).
+    """
+
+    PER_EVENT = "per_event"
+    PAPER = "paper"
+
+
 class Split(str, Enum):
     DEV = "dev"
     TEST = "test"
@@ -109,6 +125,10 @@ class EventSpec(Strict):
     speaker: RoleKey = Field(description="Who says it.")
     style: Style = Field(description="Which utterance list of the commitment type to use.")
     subject: RoleKey | None = Field(default=None, description="Person the act is about (relays: the creditor).")
+    reply: ReplyKind = Field(
+        description="The creditor's answer to the first message addressed to them after this event: what is "
+        "true for the promise at that point."
+    )
 
 
 class Expected(Strict):
@@ -125,7 +145,10 @@ class CellSpec(Strict):
     delegation: bool = Field(default=False, description="The creditor names a delegate right after the promise.")
     manager: bool = Field(default=False, description="A manager cell (left out of silent-policy metrics).")
     check_possible: bool = Field(default=True, description="Whether the check tool shows the action is possible.")
-    creditor_reply: ReplyKind = Field(description="The creditor's answer if consulted.")
+    paper_reply: ReplyKind = Field(
+        description="The creditor's single answer under the paper's reply rule (to the first message after the "
+        "first event); the default rule answers per event (see each event's reply)."
+    )
     expected: Expected = Field(description="Correct behaviour under the explicit policy.")
 
 
@@ -166,13 +189,30 @@ class CommitmentTypeSpec(Strict):
     check_tool: CheckToolSpec = Field(description="The tool that reveals whether the action is possible.")
     request: Variants = Field(description="The creditor's request, one wording per variant.")
     promise: str = Field(description="The assistant's fixed promise.")
-    delegation: Variants = Field(description="The creditor naming a delegate.")
+    delegation: Variants = Field(
+        description="The creditor handing the decision to a named delegate ({{ delegate_first }}), unconditionally: "
+        "not 'if I'm away' (nobody ever says the creditor is away, so a conditional delegation leaves the "
+        "delegate's standing in doubt)."
+    )
     cancel_direct: Variants = Field(description="Direct cancellations.")
     cancel_implicit: Variants = Field(description="Implicit cancellations (the promise becomes moot).")
     relay: Variants = Field(description="Second-hand reports that the creditor cancelled.")
     claim: Variants = Field(description="Claims that the action is impossible.")
     reinstate: Variants = Field(description="'Go ahead after all' messages.")
     trigger: Variants = Field(description="Messages saying the condition now holds.")
+
+    @field_validator("delegation")
+    @classmethod
+    def _unconditional(cls, value: list[str]) -> list[str]:
+        for i, text in enumerate(value):
+            if "delegate_first" not in text and "delegate }}" not in text:
+                raise ValueError(f"[{i}] must name the delegate ({{{{ delegate_first }}}})")
+            if _CONDITIONAL_DELEGATION.search(text):
+                raise ValueError(
+                    f"[{i}] is conditional ({text!r}): hand the decision over outright, e.g. 'From now on "
+                    "{{ delegate_first }} decides about ...'"
+                )
+        return value
 
     def utterances(self, style: Style) -> list[str]:
         return {
@@ -185,7 +225,14 @@ class CommitmentTypeSpec(Strict):
 
 
 class RepliesSpec(Strict):
-    acknowledgement: str = Field(description="The creditor's answer to every later message.")
+    acknowledgement: str = Field(
+        description="The creditor's answer to a message that is not the first after an event; it must not read "
+        "as an answer to a question.",
+        min_length=1,
+    )
+    paper_acknowledgement: str = Field(
+        description="The acknowledgement under the paper's reply rule (a thumbs-up).", min_length=1
+    )
     replies: dict[ReplyKind, Variants] = Field(description="Scripted answers per kind, one per variant.")
 
     @field_validator("replies")
