@@ -82,11 +82,12 @@ def label_directory(
         )
 
     if judge.kind == "rules":
-        return asyncio.run(go(suite.labeller("rules")))
+        return asyncio.run(go(suite.labeller("rules", run_dir=Path(run_dir))))
     with judge_client(judge, cache_path or Path(run_dir) / "cache.sqlite", cache_mode, concurrency) as (client, style):
 
         async def with_client() -> LabelSummary:
             async with client:
-                return await go(suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts))
+                return await go(suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts,
+                                               run_dir=Path(run_dir)))
 
         return asyncio.run(with_client())

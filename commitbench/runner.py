@@ -67,11 +67,13 @@ __all__ = [
     "TRACES_FILE",
     "Cell",
     "CellStatus",
+    "EpisodeSetMismatchError",
     "Player",
     "RunDirectoryBusyError",
     "RunManifest",
     "RunSummary",
     "Runner",
+    "check_episode_set",
     "compute_run_key",
     "expand_cells",
     "plan",
@@ -188,10 +190,12 @@ class Plan(BaseModel):
     cells: int = Field(description="Cells in all.")
     model_calls: int = Field(description="Model calls at least, in all.")
     judge: str = Field(description="Who labels the run afterwards.")
+    episode_set_version: str | None = Field(default=None, description="Version of the suite's episode set.")
 
     def text(self, out_dir: Path) -> str:
+        version = f" (episode set version {self.episode_set_version})" if self.episode_set_version else ""
         lines = [
-            f"{self.name}: suite {self.suite} ({self.env}), {self.episodes} episodes, "
+            f"{self.name}: suite {self.suite} ({self.env}), {self.episodes} episodes{version}, "
             f"{self.samples} sample(s) per chat cell",
             f"{'player':<32} {'arm':<40} {'cells':>8} {'calls >=':>10}",
         ]
@@ -216,6 +220,7 @@ def plan(config: ExperimentConfig) -> Plan:
     return Plan(
         name=config.name, suite=suite.name, env=config.env, episodes=len(episodes), samples=config.samples, rows=rows,
         cells=sum(r.cells for r in rows), model_calls=sum(r.model_calls for r in rows), judge=judge,
+        episode_set_version=episode_set_version(suite, config.episodes),
     )
 
 
@@ -292,6 +297,11 @@ class RunManifest(BaseModel):
     samples: int = Field(description="Samples per chat cell.")
     seeds: dict[str, int | None] = Field(description="Seeds: env reset seed and sampling seeds per model.")
     prompt_hashes: dict[str, str] = Field(description="sha256 of prompt templates and data files used.")
+    episode_set_version: str | None = Field(
+        default=None,
+        description="Version of the suite's episode set the runs were played on (null: the suite has no versions, "
+        "or the manifest predates them).",
+    )
     packages: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
     git: dict[str, Any] | None = Field(description="Commit and dirty flag of the source checkout, if any.")
     started_at: str = Field(description="ISO time of the first invocation.")
@@ -333,12 +343,40 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+class EpisodeSetMismatchError(ValueError):
+    """A run directory was played on another version of its suite's episode set than this checkout compiles."""
+
+
+def episode_set_version(suite: Suite, selection: BaseModel) -> str | None:
+    """The version of the episode set a suite's filter compiles to (None: the suite has no versions)."""
+    return suite.episode_set_version(selection) if suite.episode_set_version is not None else None
+
+
+def check_episode_set(suite: Suite, recorded: str | None, run_dir: Path, selection: BaseModel) -> None:
+    """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""
+    current = episode_set_version(suite, selection)
+    if current is None:
+        return
+    if recorded == current:
+        return
+    made = f"version {recorded}" if recorded else "a version from before versions were recorded"
+    raise EpisodeSetMismatchError(
+        f"{run_dir} was played on {made} of the {suite.name} episode set; this checkout compiles version {current}. "
+        "Episode texts and ids differ between versions, so their runs cannot be mixed or read together: start a "
+        "new run directory, or read this one with the version of commitbench that made it"
+    )
+
+
 def run_suite(run_dir: Path | str) -> Suite:
-    """The suite of a run directory: from its manifest, else from the environment of its first trace."""
+    """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's),
+    else from the environment of its first trace."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     if manifest is not None:
-        return get_suite(manifest.suite)
+        suite = get_suite(manifest.suite)
+        selection = suite.selection.model_validate(manifest.config.get("episodes") or {})
+        check_episode_set(suite, manifest.episode_set_version, run_dir, selection)
+        return suite
     path = run_dir / TRACES_FILE
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} holds neither {MANIFEST_FILE} nor {TRACES_FILE}; is it a run directory?")
@@ -387,7 +425,7 @@ def git_state(start: Path | None = None) -> dict[str, Any] | None:
 
 def prompt_hashes(config: ExperimentConfig) -> dict[str, str]:
     """Hashes of everything that writes text the agents see: the suite's data and the chat rendering."""
-    return {**config.suite.prompt_hashes(), "chat_render": RENDER_HASH}
+    return {**config.suite.prompt_hashes(config.episodes), "chat_render": RENDER_HASH}
 
 
 # ------------------------------------------------------------------------------ summary
@@ -613,6 +651,11 @@ class Runner:
 
     def _begin_manifest(self, cells: list[Cell], cells_hash: str, n_episodes: int, n_pending: int) -> RunManifest:
         previous = read_manifest(self.out_dir)
+        suite = self.config.suite
+        version = episode_set_version(suite, self.config.episodes)
+        if previous is not None:
+            # Never mixed, not even with --force: the traces of two versions cannot be read together.
+            check_episode_set(suite, previous.episode_set_version, self.out_dir, self.config.episodes)
         if previous is not None and previous.cells_hash != cells_hash and not self.force:
             raise ValueError(
                 f"{self.out_dir} holds a different experiment (cells hash {previous.cells_hash[:12]}, this config "
@@ -643,6 +686,7 @@ class Runner:
             samples=self.config.samples,
             seeds=seeds,
             prompt_hashes=prompt_hashes(self.config),
+            episode_set_version=version,
             packages=package_versions(),
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,

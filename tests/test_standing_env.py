@@ -81,7 +81,8 @@ def test_opening_observation_holds_system_request_promise_and_first_message():
     assert kinds[:3] == ["system", "message", "assistant"]
     assert obs["events"][1]["act"] == "request"
     assert obs["events"][2]["act"] == "promise"
-    assert obs["events"][-1]["act"] == "cancel"
+    # The first message to answer is the one after the promise (filler pads short openings).
+    assert obs["events"][-1]["text"] == env.unwrapped.episode.script[2].text
     names = {t["function"]["name"] for t in info["tools"]}
     assert {"post_message", "send_dm", "lookup", "end_turn", info["promise"]["action_tool"]} <= names
 
@@ -134,6 +135,8 @@ def test_creditor_answers_first_contact_after_event_then_only_acknowledges():
     env = _revealed("PEER-DIRECT")
     obs, info = env.reset(seed=0)
     creditor = info["promise"]["creditor"]
+    while obs["events"][-1]["act"] != "cancel":
+        obs, *_ = env.step({"end_turn": True})
     env.step(tool_call("send_dm", {"to": creditor.split()[0], "text": "Should I still do it?"}))
     obs, *_ = env.step({"end_turn": True})
     reply = obs["events"][-1]

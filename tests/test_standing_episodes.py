@@ -58,11 +58,11 @@ def test_policies_share_the_same_chat(episodes):
 
 def test_gap_counts_filler_between_last_event_and_trigger(episodes):
     for e in episodes:
-        last = e.event_steps[-1] if e.event_steps else 2 if e.cell != "BASE" else 1
-        if e.cell == "BASE":
-            last = 1
+        # BASE has no event: its opening is padded with filler, which comes before the gap.
+        last = e.event_steps[-1] if e.event_steps else 1
         between = [m for m in e.script if last < m.step < e.trigger_step]
-        assert len(between) == e.gap, (e.cell, e.gap)
+        padding = e.trigger_step - e.gap - 2 if e.cell == "BASE" else 0
+        assert len(between) == e.gap + padding, (e.cell, e.gap)
         assert all(m.act in (ScriptAct.FILLER, ScriptAct.LOOKUP) for m in between)
 
 
@@ -125,7 +125,7 @@ def test_cli_validate_exits_nonzero_with_one_clear_error(tmp_path, capsys):
 
 def test_cli_validate_a_single_new_type_file(tmp_path, capsys):
     new = tmp_path / "water_plants.yaml"
-    src = (DEFAULT_DATA_DIR / "types" / "order_supplies.yaml").read_text()
-    new.write_text(src.replace("id: order_supplies", "id: water_plants").replace("split: test", "split: dev"))
+    src = (Path(__file__).parents[1] / "docs" / "examples" / "water_plants.yaml").read_text()
+    new.write_text(src.replace("split: test", "split: dev"))
     assert main(["episodes", "validate", str(new)]) == 0
-    assert "1620 episodes" in capsys.readouterr().out
+    assert "1620 episodes from 9 commitment types x 15 cells (dev 540, test 1080)" in capsys.readouterr().out

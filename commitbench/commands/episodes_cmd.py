@@ -134,7 +134,11 @@ def _validate(args: argparse.Namespace) -> int:
         if path is None or path.is_dir():
             spec = load_spec(path or DEFAULT_DATA_DIR)
         elif path.exists():
-            spec = load_spec(DEFAULT_DATA_DIR, extra_types=[path])
+            # A type file inside a data directory's types/ is validated with that directory (it is
+            # one of its types already); a file elsewhere is added to the shipped data.
+            home = path.resolve().parent
+            inside = home.name == "types" and (home.parent / "cells.yaml").exists()
+            spec = load_spec(home.parent) if inside else load_spec(DEFAULT_DATA_DIR, extra_types=[path])
         else:
             raise SpecError(path, "<file>", "file not found")
         episodes = compile_spec(spec)

@@ -27,7 +27,7 @@ from commitbench.commands.common import add_judge_flags, judge_config, label_of,
 SHORTHANDS = ("standing", "followup")
 _SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
-_STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces")
+_STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
 _FOLLOWUP = ("setups", "variants", "personas", "categories", "requests")
 
 
@@ -68,12 +68,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--interventions", nargs="+", default=None,
                            help="one intervention stack, innermost first (names or name[key=value] labels)")
     standing = parser.add_argument_group("standing filters")
-    standing.add_argument("--split", default=None, help="dev or test (default test)")
+    standing.add_argument("--split", default=None, help="dev or test (default test; with --types, both)")
     standing.add_argument("--cells", nargs="+", default=None, help="cell ids (e.g. BASE PEER-DIRECT)")
     standing.add_argument("--types", nargs="+", default=None, help="commitment type ids")
     standing.add_argument("--policies", nargs="+", default=None, help="explicit and/or silent")
     standing.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
     standing.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
+    standing.add_argument("--data", default=None, help="episode data directory (default: the shipped one)")
+    standing.add_argument("--creditor-replies", default=None, choices=["per_event", "paper"],
+                          help="the creditor's reply rule (default per_event; paper: the original study's)")
     followup = parser.add_argument_group("followup filters")
     followup.add_argument("--setups", nargs="+", default=None, help="setups (C0-C4; default all)")
     followup.add_argument("--variants", nargs="+", default=None, help="inferred and/or stated (default both)")
@@ -125,8 +128,11 @@ def shorthand_config(args: argparse.Namespace) -> Any:
         raise UsageError("--model and --base-url go with --agent chat")
     if suite == "standing":
         env = STANDING_ENV_ID
-        episodes = {"split": args.split or "test", "cells": args.cells, "types": args.types,
+        split = args.split or (None if args.types else "test")
+        episodes = {"split": split, "cells": args.cells, "types": args.types, "data": args.data,
                     "policies": args.policies, "gaps": args.gaps, "surfaces": args.surfaces, "limit": args.limit}
+        if args.creditor_replies:
+            episodes["creditor_replies"] = args.creditor_replies
     else:
         env = FOLLOWUP_ENV_ID
         episodes = {"setups": args.setups, "variants": args.variants, "personas": args.personas,

@@ -15,7 +15,13 @@ model client and cache, and the command-line verbs, which read the suite from a 
   ``label_record``, the record type it stores;
 * ``report``: builds the typed report of a run directory from its traces and labels;
 * ``annotation``: the blind sheet, human labels, and agreement (judge against judge, judge against people);
-* ``prompt_hashes`` and ``calls_per_episode`` (for ``run --dry-run``).
+* ``prompt_hashes(selection)`` (data versions for the manifest) and ``calls_per_episode`` (for
+  ``run --dry-run``);
+* ``episode_set_version(selection)``: the version of the episode set a filter's data compiles, recorded
+  in every manifest; the runner and every verb that reads a run directory refuse a directory of another
+  version;
+* ``labeller(kind, client=None, *, run_dir=None, ...)``: ``run_dir`` lets a suite read the episodes the
+  run was played on (its data directory is part of the run's filter).
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
 data; ``docs/architecture.md`` walks through one.
@@ -98,13 +104,14 @@ class Suite:
     labeller: Callable[..., Labeller[LabelRecord]]
     report: Callable[[Path, ReportOptions], SuiteReport]
     annotation: AnnotationKit | None = None
-    prompt_hashes: Callable[[], dict[str, str]] = field(default=dict)
+    prompt_hashes: Callable[[BaseModel], dict[str, str]] = field(default=lambda selection: {})
     calls_per_episode: Callable[[Any], int] = field(default=lambda episode: 1)
     chat_agent: type[Any] = ChatAgent
     default_max_model_calls_per_turn: int = 6
     reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
     services: Callable[[], Mapping[str, Any]] = field(default=dict)
     offline_labeller: str = "rules"
+    episode_set_version: Callable[[BaseModel], str] | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({self.env_id})"

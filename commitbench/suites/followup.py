@@ -58,7 +58,7 @@ def services() -> Mapping[str, Any]:
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3,
+    max_attempts: int = 3, run_dir: Path | None = None,
 ) -> Labeller[LabelRecord]:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``)."""
     return CheckerLabeller(make_checker(kind, client, style, max_attempts))
@@ -107,7 +107,7 @@ def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> validation.CheckerA
     return validation.CheckerAgreement(judge_a=judge_a, judge_b=judge_b, rows=rows)
 
 
-def prompt_hashes() -> dict[str, str]:
+def prompt_hashes(selection: BaseModel | None = None) -> dict[str, str]:
     from commitbench.episodes.followup.setups import SETUPS_RESOURCE
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +19,43 @@ from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.selection import StandingSelection
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
 from commitbench.llm import ModelClient
+from commitbench.runner import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
 from commitbench.suites.common import hash_tree, labels_of, run_traces
 
 NAME = "standing"
 
 
-@lru_cache(maxsize=1)
-def episodes_by_id() -> dict[str, Episode]:
-    """Every standing episode under every reply rule, by id (a run directory holds one rule's)."""
-    return episodes_of_every_rule()
+def episodes_by_id(data: str | None = None) -> dict[str, Episode]:
+    """Every episode of a data directory (null: the shipped one) under every reply rule, by id."""
+    return episodes_of_every_rule(Path(data or DEFAULT_DATA_DIR))
+
+
+def _selection_of(run_dir: Path | None) -> StandingSelection:
+    manifest = read_manifest(run_dir) if run_dir is not None else None
+    return StandingSelection.model_validate((manifest.config.get("episodes") if manifest else None) or {})
+
+
+def episodes_of_run(run_dir: Path | None) -> dict[str, Episode]:
+    """The episodes a run directory was played on (its filter's data directory; the shipped one without a manifest)."""
+    return episodes_by_id(_selection_of(run_dir).data)
 
 
 def select(selection: BaseModel) -> list[Episode]:
     assert isinstance(selection, StandingSelection)
-    return selection.select(load_episodes(reply_rule=selection.creditor_replies))
+    return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.creditor_replies))
+
+
+def set_version(selection: BaseModel) -> str:
+    assert isinstance(selection, StandingSelection)
+    return episode_set_version(selection.data or DEFAULT_DATA_DIR)
 
 
 def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
@@ -49,15 +64,15 @@ def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3,
+    max_attempts: int = 3, run_dir: Path | None = None,
 ) -> Labeller[LabelRecord]:
-    """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``)."""
+    """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``), over the run's episodes."""
     if kind == "rules":
-        return RulesLabeller(episodes_by_id())
+        return RulesLabeller(episodes_of_run(run_dir))
     if kind == "llm":
         if client is None:
             raise ValueError("the LLM judge needs a model")
-        return LLMLabeller(LLMJudge(client, max_attempts=max_attempts, style=style), episodes_by_id())
+        return LLMLabeller(LLMJudge(client, max_attempts=max_attempts, style=style), episodes_of_run(run_dir))
     raise ValueError(f"unknown judge {kind!r} for the standing suite (rules or llm)")
 
 
@@ -70,7 +85,7 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
-    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_by_id())
+    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir))
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
                                   baseline=options.baseline)
     if options.write_files:
@@ -80,7 +95,7 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
 
 # --------------------------------------------------------------------------------- annotation
 def _export(run_dir: Path, n: int, out: Path, seed: int, judge: str | None) -> int:
-    return annotation.export_sheet(run_traces(run_dir), episodes_by_id(), n, out, seed=seed)
+    return annotation.export_sheet(run_traces(run_dir), episodes_of_run(run_dir), n, out, seed=seed)
 
 
 def _read_sheet(sheet: Path) -> tuple[list[BaseModel], int]:
@@ -91,7 +106,7 @@ def _read_sheet(sheet: Path) -> tuple[list[BaseModel], int]:
 def _all_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]]:
     labels = _message_labels(run_dir, judge)
     if labels is None:  # the rule judge, computed now
-        rules = RulesLabeller(episodes_by_id())
+        rules = RulesLabeller(episodes_of_run(run_dir))
         labels = {t.run_key: rules.label_now(t).labels for t in run_traces(run_dir)}
     return labels
 
@@ -107,8 +122,9 @@ def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> annotation.JudgesAg
     )
 
 
-def prompt_hashes() -> dict[str, str]:
-    return {"standing_data": hash_tree(Path(DEFAULT_DATA_DIR))}
+def prompt_hashes(selection: BaseModel) -> dict[str, str]:
+    assert isinstance(selection, StandingSelection)
+    return {"standing_data": hash_tree(Path(selection.data or DEFAULT_DATA_DIR))}
 
 
 def calls_per_episode(episode: Any) -> int:
@@ -136,5 +152,6 @@ SUITE = Suite(
     chat_agent=ChatAgent,
     default_max_model_calls_per_turn=10,
     reference_agents={name: partial(make_reference_agent, name) for name in REFERENCE_AGENTS},
+    episode_set_version=set_version,
 )
 register_suite(SUITE)

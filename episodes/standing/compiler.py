@@ -312,15 +312,23 @@ def compile_spec(spec: StandingSpec, reply_rule: ReplyRule = ReplyRule.PER_EVENT
 
 
 @lru_cache(maxsize=8)
-def _default_episodes(root: str, reply_rule: ReplyRule) -> tuple[Episode, ...]:
+def _compiled(root: str, reply_rule: ReplyRule, stamp: tuple[tuple[str, int, int], ...]) -> tuple[Episode, ...]:
     return tuple(compile_spec(load_spec(Path(root)), reply_rule))
+
+
+def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Name, size and modification time of every file of a data directory: a changed file recompiles."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return tuple((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
 def load_episodes(
     root: Path | str = DEFAULT_DATA_DIR, reply_rule: ReplyRule | str = ReplyRule.PER_EVENT
 ) -> tuple[Episode, ...]:
-    """Compile (once per process and reply rule) and return the episodes of a data directory."""
-    return _default_episodes(str(Path(root).resolve()), ReplyRule(reply_rule))
+    """The episodes of a data directory under a reply rule, compiled once per process while its files are
+    unchanged (an edited file is picked up by the next call)."""
+    path = Path(root).resolve()
+    return _compiled(str(path), ReplyRule(reply_rule), _stamp(path))
 
 
 def episodes_of_every_rule(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:

@@ -103,7 +103,10 @@ class Episode(BaseModel):
     commitment_type: str = Field(description="Commitment type id.")
     cell: str = Field(description="Cell id.")
     policy: Policy = Field(description="Release policy shown in the system prompt.")
-    gap: int = Field(description="Filler steps between the last cancellation-type event and the trigger.")
+    gap: int = Field(
+        description="Filler messages between the last cancellation-type event and the trigger (BASE, which has "
+        "no event, has its opening padding before them)."
+    )
     variant: int = Field(description="Surface variant (0-2).")
     manager_cell: bool = Field(description="Whether the cell is a manager cell.")
     assistant: str = Field(description="The assistant's display name.")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.spec import ReplyRule
@@ -23,6 +24,11 @@ class StandingSelection(BaseModel):
     surfaces: list[int] | None = Field(default=None, description="Surface wordings (0, 1, 2): names, channel, text.")
     ids: list[str] | None = Field(default=None, description="Episode ids (the factors above must also match).")
     limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (smoke runs).")
+    data: str | None = Field(
+        default=None,
+        description="An episode data directory (null: the shipped one, episodes/data/standing). A relative path "
+        "is made absolute against the working directory, so the manifest names the directory played.",
+    )
     creditor_replies: ReplyRule = Field(
         default=ReplyRule.PER_EVENT,
         description="When the creditor answers: per_event (default; an answer after each event that changes or "
@@ -39,6 +45,16 @@ class StandingSelection(BaseModel):
                 "'variants' names the follow-up suite's inferred/stated variants"
             )
         return data
+
+    @field_validator("data")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        path = Path(value).expanduser().resolve()
+        if not path.is_dir():
+            raise ValueError(f"episode data directory {value!r} does not exist")
+        return str(path)
 
     def select(self, pool: Sequence[Episode]) -> list[Episode]:
         """The episodes of ``pool`` this filter keeps, in compile order; raises ValueError on an unknown value."""

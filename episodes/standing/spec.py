@@ -20,6 +20,13 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
 
 _CONDITIONAL_DELEGATION = re.compile(r"\b(?:if|when|while|whenever)\s+I(?:'m|\s+am)\b", re.IGNORECASE)
 
+def word_pattern(words: list[str]) -> re.Pattern[str]:
+    """Whole-word, case-insensitive match of any of ``words`` (a word is bounded by non-word, non-hyphen
+    characters, so 'billing-api' and '4.2' are words). Linear time: an alternation of literals."""
+    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])", re.IGNORECASE)
+
+
 Variants = Annotated[list[str], Field(min_length=N_VARIANTS, max_length=N_VARIANTS)]
 
 
@@ -185,6 +192,13 @@ class CommitmentTypeSpec(Strict):
     split: Split = Field(description="dev or test.")
     thing: str = Field(description="Noun phrase for the promised task, e.g. 'the room booking'.")
     condition: str = Field(description="The trigger condition as a clause, e.g. 'the agenda is final'.")
+    words: list[Annotated[str, Field(pattern=r"^\w[\w.-]{0,39}$")]] = Field(
+        description="The type's own distinctive words (whole words, any case): every request, the promise and "
+        "every trigger must use one, no other type may use any, and none may occur in the shared filler or wiki. "
+        "This catches a copied file whose strings still talk about the type it was copied from.",
+        min_length=1,
+        max_length=16,
+    )
     action_tool: ActionToolSpec = Field(description="The promised action.")
     check_tool: CheckToolSpec = Field(description="The tool that reveals whether the action is possible.")
     request: Variants = Field(description="The creditor's request, one wording per variant.")
@@ -213,6 +227,25 @@ class CommitmentTypeSpec(Strict):
                     "{{ delegate_first }} decides about ...'"
                 )
         return value
+
+    def missing_own_words(self) -> tuple[str, str] | None:
+        """(field, reason) for the first request, promise or trigger that uses none of the type's words."""
+        own = word_pattern(self.words)
+        for field, texts in (("request", self.request), ("promise", [self.promise]), ("trigger", self.trigger)):
+            for i, text in enumerate(texts):
+                if not own.search(text):
+                    where = field if field == "promise" else f"{field}[{i}]"
+                    return where, f"uses none of the type's own words ({', '.join(self.words)}): {text[:80]!r}"
+        return None
+
+    def texts(self) -> list[tuple[str, str]]:
+        """Every message text of the type as (field, template), for checks over all its wording."""
+        fields = ("request", "delegation", "cancel_direct", "cancel_implicit", "relay", "claim", "reinstate",
+                  "trigger")
+        out = [("promise", self.promise)]
+        for name in fields:
+            out.extend((f"{name}[{i}]", text) for i, text in enumerate(getattr(self, name)))
+        return out
 
     def utterances(self, style: Style) -> list[str]:
         return {
@@ -321,9 +354,72 @@ def _validate(model: type[M], data: Any, path: Path, prefix: str = "") -> M:
         raise SpecError(path, field, f"{first['msg']}{extra}") from None
 
 
+VERSION_FILE = "VERSION"
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,31}")
+
+
+def episode_set_version(root: Path | str = DEFAULT_DATA_DIR) -> str:
+    """The version of the episode set a data directory compiles to (its ``VERSION`` file).
+
+    Bump it whenever a change alters what the compiler produces (any text, cell, type or rule): the
+    episode ids change with it, and the runner and the report refuse to mix run directories of two
+    versions.
+    """
+    path = Path(root) / VERSION_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise SpecError(path, "<file>", "file not found (one line naming the episode set's version, e.g. 2)") from None
+    if not _VERSION.fullmatch(text):
+        raise SpecError(path, "<file>", f"not a version (letters, digits, '.', '+', '-'; at most 32): {text[:40]!r}")
+    return text
+
+
 def load_type(path: Path) -> CommitmentTypeSpec:
-    """Load and validate one commitment-type file."""
-    return _validate(CommitmentTypeSpec, _read_yaml(path), path)
+    """Load and validate one commitment-type file (its own checks; :func:`check_types` checks across files)."""
+    ctype = _validate(CommitmentTypeSpec, _read_yaml(path), path)
+    missing = ctype.missing_own_words()
+    if missing is not None:
+        raise SpecError(path, *missing)
+    return ctype
+
+
+def check_types(types: list[tuple[Path, CommitmentTypeSpec]], filler: FillerSpec, filler_path: Path) -> None:
+    """Checks across type files: unique ids, and each type's distinctive words its own.
+
+    A type's words must not occur in another type's texts (a copied file still talking about its
+    original) nor in the shared filler and wiki (where they would make filler look like part of the
+    promise). Errors name the offending file and field.
+    """
+    seen: dict[str, Path] = {}
+    for path, ctype in types:
+        if ctype.id in seen:
+            raise SpecError(path, "id", f"type id '{ctype.id}' is already used by {seen[ctype.id]}")
+        seen[ctype.id] = path
+    shared = [f"chatter[{i}]: {t}" for i, t in enumerate(filler.chatter)]
+    shared += [f"lookups[{i}]: {lk.question}" for i, lk in enumerate(filler.lookups)]
+    shared += [f"wiki.{key}: {key} {' '.join(e.keywords)} {e.text}" for key, e in filler.wiki.items()]
+    for path, ctype in types:
+        pattern = word_pattern(ctype.words)
+        for text in shared:
+            found = pattern.search(text.split(": ", 1)[1])
+            if found:
+                raise SpecError(
+                    path, "words",
+                    f"'{found.group(0)}' also occurs in the shared filler ({filler_path.name} {text.split(':')[0]}); "
+                    "choose words only this type uses",
+                )
+        for other_path, other in types:
+            if other is ctype:
+                continue
+            for field, text in other.texts():
+                found = pattern.search(text)
+                if found:
+                    raise SpecError(
+                        other_path, field,
+                        f"uses '{found.group(0)}', a distinctive word of type '{ctype.id}' ({path.name}): "
+                        "is this text left over from the type the file was copied from?",
+                    )
 
 
 def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None) -> StandingSpec:
@@ -344,8 +440,11 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     parts["cells"] = [
         _validate(CellSpec, item, cells_path, prefix=f"cells[{i}].") for i, item in enumerate(cells_doc["cells"])
     ]
-    type_paths = sorted((root / "types").glob("*.yaml")) + list(extra_types or [])
+    type_paths = sorted((root / "types").glob("*.yaml"))
+    inside = {p.resolve() for p in type_paths}
+    type_paths += [p for p in extra_types or [] if Path(p).resolve() not in inside]
     parts["types"] = [load_type(p) for p in type_paths]
+    check_types(list(zip(type_paths, parts["types"], strict=True)), parts["filler"], root / "filler.yaml")
     prompt_path = root / "system_prompt.jinja"
     try:
         parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")
