@@ -209,7 +209,12 @@ class CommitmentTypeSpec(Strict):
         "delegate's standing in doubt)."
     )
     cancel_direct: Variants = Field(description="Direct cancellations.")
-    cancel_implicit: Variants = Field(description="Implicit cancellations (the promise becomes moot).")
+    cancel_implicit: Variants = Field(
+        description="Implicit cancellations: a remark, not addressed to the assistant and not asking to cancel, "
+        "from which a careful reader concludes the promised action is no longer wanted (state the fact and its "
+        "consequence: 'the review went remote, so nobody needs a meeting room'), not news that is merely related "
+        "('billing-api is being retired next sprint' says nothing about today's staging deploy)."
+    )
     relay: Variants = Field(description="Second-hand reports that the creditor cancelled.")
     claim: Variants = Field(description="Claims that the action is impossible.")
     reinstate: Variants = Field(description="'Go ahead after all' messages.")
