@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field
 
 __all__ = [
     "CACHE_KEY_VERSION",
+    "CacheError",
     "CacheMiss",
     "CacheMode",
     "CacheReport",
@@ -85,6 +86,10 @@ class CacheMode(str, Enum):
     READ_WRITE = "read_write"
     OFF = "off"
     REPLAY_ONLY = "replay_only"
+
+
+class CacheError(RuntimeError):
+    """The cache file cannot be used: it is not a cache database, it is damaged, or it cannot be written."""
 
 
 class CacheMiss(LookupError):

@@ -40,7 +40,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -53,14 +53,15 @@ from pydantic import BaseModel, Field
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
-from commitbench.jsonl import repair_torn_tail, write_atomic
+from commitbench.jsonl import append_lines, repair_torn_tail, write_atomic
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
 from commitbench.oracles.registry import apply_interventions
+from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
-from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, append_traces, iter_traces
+from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
 
 __all__ = [
     "MANIFEST_FILE",
@@ -85,6 +86,9 @@ __all__ = [
 
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
+# Disk space set aside while a run plays, freed for the last manifest write if the disk fills up.
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 256 * 1024
 MANIFEST_SCHEMA_VERSION = 1
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
 # an environment or agent bug from looping forever.
@@ -92,6 +96,9 @@ MAX_STEPS_PER_EPISODE = 5_000
 # httpx's connection pool scans every connection on every request, so its CPU cost per call grows
 # with the connections open: a model with more requests in flight than this gets several clients.
 CONNECTIONS_PER_CLIENT = 64
+# Finished traces waiting for the writer, at most; a player that finishes while the queue is full
+# waits for the disk (backpressure), so memory does not grow with the number of cells.
+WRITE_QUEUE_LINES = 128
 
 
 # ---------------------------------------------------------------------------------- cells
@@ -249,6 +256,7 @@ class RunStatus(str, Enum):
     INCOMPLETE = "incomplete"  # finished, but some cells failed for infrastructure reasons
     INTERRUPTED = "interrupted"
     ABORTED = "aborted"  # a configuration error stopped the run (e.g. the endpoint rejects the model)
+    FAILED = "failed"  # the machine stopped the run (the disk is full, the directory cannot be written)
 
 
 class CellStatus(str, Enum):
@@ -267,6 +275,7 @@ class Invocation(BaseModel):
     cells_done: int = Field(default=0, description="Cells it finished well.")
     cells_failed: int = Field(default=0, description="Cells it finished with an infrastructure error.")
     status: RunStatus = Field(default=RunStatus.RUNNING, description="How it ended.")
+    message: str = Field(default="", description="Why it stopped early, when it did (aborted, failed).")
     cache_mode: str = Field(description="Cache mode used.")
     client_stats: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-model client counters (calls, cache hits, retries, errors, tokens)."
@@ -281,6 +290,7 @@ class RunManifest(BaseModel):
     suite: str = Field(default="standing", description="The suite the run plays (from the config's env).")
     run_id: str = Field(description="Random id of the run directory (stable across resumes).")
     status: RunStatus = Field(description="Status after the latest invocation.")
+    message: str = Field(default="", description="Why the latest invocation stopped early, when it did.")
     config: dict[str, Any] = Field(description="The experiment config, as validated.")
     config_hash: str = Field(description="sha256 of the canonical JSON of the config.")
     cells_hash: str = Field(description="sha256 of the sorted run keys: what the experiment plays.")
@@ -419,20 +429,51 @@ class RunSummary(BaseModel):
 
 
 # ------------------------------------------------------------------------------- runner
-class _TraceWriter:
-    """Appends finished traces in batches from a worker thread (one fsync per batch)."""
+@dataclass
+class _Counters:
+    """What the runner keeps of finished cells: counts, and the first few failure messages."""
 
-    def __init__(self, path: Path) -> None:
+    done: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.failed += 1
+        if len(self.failures) < 20:
+            self.failures.append(message)
+
+
+class _TraceWriter:
+    """Appends finished traces in batches from a worker thread (one fsync per batch).
+
+    Players hand over traces already serialised (:func:`trace_line`), so the queue holds text and a
+    trace that cannot be serialised has already failed its own cell. The queue is bounded: a player
+    that finishes while it is full waits until the disk has taken a batch (backpressure), so a
+    replay served from the cache cannot pile finished traces up in memory. The counters of the run
+    move when a batch is on disk. When an append fails (the disk is full, the directory became
+    read-only), the writer reports it once through ``on_error`` and then drains the queue without
+    writing, so that no player waits forever.
+    """
+
+    def __init__(
+        self, path: Path, counters: _Counters, on_error: Callable[[str], None], max_lines: int = WRITE_QUEUE_LINES
+    ) -> None:
         self.path = path
-        self.queue: asyncio.Queue[EpisodeTrace | None] = asyncio.Queue()
+        self.counters = counters
+        self.on_error = on_error
+        self.queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(max_lines)
         self.written = 0
+        self.error: str | None = None
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    def put(self, trace: EpisodeTrace) -> None:
-        self.queue.put_nowait(trace)
+    async def put(self, line: str, failure: str) -> None:
+        """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full."""
+        if self.task is not None and self.task.done():
+            return  # the writer is gone: nothing can be written any more
+        await self.queue.put((line, failure))
 
     async def _run(self) -> None:
         while True:
@@ -447,27 +488,47 @@ class _TraceWriter:
                     stop = True
                     break
                 batch.append(item)
-            await asyncio.to_thread(append_traces, self.path, batch)
-            self.written += len(batch)
+            if self.error is None:
+                try:
+                    await asyncio.to_thread(append_lines, self.path, [line for line, _ in batch])
+                except Exception as exc:  # disk full, read-only, I/O error: the run cannot go on
+                    self.error = f"cannot write {self.path}: {type(exc).__name__}: {exc}"
+                    self.on_error(self.error)
+                else:
+                    self.written += len(batch)
+                    for _, failure in batch:
+                        if failure:
+                            self.counters.fail(failure)
+                        else:
+                            self.counters.done += 1
             if stop:
                 return
 
     async def close(self) -> None:
-        self.queue.put_nowait(None)
-        if self.task is not None:
-            await asyncio.shield(self.task)
+        if self.task is None:
+            return
+        if not self.task.done():
+            await self.queue.put(None)
+        await asyncio.shield(self.task)
 
 
-@dataclass
-class _Counters:
-    done: int = 0
-    failed: int = 0
-    failures: list[str] = field(default_factory=list)
+def trace_line(trace: EpisodeTrace, cell: Cell, env_id: str) -> tuple[str, str | None]:
+    """The JSON line of a finished trace, and its infrastructure error (None for a good trace).
 
-    def fail(self, message: str) -> None:
-        self.failed += 1
-        if len(self.failures) < 20:
-            self.failures.append(message)
+    A trace that cannot be serialised (a value no JSON file can hold slipped past the checks at
+    the edges) is replaced by a trace of the same cell that records why, as an infrastructure
+    error: the cell fails alone, the other traces are written, and a resumed run plays it again.
+    """
+    try:
+        return trace.model_dump_json(), trace.infra_error
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        reason = escape_surrogates(f"{type(exc).__name__}: {exc}")[:1000]
+    stub = EpisodeTrace(
+        env_id=env_id, episode_id=cell.episode_id, factors={}, agent=cell.player.identity,
+        interventions=cell.arm.names(), sample=cell.sample, run_key=cell.run_key,
+        infra_error=f"unwritable_trace: the trace could not be serialised ({reason})",
+    )
+    return stub.model_dump_json(), stub.infra_error
 
 
 class Runner:
@@ -489,12 +550,14 @@ class Runner:
         self.force = force
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
+        self.reserve_path = self.out_dir / RESERVE_FILE
         # Model name -> its clients. A model with many requests in flight gets several clients
         # (shards), each with its own connection pool: see CONNECTIONS_PER_CLIENT.
         self._clients: dict[str, list[ModelClient]] = {}
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
+        self._failure: str | None = None
         self._play_wall = 0.0
         self._play_cpu = 0.0
 
@@ -524,6 +587,7 @@ class Runner:
         episodes, cells, pending, torn = self.prepare()
         cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
         manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        self._reserve_space()
         invocation = manifest.invocations[-1]
         status = RunStatus.COMPLETE
         message = ""
@@ -548,18 +612,25 @@ class Runner:
                 self._play_cpu = time.process_time() - play_cpu
             if interrupted:
                 status = RunStatus.INTERRUPTED
+            elif self._failure is not None:
+                status, message = RunStatus.FAILED, self._failure
             elif self._fatal is not None:
                 status, message = RunStatus.ABORTED, self._fatal
             elif self._counters.failed:
                 status = RunStatus.INCOMPLETE
         except KeyboardInterrupt:
             status = RunStatus.INTERRUPTED
+        except CacheError as exc:  # the cache file is damaged or cannot be opened: nothing can be played
+            status, message = RunStatus.ABORTED, str(exc)
+        except OSError as exc:  # the machine stopped the run (disk full, read-only directory, I/O error)
+            status, message = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         except BaseException as exc:
             status, message = RunStatus.ABORTED, f"{type(exc).__name__}: {exc}"
             raise
         finally:
             if cache is not None:
-                cache.close()
+                with contextlib.suppress(CacheError):
+                    cache.close()
             if local_server is not None:
                 local_server.stop()
             done_now = scan_trace_file(self.traces_path)
@@ -568,6 +639,7 @@ class Runner:
                 status = RunStatus.INCOMPLETE
             invocation.ended_at = _now()
             invocation.status = status
+            invocation.message = message
             invocation.cells_done = self._counters.done
             invocation.cells_failed = self._counters.failed
             invocation.client_stats = {
@@ -575,10 +647,14 @@ class Runner:
                 for name, shards in self._clients.items()
             }
             manifest.status = status
+            manifest.message = message
             manifest.cells_done = cells_done
             manifest.ended_at = invocation.ended_at
             manifest.updated_at = invocation.ended_at
-            write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+            unwritten = self._end_manifest(manifest)
+            if unwritten:
+                status = RunStatus.FAILED
+                message = f"{message}; {unwritten}" if message else unwritten
         stats = [c.stats() for shards in self._clients.values() for c in shards]
         errors: Counter[str] = Counter()
         for s in stats:
@@ -605,6 +681,30 @@ class Runner:
             play_cpu_s=self._play_cpu,
             message=message,
         )
+
+    def _reserve_space(self) -> None:
+        """Set disk space aside for the last manifest write (a full disk must not leave it 'running')."""
+        try:
+            with self.reserve_path.open("wb") as handle:
+                os.posix_fallocate(handle.fileno(), 0, RESERVE_BYTES)
+        except OSError:
+            self.reserve_path.unlink(missing_ok=True)  # the disk is already full: there is nothing to set aside
+
+    def _end_manifest(self, manifest: RunManifest) -> str:
+        """Write the final manifest, with the reserved space if the disk is full; '' or why it failed."""
+        text = manifest.model_dump_json(indent=2)
+        try:
+            try:
+                write_atomic(self.manifest_path, text)
+            except OSError:
+                self.reserve_path.unlink(missing_ok=True)
+                write_atomic(self.manifest_path, text)
+        except OSError as exc:
+            return f"the manifest could not be updated ({type(exc).__name__}: {exc})"
+        finally:
+            with contextlib.suppress(OSError):
+                self.reserve_path.unlink(missing_ok=True)
+        return ""
 
     def _start_local_server(self) -> Any:
         from commitbench.agents.local_model import LocalModelServer
@@ -675,7 +775,7 @@ class Runner:
         self._make_clients(cache, base_urls)
         loop = asyncio.get_running_loop()
         queue: deque[Cell] = deque(pending)
-        writer = _TraceWriter(self.traces_path)
+        writer = _TraceWriter(self.traces_path, self._counters, lambda message: self._fail(message, queue))
         writer.start()
         interrupted = False
         workers: list[asyncio.Task[None]] = []
@@ -726,8 +826,16 @@ class Runner:
         return interrupted
 
     def _abort(self, message: str, workers_queue: deque[Cell]) -> None:
+        """Stop on a configuration error (the endpoint rejects the model, the cache is unusable)."""
         if self._fatal is None:
             self._fatal = message
+        self._stopping = True
+        workers_queue.clear()
+
+    def _fail(self, message: str, workers_queue: deque[Cell]) -> None:
+        """Stop because the machine cannot go on (the disk is full, the directory cannot be written)."""
+        if self._failure is None:
+            self._failure = message
         self._stopping = True
         workers_queue.clear()
 
@@ -752,11 +860,10 @@ class Runner:
                 except ModelEndpointError as exc:
                     self._abort(str(exc), queue)
                     return
-                if trace.infra_error:
-                    self._counters.fail(f"{cell.player.name} {cell.episode_id} #{cell.sample}: {trace.infra_error}")
-                else:
-                    self._counters.done += 1
-                writer.put(trace)
+                line, infra_error = trace_line(trace, cell, self.config.env)
+                del trace  # of a finished cell only its line is kept, until the writer has it on disk
+                failure = f"{cell.player.name} {cell.episode_id} #{cell.sample}: {infra_error}" if infra_error else ""
+                await writer.put(line, failure)
                 if progress is not None:
                     progress.advance()
         finally:

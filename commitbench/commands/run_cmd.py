@@ -10,7 +10,8 @@
 The shorthands build a config and play it like any other. Running the same command again resumes:
 finished cells are skipped, failed ones are played again. When the config names an LLM judge, the
 run is labelled afterwards (resumably too); the report follows. Exit codes: 0 every cell done, 1 some
-cells failed (run again to retry them), 2 usage or config error, 130 interrupted.
+cells failed or the machine stopped the run (a full disk: the manifest says 'failed' and why; run again
+to retry them), 2 usage or config error (nothing was played), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -225,6 +226,10 @@ def _handle(args: argparse.Namespace) -> int:
         return 130
     if summary.status is RunStatus.ABORTED:
         return 2
+    if summary.status is RunStatus.FAILED:
+        print(f"the run stopped; free the disk or fix {out_dir}, then run the same command again to resume",
+              file=sys.stderr)
+        return 1
     judged = True
     if config.judge.kind == "llm":
         judged = _label(out_dir, config)

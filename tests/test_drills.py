@@ -1,0 +1,201 @@
+"""Drills: hostile model output, damaged files, a full disk, leaked secrets, orphaned processes.
+
+Each test reproduces one way a run could stall, crash or leak, and states what must happen instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from commitbench.cli import main as cli_main
+from commitbench.config import CacheConfig, ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.llm import parse_completion, parse_tool_arguments
+from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.oracles import registry
+from commitbench.oracles.base import Intervention, InterventionEntry
+from commitbench.protocol import MAX_JSON_DEPTH, ActionKind, ToolCallRecord, parse_action
+from commitbench.runner import RunStatus, read_manifest, run_experiment
+from commitbench.traces import TRACES_FILE, latest_traces, read_traces
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST_RETRY = {"max_attempts": 4, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}
+
+
+# ==================================================================================== runtime
+def chat_config(base_url: str, limit: int, **fields: Any) -> ExperimentConfig:
+    data: dict[str, Any] = {
+        "name": "drill",
+        "agents": ["chat"],
+        "models": [{"name": "mock", "base_url": base_url, "api_key_env": None,
+                    "settings": {"model": "mock-model", "timeout": 10.0}, "retry": FAST_RETRY}],
+        "episodes": {"split": "test", "limit": limit},
+        "concurrency": 4,
+    }
+    data.update(fields)
+    return ExperimentConfig.model_validate(data)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# Tool-call arguments as a model may send them: valid JSON, but unfit to record as they are.
+HOSTILE_ARGUMENTS = {
+    "lone surrogate": ('{"query": "\\udcff"}', "lone surrogate"),
+    "surrogate in a key": ('{"\\ud800": 1}', "lone surrogate"),
+    "900 deep": ('{"query": ' + nested(900) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+    "5,000 deep": ('{"query": ' + nested(5000) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+    "65 deep": ('{"q": ' + nested(64) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+}
+
+
+@pytest.mark.parametrize("raw,reason", HOSTILE_ARGUMENTS.values(), ids=list(HOSTILE_ARGUMENTS))
+def test_hostile_tool_arguments_become_a_parse_error(raw: str, reason: str) -> None:
+    arguments, error = parse_tool_arguments(raw)
+    assert arguments is None and error is not None and reason in error
+
+
+def test_arguments_at_the_depth_bound_are_kept() -> None:
+    arguments, error = parse_tool_arguments('{"q": ' + nested(MAX_JSON_DEPTH - 1) + "}")
+    assert error is None and arguments is not None
+
+
+@pytest.mark.parametrize("raw,reason", HOSTILE_ARGUMENTS.values(), ids=list(HOSTILE_ARGUMENTS))
+def test_parse_action_records_hostile_arguments_and_never_raises(raw: str, reason: str) -> None:
+    for wire in (json.dumps({"tool": "lookup", "arguments": raw}), {"tool": "lookup", "arguments": raw}):
+        action = parse_action(wire)
+        assert action.kind is ActionKind.TOOL_CALL and action.arguments is None
+        assert action.arguments_error is not None and reason in action.arguments_error
+        action.model_dump_json()  # what enters a trace can be written
+
+
+def test_parse_action_bounds_arguments_given_as_objects() -> None:
+    deep: Any = []
+    for _ in range(200):
+        deep = [deep]
+    for arguments in ({"q": deep}, {"q": "\udcff"}, {"\udcff": 1}, {"q": {1, 2}}):
+        action = parse_action({"tool": "lookup", "arguments": arguments})
+        assert action.arguments is None and action.arguments_error
+        record = ToolCallRecord(step=0, turn=0, tool=action.tool or "", arguments=action.arguments,
+                                raw_arguments=action.raw_arguments, ok=False, result=action.arguments_error)
+        record.model_dump_json()
+
+
+@pytest.mark.parametrize("wire", [
+    {"reply": "done \udcff"}, json.dumps({"reply": "done \\udcff"}), {"tool": "look\udcffup", "id": "c\udcff"},
+    '{"reply": ' + nested(5000) + "}", nested(5000),
+])
+def test_parse_action_escapes_lone_surrogates_in_text_and_names(wire: Any) -> None:
+    action = parse_action(wire)
+    action.model_dump_json().encode("utf-8")
+    if action.kind is ActionKind.REPLY:
+        assert action.text == "done \\udcff"
+
+
+def test_a_completion_with_lone_surrogates_in_its_text_is_escaped() -> None:
+    payload = {"model": "m\udcff", "choices": [{"message": {
+        "content": "ok \udcff", "reasoning": "\ud800hm", "refusal": None,
+        "tool_calls": [{"id": "c\udcff", "function": {"name": "lookup\udcff", "arguments": '{"q": "\udcff"}'}}]},
+        "finish_reason": "stop\udcff"}], "usage": {"prompt_tokens": "many", "completion_tokens": [1]}}
+    fields, error = parse_completion(payload, fallback_model="x")
+    assert error is None
+    assert fields["text"] == "ok \\udcff" and fields["reasoning"] == "\\ud800hm"
+    call = fields["tool_calls"][0]
+    assert call.name == "lookup\\udcff" and call.arguments is None and "lone surrogate" in call.parse_error
+    assert call.arguments_raw == '{"q": "\\udcff"}'
+    json.dumps(fields, default=str).encode("utf-8")
+    assert fields["usage"].prompt_tokens == 0
+
+
+def hostile_responder(arguments: str) -> Any:
+    """A 'model' that answers every message with one hostile lookup call, then a reply with a lone surrogate."""
+
+    def respond(request: dict[str, Any]) -> ReplySpec:
+        if request["messages"][-1]["role"] == "tool":
+            return ReplySpec(text="Looked it up \udcff for you.", reasoning="thinking \ud800")
+        return ReplySpec(tool_calls=[ToolCallSpec(name="lookup", arguments=arguments)])
+
+    return respond
+
+
+@pytest.mark.parametrize("raw,reason", [HOSTILE_ARGUMENTS["lone surrogate"], HOSTILE_ARGUMENTS["900 deep"],
+                                        HOSTILE_ARGUMENTS["5,000 deep"]], ids=["surrogate", "900", "5000"])
+def test_hostile_model_output_is_a_recorded_tool_error_and_replays_from_the_cache(
+    tmp_path: Path, mock_server: MockServer, raw: str, reason: str
+) -> None:
+    mock_server.set_responder(hostile_responder(raw))
+    cache = tmp_path / "cache.sqlite"
+    config = chat_config(mock_server.base_url, 3, cache={"path": str(cache)})
+    first = run_experiment(config, tmp_path / "live")
+    assert first.status is RunStatus.COMPLETE and first.cells_done == 3, first.failures
+    traces = latest_traces(tmp_path / "live")
+    assert len(traces) == 3 and not any(t.infra_error for t in traces)
+    bad = [c for t in traces for c in t.tool_calls() if c.tool == "lookup"]
+    assert bad and all(not c.ok and c.error_kind == "bad_arguments" and reason in c.result for c in bad)
+    replies = [turn.reply for t in traces for turn in t.turns if turn.reply]
+    assert replies and all("\\udcff" in r for r in replies)
+
+    # The replies are cached: a replay in a fresh directory plays the same output and does not stop either.
+    replay = config.model_copy(update={"cache": CacheConfig(path=cache, mode="replay_only")})
+    served = mock_server.stats().chat_completions
+    again = run_experiment(replay, tmp_path / "replay")
+    assert again.status is RunStatus.COMPLETE and again.cells_done == 3 and again.http_requests == 0
+    assert mock_server.stats().chat_completions == served
+    replayed = latest_traces(tmp_path / "replay")
+    assert [c.result for t in replayed for c in t.tool_calls()] == [c.result for t in traces for c in t.tool_calls()]
+
+
+class SpoilsOneTrace(Intervention):
+    """A test intervention that leaves a value no JSON file can hold in the trace of one episode."""
+
+    kind = "spoil"
+    slot = "spoil"
+    env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
+    target = ""
+
+    def begin(self, info: dict[str, Any]) -> None:
+        if info["episode_id"] == SpoilsOneTrace.target:
+            self.env.unwrapped.trace.prompt_hashes["spoiled"] = "\udcff"
+
+
+@pytest.fixture
+def spoiling(monkeypatch: pytest.MonkeyPatch) -> type[SpoilsOneTrace]:
+    entry = InterventionEntry("spoil", SpoilsOneTrace, lambda env, params, services: SpoilsOneTrace(env))
+    monkeypatch.setitem(registry.INTERVENTIONS, "spoil", entry)
+    return SpoilsOneTrace
+
+
+def test_a_trace_that_cannot_be_written_fails_its_cell_alone(
+    tmp_path: Path, spoiling: type[SpoilsOneTrace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "spoil", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 6},
+         "interventions": [["spoil"]], "concurrency": 1}
+    )
+    from commitbench.runner import select_config_episodes
+
+    episodes = select_config_episodes(config)
+    spoiling.target = episodes[2].id
+    summary = run_experiment(config, tmp_path / "run")
+    assert summary.status is RunStatus.INCOMPLETE and summary.cells_done == 5 and summary.cells_failed == 1
+    traces = read_traces(tmp_path / "run" / TRACES_FILE)
+    assert len(traces) == 6
+    failed = [t for t in traces if t.infra_error]
+    assert [t.episode_id for t in failed] == [episodes[2].id]
+    assert failed[0].infra_error.startswith("unwritable_trace:") and "surrogate" in failed[0].infra_error
+    assert failed[0].run_key and failed[0].agent is not None
+
+    # Through the command line: some cells failed is exit 1, never the usage/config error code 2.
+    config_path = tmp_path / "spoil.yaml"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    code = cli_main(["run", str(config_path), "--out", str(tmp_path / "cli"), "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 1 and "unwritable_trace" in err and "commitbench: error" not in err
+    manifest = read_manifest(tmp_path / "cli")
+    assert manifest is not None and manifest.status is RunStatus.INCOMPLETE and manifest.cells_done == 5
+
