@@ -199,3 +199,28 @@ def test_a_trace_that_cannot_be_written_fails_its_cell_alone(
     manifest = read_manifest(tmp_path / "cli")
     assert manifest is not None and manifest.status is RunStatus.INCOMPLETE and manifest.cells_done == 5
 
+
+
+def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Players that never wait (reference agents, a replay from the cache) must not outrun the writer."""
+    import gc
+
+    from commitbench import jsonl, runner, traces
+
+    alive: list[int] = []
+    real_append = jsonl.append_lines
+
+    def counting_append(path: Any, lines: Any) -> int:
+        alive.append(sum(1 for o in gc.get_objects() if isinstance(o, traces.EpisodeTrace)))
+        return real_append(path, lines)
+
+    monkeypatch.setattr(runner, "append_lines", counting_append, raising=False)
+    monkeypatch.setattr(traces, "append_lines", counting_append)
+    monkeypatch.setattr(runner, "WRITE_QUEUE_LINES", 8, raising=False)
+    config = ExperimentConfig.model_validate(
+        {"name": "pile", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 120}, "concurrency": 4}
+    )
+    summary = run_experiment(config, tmp_path)
+    assert summary.cells_done == 120 and len(read_traces(tmp_path / TRACES_FILE)) == 120
+    # At most the traces being played (one per player, and the env's current one) are alive, never the run's.
+    assert alive and max(alive) <= 2 * config.concurrency + 2, alive
