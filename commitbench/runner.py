@@ -56,12 +56,12 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
-from commitbench.jsonl import append_lines, repair_torn_tail, write_atomic
+from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
 from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
-from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
+from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
 
 __all__ = [
     "MANIFEST_FILE",
@@ -70,6 +70,7 @@ __all__ = [
     "CellStatus",
     "Player",
     "RunDirectoryBusyError",
+    "RunDirectoryError",
     "RunManifest",
     "RunSummary",
     "Runner",
@@ -228,25 +229,52 @@ def plan(config: ExperimentConfig) -> Plan:
 
 # ---------------------------------------------------------------------------- trace file
 def scan_trace_file(path: Path) -> dict[str, bool]:
-    """run_key -> True when some trace of it finished without an infrastructure error."""
+    """run_key -> True when some trace of it finished without an infrastructure error.
+
+    Reads only the fields it needs, but every line must be a JSON object with the identity fields
+    of a trace; a line that is not raises :class:`TraceFileError` naming it (a torn last line is
+    skipped: :func:`repair_torn_tail` cuts it before the next append).
+    """
     status: dict[str, bool] = {}
     if not path.exists():
         return status
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    try:
+        for number, line in iter_lines(path):
+            problem = None
             try:
                 record = json.loads(line)
-            except ValueError:
+            except RecursionError:
+                problem = "nested too deep to read"
+            except ValueError as exc:
+                problem = f"not JSON ({exc})"
+            else:
+                problem = _trace_shape_problem(record)
+            if problem is not None:
                 if not line.endswith("\n"):
                     break  # torn last line
-                raise TraceFileError(f"{path}:{number}: not a valid trace line") from None
-            key = record.get("run_key") if isinstance(record, dict) else None
+                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
+            key = record.get("run_key")
             if not key:
                 continue
             status[key] = status.get(key, False) or not record.get("infra_error")
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
     return status
+
+
+def _trace_shape_problem(record: Any) -> str | None:
+    """What is wrong with the identity fields of a decoded trace line, or None."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for name in ("env_id", "episode_id"):
+        if not isinstance(record.get(name), str):
+            return f"{name}: expected a string"
+    for name in ("run_key", "infra_error"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            return f"{name}: expected a string"
+    return None
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -312,6 +340,14 @@ class RunManifest(BaseModel):
 
 class RunDirectoryBusyError(RuntimeError):
     """Another process is running into the same directory."""
+
+
+class RunDirectoryError(RuntimeError):
+    """The run directory cannot be written (read-only, full, no permission); nothing was played."""
+
+    def __init__(self, out_dir: Path, exc: OSError) -> None:
+        where = f" ({exc.filename})" if exc.filename else ""
+        super().__init__(f"cannot write to the run directory {out_dir}: {exc.strerror or exc}{where}")
 
 
 @contextlib.contextmanager
@@ -578,15 +614,22 @@ class Runner:
     # ------------------------------------------------------------------ running
     def run(self) -> RunSummary:
         """Play the pending cells; one process at a time per directory (a lock file guards it)."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        with directory_lock(self.out_dir):
+        with contextlib.ExitStack() as stack:
+            try:
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(directory_lock(self.out_dir))
+            except OSError as exc:
+                raise RunDirectoryError(self.out_dir, exc) from None
             return self._run_locked()
 
     def _run_locked(self) -> RunSummary:
         started = time.perf_counter()
-        episodes, cells, pending, torn = self.prepare()
-        cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
-        manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        try:
+            episodes, cells, pending, torn = self.prepare()
+            cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
+            manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        except OSError as exc:  # nothing has been played: the directory cannot take a run
+            raise RunDirectoryError(self.out_dir, exc) from None
         self._reserve_space()
         invocation = manifest.invocations[-1]
         status = RunStatus.COMPLETE
@@ -860,6 +903,9 @@ class Runner:
                 except ModelEndpointError as exc:
                     self._abort(str(exc), queue)
                     return
+                except CacheError as exc:  # the cache went bad while playing: no further cell can use it
+                    self._fail(str(exc), queue)
+                    return
                 line, infra_error = trace_line(trace, cell, self.config.env)
                 del trace  # of a finished cell only its line is kept, until the writer has it on disk
                 failure = f"{cell.player.name} {cell.episode_id} #{cell.sample}: {infra_error}" if infra_error else ""
@@ -909,7 +955,7 @@ class Runner:
                 failure = f"crash: episode did not end within {MAX_STEPS_PER_EPISODE} steps"
         except CacheMiss as exc:
             failure = f"cache_miss: {exc}"
-        except ModelEndpointError:
+        except (ModelEndpointError, CacheError):
             raise
         except Exception as exc:  # a harness bug must not take the other cells down
             tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))

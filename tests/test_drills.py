@@ -5,7 +5,14 @@ Each test reproduces one way a run could stall, crash or leak, and states what m
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -224,3 +231,207 @@ def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: p
     assert summary.cells_done == 120 and len(read_traces(tmp_path / TRACES_FILE)) == 120
     # At most the traces being played (one per player, and the env's current one) are alive, never the run's.
     assert alive and max(alive) <= 2 * config.concurrency + 2, alive
+
+
+# ------------------------------------------------------------------------- damaged files
+def damaged_caches(tmp_path: Path) -> dict[str, Path]:
+    """A file that is not a database, a real cache cut short, and one cut after its header."""
+    from commitbench.cache import CallCache
+
+    good = tmp_path / "good.sqlite"
+    with CallCache(good) as cache:
+        for index in range(1500):
+            cache.put(f"key{index}", "mock-model", {"text": "x" * 400})
+    data = good.read_bytes()
+    files = {"garbage": b"not a database, just text\n" * 40, "truncated": data[: len(data) // 2],
+             "header only": data[:100]}
+    paths = {}
+    for name, content in files.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.sqlite"
+        path.write_bytes(content)
+        paths[name] = path
+    return paths
+
+
+def test_a_damaged_cache_file_is_a_clear_error(tmp_path: Path) -> None:
+    from commitbench.cache import CacheError, CallCache
+
+    for name, path in damaged_caches(tmp_path).items():
+        for mode in ("read_write", "replay_only"):
+            with pytest.raises(CacheError) as caught, CallCache(path, mode) as cache:
+                for index in range(0, 1500, 10):
+                    cache.get(f"key{index}", "mock-model")
+            assert str(path) in str(caught.value) and "damaged or not a commitbench cache" in str(caught.value), name
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_run_on_a_damaged_cache_stops_with_a_clear_error(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    cache = damaged_caches(tmp_path)[damage]
+    config = chat_config(mock_server.base_url, 4, cache={"path": str(cache)})
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    code = cli_main(["run", str(config_path), "--out", str(tmp_path / "run"), "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(cache) in err and "damaged or not a commitbench cache" in err
+    assert "Traceback" not in err
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest is not None and manifest.status is RunStatus.ABORTED and str(cache) in manifest.message
+    assert cli_main(["cache", "stats", "--db", str(cache)]) == 2
+    assert str(cache) in capsys.readouterr().err
+
+
+def reference_run(out: Path, limit: int = 5) -> ExperimentConfig:
+    config = ExperimentConfig.model_validate(
+        {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "test", "limit": limit}}
+    )
+    assert run_experiment(config, out).status is RunStatus.COMPLETE
+    return config
+
+
+def damage_line(path: Path, number: int, content: bytes) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[number - 1] = content
+    path.write_bytes(b"".join(lines))
+
+
+BAD_LINES = {
+    "garbage": (b"}}} not json at all\n", "not a valid trace"),
+    "non-UTF-8": (b'{"env_id": "\xff\xfe broken"}\n', "not UTF-8"),
+    "nested 5,000 deep": (b'{"env_id": ' + nested(5000).encode() + b"}\n", "not a valid trace"),
+    "wrong schema": (b'{"env_id": 5, "episode_id": [], "factors": "x"}\n', "not a valid trace"),
+}
+
+
+@pytest.mark.parametrize("content,reason", BAD_LINES.values(), ids=list(BAD_LINES))
+def test_a_bad_line_in_the_traces_stops_report_and_run_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, reason: str
+) -> None:
+    out = tmp_path / "run"
+    config = reference_run(out)
+    damage_line(out / TRACES_FILE, 3, content)
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / TRACES_FILE}:3" in err and reason in err and "Traceback" not in err
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    assert cli_main(["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / TRACES_FILE}:3" in err and "Traceback" not in err
+
+
+def test_a_torn_last_line_cut_inside_a_character_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    reference_run(out)
+    with (out / TRACES_FILE).open("ab") as handle:
+        handle.write('{"env_id": "caf\u00e9'.encode()[:-1])  # a crash cut the write inside the two bytes of 'é'
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------- a full or read-only disk
+@contextlib.contextmanager
+def small_disk(path: Path, size_kib: int) -> Iterator[bool]:
+    """Mount a tmpfs of ``size_kib`` at ``path``; yields False where mounting is not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(path)],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+def file_size_limit(limit: int) -> Any:
+    """A preexec_fn that caps the size of every file the child writes (a write past it fails with EFBIG)."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def run_cli(args: list[str], preexec_fn: Any = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "commitbench.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, preexec_fn=preexec_fn, timeout=300, check=False)
+
+
+def test_a_full_disk_ends_the_run_as_failed_with_the_reason_and_a_rerun_resumes(tmp_path: Path) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "full", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 150}, "concurrency": 4}
+    )
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    disk = tmp_path / "disk"
+    out = disk / "run"
+    args = ["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"]
+    with small_disk(disk, 640) as mounted:
+        if mounted:  # a real full disk: ENOSPC
+            done = run_cli(args)
+            reason = "No space left on device"
+        else:  # no mount allowed here: a file-size limit makes the trace file's writes fail (EFBIG)
+            done = run_cli(args, preexec_fn=file_size_limit(200_000))
+            reason = "File too large"
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr and reason in done.stderr and "commitbench: error" not in done.stderr
+        manifest = read_manifest(out)
+        assert manifest is not None and manifest.status is RunStatus.FAILED and reason in manifest.message
+        assert manifest.invocations[-1].status is RunStatus.FAILED
+        assert not (out / ".reserve").exists()
+        kept = len(latest_traces(out)) if (out / TRACES_FILE).exists() else 0
+        assert kept < 150
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        rerun = run_cli(args)
+        assert rerun.returncode == 0, rerun.stderr
+        traces = latest_traces(out)
+        assert len(traces) == len({t.run_key for t in traces}) == 150
+        manifest = read_manifest(out)
+        assert manifest is not None and manifest.status is RunStatus.COMPLETE and manifest.message == ""
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make ``path`` read-only for this process: a read-only remount of its tmpfs as root, else chmod."""
+    if os.geteuid() == 0:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(path)], capture_output=True, check=False)
+        if done.returncode != 0:
+            pytest.skip("cannot make a directory read-only here (root without mount)")
+        try:
+            yield
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+def test_a_read_only_run_directory_still_reports_and_is_refused_by_run(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    with small_disk(disk, 64 * 1024) as mounted:
+        if os.geteuid() == 0 and not mounted:
+            pytest.skip("cannot mount a tmpfs here")
+        out = disk / "run"
+        config = reference_run(out, limit=8)
+        config_path = tmp_path / "config.json"
+        config_path.write_text(json.dumps(config.model_dump(mode="json")))
+        before = (out / "manifest.json").read_text()
+        with read_only(out if not mounted else disk):
+            report = run_cli(["report", str(out), "--n-boot", "20"])
+            assert report.returncode == 0, report.stderr
+            assert "Traceback" not in report.stderr and "not writable" in report.stderr
+            assert "always-execute" in report.stdout  # the tables are printed
+            assert not (out / "results.json").exists() and not (out / "report").exists()
+            rerun = run_cli(["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"])
+            assert rerun.returncode == 2, rerun.stderr
+            assert "Traceback" not in rerun.stderr and f"cannot write to the run directory {out}" in rerun.stderr
+        assert (out / "manifest.json").read_text() == before

@@ -57,7 +57,7 @@ def print_summary(summary: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
-    from commitbench.cache import CacheMode
+    from commitbench.cache import CacheError, CacheMode
     from commitbench.labeljob import label_directory
     from commitbench.llm import ModelEndpointError
     from commitbench.runner import read_manifest, run_suite
@@ -80,7 +80,7 @@ def _handle(args: argparse.Namespace) -> int:
             args.run_dir, judge, cache_path=args.cache, cache_mode=CacheMode(args.cache_mode),
             concurrency=max(1, args.concurrency), retry_errors=args.retry_errors, limit=args.limit,
         )
-    except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError) as exc:
+    except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError, CacheError) as exc:
         raise UsageError(str(exc)) from None
     agreement = None
     if judge.kind == "llm" and summary.runs_labelled + summary.runs_skipped:

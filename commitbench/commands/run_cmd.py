@@ -209,7 +209,7 @@ def _dry_run(config: Any, out_dir: Path) -> int:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
-    from commitbench.runner import RunDirectoryBusyError, RunStatus, run_experiment
+    from commitbench.runner import RunDirectoryBusyError, RunDirectoryError, RunStatus, run_experiment
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
@@ -218,7 +218,7 @@ def _handle(args: argparse.Namespace) -> int:
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
-    except (ValueError, FileNotFoundError, RunDirectoryBusyError, LocalModelError) as exc:
+    except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
     if summary.status is RunStatus.INTERRUPTED:
@@ -243,12 +243,13 @@ def _handle(args: argparse.Namespace) -> int:
 
 
 def _label(out_dir: Path, config: Any) -> bool:
+    from commitbench.cache import CacheError
     from commitbench.commands.label_cmd import print_summary
     from commitbench.labeljob import label_directory
 
     try:
         summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
-    except ValueError as exc:
+    except (ValueError, CacheError) as exc:
         print(f"commitbench: not labelled: {exc}", file=sys.stderr)
         return False
     print_summary(summary)
