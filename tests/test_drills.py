@@ -435,3 +435,58 @@ def test_a_read_only_run_directory_still_reports_and_is_refused_by_run(tmp_path:
             assert rerun.returncode == 2, rerun.stderr
             assert "Traceback" not in rerun.stderr and f"cannot write to the run directory {out}" in rerun.stderr
         assert (out / "manifest.json").read_text() == before
+
+
+def test_a_follow_up_labels_line_that_does_not_match_the_schema_is_named(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(lambda request: "I'll remind you tomorrow.")
+    out = tmp_path / "run"
+    assert cli_main(["run", "followup", "--model", "mock-model", "--base-url", mock_server.base_url, "--limit", "3",
+                     "--out", str(out), "--no-progress", "--no-report"]) == 0
+    assert cli_main(["label", str(out), "--judge", "rules"]) == 0
+    labels = out / "labels-rules.jsonl"
+    record = json.loads(labels.read_text().splitlines()[1])
+    record["result"]["outcome"] = "kept-somehow"
+    damage_line(labels, 2, json.dumps(record).encode() + b"\n")
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 2
+    err = capsys.readouterr().err
+    assert f"{labels}:2: not a valid labels record: result.outcome" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad_id", ["100000000000000000000000", "9223372036854775808", "0", "-3", "1e23"])
+def test_ledger_ids_out_of_range_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_id: str
+) -> None:
+    db = str(tmp_path / "ledger.sqlite")
+    for action in (["show", bad_id], ["ack", bad_id, "--actor", "me"], ["close", bad_id, "--outcome", "failed"]):
+        with pytest.raises(SystemExit) as exited:
+            cli_main(["ledger", "--db", db, *action])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert "commitment id" in err and "Traceback" not in err
+
+
+def test_ledger_ids_at_the_top_of_the_range_are_looked_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["ledger", "--db", str(tmp_path / "ledger.sqlite"), "show", str(2**63 - 1)]) == 1
+    assert "9223372036854775807" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,where", [
+    (b'{"user": "hi", "reply": "ok"}\n{"user": ' + nested(5000).encode() + b', "reply": "x"}\n', ":2:"),
+    (b'{"user": "hi", "reply": "ok"}\n{"user": "\xff", "reply": "x"}\n', ":2:"),
+])
+def test_prevalence_on_a_bad_log_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, where: str
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(content)
+    assert cli_main(["prevalence", str(log), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}{where}" in err and "Traceback" not in err
+
+
+def test_prevalence_on_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["prevalence", str(tmp_path), "--n-boot", "10"]) == 2
+    assert "is a directory" in capsys.readouterr().err
