@@ -33,7 +33,9 @@ import asyncio
 import json
 import os
 import random
+import re
 import time
+import urllib.parse
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from enum import Enum
@@ -62,9 +64,51 @@ __all__ = [
     "backoff_delay",
     "parse_completion",
     "parse_tool_arguments",
+    "redact_credentials",
+    "split_credentials",
 ]
 
 SESSION_HEADER = "X-Session-ID"
+# What stands for the user-info (``user:password@``) of a URL wherever a URL is written or printed.
+REDACTED = "***"
+_URL_AUTHORITY_END = re.compile(r"[/?#\s\"'<>\\]")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the user-info of every URL in it replaced: ``http://user:pw@host`` -> ``http://***@host``.
+
+    Runs in linear time: it looks for ``://`` and then for the end of the authority that follows.
+    """
+    out: list[str] = []
+    position = 0
+    while (found := text.find("://", position)) >= 0:
+        start = found + 3
+        end_match = _URL_AUTHORITY_END.search(text, start)
+        end = end_match.start() if end_match else len(text)
+        at = text.rfind("@", start, end)
+        if at >= 0:
+            out.append(text[position:start])
+            out.append(f"{REDACTED}@")
+            position = at + 1
+        else:
+            out.append(text[position:end])
+            position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """A base URL without its user-info, and the ``(user, password)`` it held (percent-decoding applied)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    user = urllib.parse.unquote(parts.username or "")
+    password = urllib.parse.unquote(parts.password or "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), (user, password)
 
 
 class ModelSettings(BaseModel):
@@ -496,11 +540,19 @@ class ModelClient:
         self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
         self._rng = random.Random(self.retry.seed)
         self._identity = settings.identity()
+        # Credentials in the base URL are sent as HTTP basic authentication, and the URL the SDK and
+        # the HTTP client see (and may log or put in an error) holds none.
+        base_url, credentials = split_credentials(settings.base_url)
+        if credentials is not None:
+            if http_client is None:
+                http_client = openai.DefaultAsyncHttpxClient()
+            http_client.auth = httpx2.BasicAuth(*credentials)
+        self._endpoint = base_url
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
         self._openai = openai.AsyncOpenAI(
-            base_url=settings.base_url,
+            base_url=base_url,
             api_key=settings.api_key(),
             max_retries=0,
             timeout=settings.timeout,
@@ -777,7 +829,7 @@ class ModelClient:
         message = f"HTTP {status}: {exc.message}"
         if status in (401, 403, 404):
             raise ModelEndpointError(
-                f"{self.settings.base_url} rejected model {self.settings.model!r} ({message}); "
+                f"{self._endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
                 f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
             ) from exc
         if status == 429:

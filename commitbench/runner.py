@@ -57,7 +57,7 @@ from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canon
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
-from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
+from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy, redact_credentials
 from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
@@ -298,7 +298,7 @@ class Invocation(BaseModel):
     started_at: str = Field(description="ISO time the invocation started.")
     ended_at: str | None = Field(default=None, description="ISO time it ended (null while running).")
     pid: int = Field(description="Process id.")
-    argv: list[str] = Field(description="Command line.")
+    argv: list[str] = Field(description="Command line (the user-info of URLs replaced by ***).")
     cells_pending: int = Field(description="Cells it set out to play.")
     cells_done: int = Field(default=0, description="Cells it finished well.")
     cells_failed: int = Field(default=0, description="Cells it finished with an infrastructure error.")
@@ -319,7 +319,9 @@ class RunManifest(BaseModel):
     run_id: str = Field(description="Random id of the run directory (stable across resumes).")
     status: RunStatus = Field(description="Status after the latest invocation.")
     message: str = Field(default="", description="Why the latest invocation stopped early, when it did.")
-    config: dict[str, Any] = Field(description="The experiment config, as validated.")
+    config: dict[str, Any] = Field(
+        description="The experiment config, as validated (the user-info of URLs replaced by ***: no credentials)."
+    )
     config_hash: str = Field(description="sha256 of the canonical JSON of the config.")
     cells_hash: str = Field(description="sha256 of the sorted run keys: what the experiment plays.")
     cells_total: int = Field(description="Cells of the experiment.")
@@ -373,6 +375,17 @@ def directory_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def redacted_json(value: Any) -> Any:
+    """A JSON value with the user-info of every URL in its strings replaced (what a manifest may hold)."""
+    if isinstance(value, str):
+        return redact_credentials(value)
+    if isinstance(value, dict):
+        return {key: redacted_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted_json(item) for item in value]
+    return value
 
 
 def _now() -> str:
@@ -582,7 +595,7 @@ class Runner:
         self.config = config
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
-        self.argv = list(argv if argv is not None else sys.argv)
+        self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
         self.force = force
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
@@ -761,7 +774,7 @@ class Runner:
                 f"{self.out_dir} holds a different experiment (cells hash {previous.cells_hash[:12]}, this config "
                 f"{cells_hash[:12]}); use another --out directory, or --force to add these cells to it"
             )
-        config_json = self.config.model_dump(mode="json")
+        config_json = redacted_json(self.config.model_dump(mode="json"))
         now = _now()
         seeds: dict[str, int | None] = {"env_reset": self.config.seed}
         for entry in self.config.models:

@@ -214,11 +214,16 @@ def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: p
 
     from commitbench import jsonl, runner, traces
 
+    def live_traces() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, traces.EpisodeTrace))
+
     alive: list[int] = []
     real_append = jsonl.append_lines
+    gc.collect()
+    before = live_traces()  # what earlier tests left behind
 
     def counting_append(path: Any, lines: Any) -> int:
-        alive.append(sum(1 for o in gc.get_objects() if isinstance(o, traces.EpisodeTrace)))
+        alive.append(live_traces() - before)
         return real_append(path, lines)
 
     monkeypatch.setattr(runner, "append_lines", counting_append, raising=False)
@@ -490,3 +495,95 @@ def test_prevalence_on_a_bad_log_names_the_line(
 def test_prevalence_on_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["prevalence", str(tmp_path), "--n-boot", "10"]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- secrets
+SECRET = "pa55-w0rd-never-written"
+JUDGE_SECRET = "judge-s3cret-never-written"
+
+
+def endpoint(base_url: str, user: str, password: str, path: str = "/v1") -> str:
+    return base_url.replace("http://", f"http://{user}:{password}@").replace("/v1", path)
+
+
+def secret_model(name: str, url: str) -> dict[str, Any]:
+    return {"name": name, "base_url": url, "api_key_env": None,
+            "settings": {"model": "mock-model", "timeout": 5.0},
+            "retry": {"max_attempts": 2, "base_delay_s": 0.001, "max_delay_s": 0.002, "seed": 1}}
+
+
+def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    import base64
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    mock_server.set_responder(lambda request: "Noted.")
+    base = mock_server.base_url
+    outs = {name: tmp_path / name for name in ("played", "rejected", "unreachable")}
+    configs = {
+        # two models and a judge, each behind credentials
+        "played": {"models": [secret_model("a", endpoint(base, "alice", SECRET)),
+                              secret_model("b", endpoint(base, "bob", SECRET))],
+                   "judge": {"kind": "llm", "model": secret_model("judge", endpoint(base, "jude", JUDGE_SECRET)),
+                             "max_attempts": 1}},
+        "rejected": {"models": [secret_model("a", endpoint(base, "carol", SECRET, "/wrong/v1"))]},
+        "unreachable": {"models": [secret_model("a", f"http://dave:{SECRET}@127.0.0.1:9/v1")]},
+    }
+    codes = {}
+    for name, fields in configs.items():
+        data = {"name": f"secret-{name}", "agents": ["chat"], "episodes": {"split": "test", "limit": 2},
+                "concurrency": 2, **fields}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        codes[name] = cli_main(["run", str(path), "--out", str(outs[name]), "--no-progress"])
+    assert codes == {"played": 0, "rejected": 2, "unreachable": 1}
+    # The credentials went to the server, as HTTP basic authentication.
+    sent = {r["headers"].get("authorization", "") for r in mock_server.requests()}
+    assert "Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode() in sent
+    assert "Basic " + base64.b64encode(f"jude:{JUDGE_SECRET}".encode()).decode() in sent
+    manifest = read_manifest(outs["played"])
+    assert manifest is not None and "***@" in manifest.config["models"][0]["base_url"]
+
+    # Labelling again from the manifest needs the judge's URL again: its credentials were not kept.
+    assert cli_main(["label", str(outs["played"]), "--retry-errors"]) == 2
+    assert "--judge-base-url" in capsys.readouterr().err
+    judge_url = endpoint(base, "jude", JUDGE_SECRET)
+    assert cli_main(["label", str(outs["played"]), "--retry-errors", "--judge-base-url", judge_url]) in (0, 1)
+
+    printed = capsys.readouterr()
+    leaks = ["stdout, stderr or the log" for secret in (SECRET, JUDGE_SECRET)
+             if secret in printed.out + printed.err + caplog.text]
+    for out in outs.values():
+        for path in out.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                leaks += [str(path) for secret in (SECRET, JUDGE_SECRET) if secret.encode() in data]
+    assert leaks == []
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("http://user:pw@host:8000/v1", "http://***@host:8000/v1"),
+    ("https://TOKEN@api.example/v1", "https://***@api.example/v1"),
+    ("--base-url=http://u:p%40ss@h/v1 and http://plain/v1", "--base-url=http://***@h/v1 and http://plain/v1"),
+    ("http://host/path@not-credentials", "http://host/path@not-credentials"),
+    ("no url at all: a@b", "no url at all: a@b"),
+    ("http://a:b@c http://d:e@f", "http://***@c http://***@f"),
+    ("://@" * 3, "://***@" * 3),
+])
+def test_redact_credentials(text: str, expected: str) -> None:
+    from commitbench.llm import redact_credentials
+
+    assert redact_credentials(text) == expected
+
+
+def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "argv", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 1}}
+    )
+    argv = ["commitbench", "run", "standing", "--judge-base-url", f"http://jude:{SECRET}@127.0.0.1:1/v1"]
+    run_experiment(config, tmp_path, argv=argv)
+    assert SECRET not in (tmp_path / "manifest.json").read_text()
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None and manifest.invocations[-1].argv[-1] == "http://***@127.0.0.1:1/v1"
