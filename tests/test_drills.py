@@ -587,3 +587,84 @@ def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -
     assert SECRET not in (tmp_path / "manifest.json").read_text()
     manifest = read_manifest(tmp_path)
     assert manifest is not None and manifest.invocations[-1].argv[-1] == "http://***@127.0.0.1:1/v1"
+
+
+# ----------------------------------------------------------------------------- processes
+FAKE_SERVER = """
+import signal, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a server slow to stop: only SIGKILL ends it
+
+
+class Models(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"data": []}')
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()
+"""
+
+PARENT = """
+import os, sys, time
+from commitbench.agents.local_model import LocalModelServer, _free_port
+
+
+class FakeServer(LocalModelServer):
+    def command(self):
+        self.port = _free_port(self.host)
+        return [sys.executable, sys.argv[1], str(self.port)]
+
+
+server = FakeServer(startup_timeout_s=120).start()
+print(server.pid, flush=True)
+if sys.argv[2] == "exit":
+    os._exit(3)  # the parent ends without stopping the server
+time.sleep(600)
+"""
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("ending", ["SIGKILL", "SIGTERM", "exit"])
+def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str) -> None:
+    import time
+
+    fake = tmp_path / "fake_server.py"
+    fake.write_text(FAKE_SERVER)
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(fake), ending], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT)
+    server_pid = 0
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()  # the parent prints the server's pid once it answers
+        server_pid = int(line)
+        assert process_alive(server_pid)
+        if ending != "exit":
+            parent.send_signal(getattr(signal, ending))
+        parent.wait(60)
+        deadline = time.monotonic() + 60
+        while process_alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_alive(server_pid), f"the server {server_pid} outlived its parent ({ending})"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if server_pid and process_alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
