@@ -668,3 +668,22 @@ def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str
             parent.wait()
         if server_pid and process_alive(server_pid):
             os.kill(server_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("reply,reason", [
+    ('{"rationale": ' + nested(5000) + "}", "nested deeper than"),
+    ('{"rationale": ' + nested(100) + "}", "nested deeper than"),
+    ('{"rationale": "odd \\udcff"}', "lone surrogate"),
+    ('{"rationale": ' + "1" * 5000 + "}", "not JSON"),
+])
+def test_a_hostile_judge_reply_is_a_recorded_judge_error(reply: str, reason: str) -> None:
+    from pydantic import BaseModel
+
+    from commitbench.judges.followup.schemas import parse_model_json
+
+    class Verdict(BaseModel):
+        rationale: Any
+
+    parsed = parse_model_json(reply, Verdict)
+    assert parsed.value is None and parsed.error is not None and reason in parsed.error
+    parsed.model_dump_json()
