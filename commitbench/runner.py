@@ -9,6 +9,8 @@ Output directory::
     OUT/traces.jsonl    one EpisodeTrace per finished cell, appended as cells finish (fsynced)
     OUT/manifest.json   RunManifest, written atomically (tmp + rename) at start and end
     OUT/cache.sqlite    the model-call cache, unless the config names another file
+    OUT/.reserve        disk space set aside while cells are played, freed for the last manifest
+                        write when the disk fills up (a full disk ends the run 'failed', with why)
 
 Resume semantics: at start the runner drops a torn last line of ``traces.jsonl`` (a crash in
 mid-write), reads the run keys already there, and plays only the cells without a good trace.
@@ -20,7 +22,9 @@ cache), finished traces are flushed, the manifest says ``interrupted``.
 
 Episodes run as coroutines on one event loop, at most ``concurrency`` at a time; environment
 steps are synchronous and cheap. A single writer appends finished traces in batches from a
-worker thread, so fsync never blocks the loop.
+worker thread, so fsync never blocks the loop; its queue is bounded, so players that never wait
+(a replay from the cache) wait for the disk instead of piling traces up in memory. Of a finished
+cell the runner keeps only counters.
 """
 
 from __future__ import annotations
@@ -514,15 +518,24 @@ class _TraceWriter:
         self.written = 0
         self.error: str | None = None
         self.task: asyncio.Task[None] | None = None
+        self._late: list[tuple[str, str]] = []  # at most one line per stopped player
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def put(self, line: str, failure: str) -> None:
-        """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full."""
+        """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full.
+
+        A player stopped (Ctrl-C) while it waits hands its finished line over all the same: it is
+        written when the writer closes.
+        """
         if self.task is not None and self.task.done():
             return  # the writer is gone: nothing can be written any more
-        await self.queue.put((line, failure))
+        try:
+            await self.queue.put((line, failure))
+        except asyncio.CancelledError:
+            self._late.append((line, failure))
+            raise
 
     async def _run(self) -> None:
         while True:
@@ -537,21 +550,25 @@ class _TraceWriter:
                     stop = True
                     break
                 batch.append(item)
-            if self.error is None:
-                try:
-                    await asyncio.to_thread(append_lines, self.path, [line for line, _ in batch])
-                except Exception as exc:  # disk full, read-only, I/O error: the run cannot go on
-                    self.error = f"cannot write {self.path}: {type(exc).__name__}: {exc}"
-                    self.on_error(self.error)
-                else:
-                    self.written += len(batch)
-                    for _, failure in batch:
-                        if failure:
-                            self.counters.fail(failure)
-                        else:
-                            self.counters.done += 1
+            await self._write(batch)
             if stop:
                 return
+
+    async def _write(self, batch: list[tuple[str, str]]) -> None:
+        if self.error is not None or not batch:
+            return
+        try:
+            await asyncio.to_thread(append_lines, self.path, [line for line, _ in batch])
+        except Exception as exc:  # disk full, read-only, I/O error: the run cannot go on
+            self.error = f"cannot write {self.path}: {type(exc).__name__}: {exc}"
+            self.on_error(self.error)
+            return
+        self.written += len(batch)
+        for _, failure in batch:
+            if failure:
+                self.counters.fail(failure)
+            else:
+                self.counters.done += 1
 
     async def close(self) -> None:
         if self.task is None:
@@ -559,6 +576,8 @@ class _TraceWriter:
         if not self.task.done():
             await self.queue.put(None)
         await asyncio.shield(self.task)
+        late, self._late = self._late, []
+        await self._write(late)
 
 
 def trace_line(trace: EpisodeTrace, cell: Cell, env_id: str) -> tuple[str, str | None]:

@@ -366,6 +366,7 @@ def run_cli(args: list[str], preexec_fn: Any = None) -> subprocess.CompletedProc
                           cwd=ROOT, preexec_fn=preexec_fn, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_ends_the_run_as_failed_with_the_reason_and_a_rerun_resumes(tmp_path: Path) -> None:
     config = ExperimentConfig.model_validate(
         {"name": "full", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 150}, "concurrency": 4}
@@ -420,6 +421,7 @@ def read_only(path: Path) -> Iterator[None]:
             path.chmod(mode)
 
 
+@pytest.mark.slow
 def test_a_read_only_run_directory_still_reports_and_is_refused_by_run(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     with small_disk(disk, 64 * 1024) as mounted:
@@ -621,9 +623,16 @@ class FakeServer(LocalModelServer):
         return [sys.executable, sys.argv[1], str(self.port)]
 
 
-server = FakeServer(startup_timeout_s=120).start()
+for attempt in range(3):  # the free port may be taken by someone else before the server binds it
+    try:
+        server = FakeServer(startup_timeout_s=120).start()
+        break
+    except Exception:
+        if attempt == 2:
+            raise
 print(server.pid, flush=True)
 if sys.argv[2] == "exit":
+    sys.stdin.readline()  # the test has seen the server alive
     os._exit(3)  # the parent ends without stopping the server
 time.sleep(600)
 """
@@ -647,15 +656,22 @@ def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str
     fake.write_text(FAKE_SERVER)
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    parent = subprocess.Popen([sys.executable, str(script), str(fake), ending], stdout=subprocess.PIPE, text=True,
-                              cwd=ROOT)
+    parent = subprocess.Popen([sys.executable, str(script), str(fake), ending], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     server_pid = 0
     try:
-        assert parent.stdout is not None
+        assert parent.stdout is not None and parent.stderr is not None
         line = parent.stdout.readline()  # the parent prints the server's pid once it answers
+        if not line.strip().isdigit():
+            parent.wait(60)
+            pytest.fail(f"the parent did not start the server: {line!r} {parent.stderr.read()[-2000:]}")
         server_pid = int(line)
         assert process_alive(server_pid)
-        if ending != "exit":
+        if ending == "exit":
+            assert parent.stdin is not None
+            parent.stdin.write("go\n")
+            parent.stdin.flush()
+        else:
             parent.send_signal(getattr(signal, ending))
         parent.wait(60)
         deadline = time.monotonic() + 60
@@ -666,6 +682,9 @@ def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+        for stream in (parent.stdin, parent.stdout, parent.stderr):
+            if stream is not None:
+                stream.close()
         if server_pid and process_alive(server_pid):
             os.kill(server_pid, signal.SIGKILL)
 
