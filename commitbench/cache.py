@@ -25,6 +25,7 @@ the hit rate of the last run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from pydantic import BaseModel, Field
 
 __all__ = [
     "CACHE_KEY_VERSION",
+    "CacheError",
     "CacheMiss",
     "CacheMode",
     "CacheReport",
@@ -85,6 +87,24 @@ class CacheMode(str, Enum):
     READ_WRITE = "read_write"
     OFF = "off"
     REPLAY_ONLY = "replay_only"
+
+
+class CacheError(RuntimeError):
+    """The cache file cannot be used: it is not a cache database, it is damaged, or it cannot be written."""
+
+
+@contextlib.contextmanager
+def _sqlite_errors(path: Path | None) -> Iterator[None]:
+    """Turn SQLite's errors into a :class:`CacheError` that names the file and what to do."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:  # locked, disk full, read-only, cannot open
+        raise CacheError(f"cache {path} cannot be used: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # not a database, malformed pages, a file cut short
+        raise CacheError(
+            f"cache {path} is damaged or not a commitbench cache ({exc}); move it away (a new cache is "
+            "started in its place) or point the run at another cache file"
+        ) from exc
 
 
 class CacheMiss(LookupError):
@@ -197,12 +217,19 @@ class CallCache:
         if self.mode is CacheMode.REPLAY_ONLY and not self.path.exists():
             raise FileNotFoundError(f"replay-only cache {self.path} does not exist")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = _connect(self.path, busy_timeout_ms)
-        now = time.time()
-        self._conn.execute(
-            "INSERT INTO sessions (session_id, run_id, pid, mode, started_at, updated_at) VALUES (?,?,?,?,?,?)",
-            (self.session_id, self.run_id, os.getpid(), self.mode.value, now, now),
-        )
+        with _sqlite_errors(self.path):
+            self._conn = _connect(self.path, busy_timeout_ms)
+            try:
+                now = time.time()
+                self._conn.execute(
+                    "INSERT INTO sessions (session_id, run_id, pid, mode, started_at, updated_at) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (self.session_id, self.run_id, os.getpid(), self.mode.value, now, now),
+                )
+            except sqlite3.DatabaseError:
+                self._conn.close()
+                self._conn = None
+                raise
         self._last_flush = time.monotonic()
 
     @property
@@ -214,7 +241,7 @@ class CallCache:
         """The entry stored under ``key``, or None; in replay-only mode a miss raises :class:`CacheMiss`."""
         if self._conn is None:
             return None
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             row = self._conn.execute("SELECT value FROM entries WHERE key=?", (key,)).fetchone()
             if row is None:
                 self._stats.misses += 1
@@ -226,7 +253,12 @@ class CallCache:
             if self.mode is CacheMode.REPLAY_ONLY:
                 raise CacheMiss(key, model)
             return None
-        value: dict[str, Any] = json.loads(row[0])
+        try:
+            value = json.loads(row[0])
+        except (ValueError, RecursionError, TypeError) as exc:
+            raise CacheError(f"cache {self.path}: the entry {key} is damaged ({type(exc).__name__})") from None
+        if not isinstance(value, dict):
+            raise CacheError(f"cache {self.path}: the entry {key} is damaged (not a JSON object)")
         return value
 
     def put(self, key: str, model: str, value: Mapping[str, Any]) -> bool:
@@ -234,7 +266,7 @@ class CallCache:
         if self._conn is None or self.mode is not CacheMode.READ_WRITE:
             return False
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             cursor = self._conn.execute(
                 "INSERT OR IGNORE INTO entries (key, model, created_at, value) VALUES (?,?,?,?)",
                 (key, model, time.time(), text),
@@ -264,17 +296,21 @@ class CallCache:
         """Write this session's counters to the database now."""
         if self._conn is None:
             return
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             self._flush_locked()
 
     def close(self) -> None:
-        """Flush the counters and close the connection (idempotent)."""
+        """Flush the counters and close the connection (idempotent; the connection is closed even when
+        the counters cannot be written)."""
         if self._conn is None:
             return
         with self._lock:
-            self._flush_locked()
-            self._conn.close()
-            self._conn = None
+            try:
+                with _sqlite_errors(self.path):
+                    self._flush_locked()
+            finally:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> CallCache:
         return self
@@ -285,7 +321,7 @@ class CallCache:
     def __len__(self) -> int:
         if self._conn is None:
             return 0
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             return int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
 

@@ -68,4 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run through the imported module, not this __main__ copy: the commands raise the UsageError of
+    # ``commitbench.cli``, which must be the class main() catches.
+    from commitbench.cli import main as cli_main
+
+    raise SystemExit(cli_main())

@@ -9,6 +9,7 @@ file and the line number.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["JsonlError", "append_lines", "iter_models", "repair_torn_tail", "write_atomic"]
+__all__ = ["JsonlError", "append_lines", "iter_lines", "iter_models", "repair_torn_tail", "write_atomic"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _BLOCK = 65536
@@ -81,44 +82,54 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error.get("loc", ())) or "(line)"
-        return f"{where}: {error['msg']}"
-    return str(exc)
+        return f"{where}: {error['msg']}"[:500]
+    if isinstance(exc, RecursionError):
+        return "nested too deep to read"
+    return str(exc)[:500]
+
+
+def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``path`` with their numbers (1-based), decoded, newline kept.
+
+    Reads bytes and decodes line by line, so a line that is not UTF-8 is named exactly: it raises
+    :class:`JsonlError` with the file, the line and the byte, unless it is a torn tail (the last
+    line, without its newline: a crash can cut a character in two), which is skipped.
+    """
+    path = Path(path)
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if not raw.endswith(b"\n"):
+                    return  # a torn tail
+                raise JsonlError(
+                    f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason})"
+                ) from None
+            yield number, line
 
 
 def iter_models(path: Path | str, model: type[ModelT], what: str = "record") -> Iterator[ModelT]:
     """Stream the lines of ``path`` as ``model`` instances, in order.
 
-    Blank lines are ignored. A last line that does not parse is a torn tail and is skipped; any
-    other line that does not parse raises :class:`JsonlError` naming the file, the line and why.
+    Blank lines are ignored. A last line without its newline that does not decode or parse is a
+    torn tail and is skipped; any other line that does not parse raises :class:`JsonlError`
+    naming the file, the line and why.
     """
     path = Path(path)
-    with path.open(encoding="utf-8", errors="strict") as handle:
-        pending: tuple[int, str] | None = None
-        lines = enumerate(handle, start=1)
-        while True:
-            try:
-                number, line = next(lines)
-            except StopIteration:
-                break
-            except UnicodeDecodeError as exc:
-                at = (pending[0] + 1) if pending is not None else 1
-                raise JsonlError(f"{path}: line {at} or later is not UTF-8 text: {exc.reason}") from None
-            if pending is not None:
-                parsed = _parse(path, model, what, *pending, last=False)
-                if parsed is not None:
-                    yield parsed
-            pending = (number, line) if line.strip() else None
-        if pending is not None:
-            parsed = _parse(path, model, what, *pending, last=True)
-            if parsed is not None:
-                yield parsed
+    for number, line in iter_lines(path):
+        parsed = _parse(path, model, what, number, line)
+        if parsed is not None:
+            yield parsed
 
 
-def _parse(path: Path, model: type[ModelT], what: str, number: int, line: str, last: bool) -> ModelT | None:
+def _parse(path: Path, model: type[ModelT], what: str, number: int, line: str) -> ModelT | None:
     try:
         return model.model_validate_json(line)
     except (ValidationError, json.JSONDecodeError, ValueError, RecursionError) as exc:
-        if last and not line.endswith("\n"):
+        if not line.endswith("\n"):
             return None  # a torn tail: the crash cut the final write short
         raise JsonlError(f"{path}:{number}: not a valid {what}: {_reason(exc)}") from None
 
@@ -127,8 +138,13 @@ def write_atomic(path: Path | str, text: str) -> None:
     """Replace ``path`` with ``text`` through a temporary file and a rename (readers never see half a file)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # leave no half-written file behind (a full disk, a read-only directory)
+        raise

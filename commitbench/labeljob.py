@@ -47,7 +47,12 @@ def judge_client(
     """A client for an LLM judge (the embedded model started for it when ``local``), through a cache."""
     assert judge.model is not None
     server = LocalModelServer().start() if judge.model.local else None
-    cache = CallCache(cache_path if cache_mode is not CacheMode.OFF else None, cache_mode)
+    try:
+        cache = CallCache(cache_path if cache_mode is not CacheMode.OFF else None, cache_mode)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     try:
         base_url = server.base_url if server is not None else None
         settings = pin_judge_settings(judge.model.model_settings(base_url, local_alias=DEFAULT_ALIAS))

@@ -10,8 +10,10 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
 * an adaptive concurrency limit: halved on a 429 (once per window of in-flight requests), raised
   by one slot per window of successes (AIMD);
 * a result that never raises for bad output or exhausted retries: :class:`ModelResponse` carries
-  ``error`` (kind + message) instead, and malformed tool-call arguments become a ``parse_error``
-  on that tool call. Configuration problems (bad API key, unknown model) do raise
+  ``error`` (kind + message) instead, and malformed tool-call arguments (not JSON, nested too
+  deep, holding a lone surrogate) become a ``parse_error`` on that tool call; lone surrogates in
+  texts, names and ids are escaped as they arrive, so whatever a server sends can be cached and
+  written to a trace. Configuration problems (bad API key, unknown model) do raise
   :class:`ModelEndpointError`, since no call of the run could succeed; a replay-only cache raises
   :class:`commitbench.cache.CacheMiss` on a miss.
 
@@ -31,7 +33,9 @@ import asyncio
 import json
 import os
 import random
+import re
 import time
+import urllib.parse
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from enum import Enum
@@ -42,6 +46,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.cache import CacheMode, CallCache, cache_key
+from commitbench.protocol import escape_surrogates, parse_json_object
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
@@ -59,9 +64,51 @@ __all__ = [
     "backoff_delay",
     "parse_completion",
     "parse_tool_arguments",
+    "redact_credentials",
+    "split_credentials",
 ]
 
 SESSION_HEADER = "X-Session-ID"
+# What stands for the user-info (``user:password@``) of a URL wherever a URL is written or printed.
+REDACTED = "***"
+_URL_AUTHORITY_END = re.compile(r"[/?#\s\"'<>\\]")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the user-info of every URL in it replaced: ``http://user:pw@host`` -> ``http://***@host``.
+
+    Runs in linear time: it looks for ``://`` and then for the end of the authority that follows.
+    """
+    out: list[str] = []
+    position = 0
+    while (found := text.find("://", position)) >= 0:
+        start = found + 3
+        end_match = _URL_AUTHORITY_END.search(text, start)
+        end = end_match.start() if end_match else len(text)
+        at = text.rfind("@", start, end)
+        if at >= 0:
+            out.append(text[position:start])
+            out.append(f"{REDACTED}@")
+            position = at + 1
+        else:
+            out.append(text[position:end])
+            position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """A base URL without its user-info, and the ``(user, password)`` it held (percent-decoding applied)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    user = urllib.parse.unquote(parts.username or "")
+    password = urllib.parse.unquote(parts.password or "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), (user, password)
 
 
 class ModelSettings(BaseModel):
@@ -193,7 +240,7 @@ class ToolCall(BaseModel):
 
     id: str = Field(description="Tool-call id from the server.")
     name: str = Field(description="Function name.")
-    arguments_raw: str = Field(description="Arguments exactly as sent by the model.")
+    arguments_raw: str = Field(description="Arguments as sent by the model (lone surrogates escaped).")
     arguments: dict[str, Any] | None = Field(description="Parsed arguments; null when they could not be parsed.")
     parse_error: str | None = Field(default=None, description="Why the arguments could not be used, if so.")
 
@@ -242,28 +289,29 @@ class ModelResponse(BaseModel):
 
 
 def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
-    """Parse a tool call's argument string; returns ``(arguments, None)`` or ``(None, error)``.
+    """Parse a tool call's argument string; returns ``(arguments, None)`` or ``(None, error)``; never raises.
 
-    An empty string means "no arguments" (some servers send it for parameterless tools).
+    An empty string means "no arguments" (some servers send it for parameterless tools). Arguments
+    nested deeper than :data:`commitbench.protocol.MAX_JSON_DEPTH` or holding a lone surrogate are
+    an error, like text that is not JSON (see :func:`commitbench.protocol.parse_json_object`).
     """
-    if not raw.strip():
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        return None, f"arguments are not valid JSON: {exc}"
-    if not isinstance(value, dict):
-        return None, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
+    return parse_json_object(raw)
+
+
+def _text_field(value: Any, limit: int | None = None) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return escape_surrogates(text if limit is None else text[:limit])
 
 
 def _tool_calls_from(items: Any) -> list[ToolCall]:
     calls: list[ToolCall] = []
-    for index, item in enumerate(items or []):
+    if not isinstance(items, list):
+        items = []
+    for index, item in enumerate(items):
         function = item.get("function") if isinstance(item, dict) else None
         if not isinstance(function, dict):
             calls.append(
-                ToolCall(id=f"call_{index}", name="", arguments_raw=json.dumps(item, default=str)[:2000],
+                ToolCall(id=f"call_{index}", name="", arguments_raw=_shown(item),
                          arguments=None, parse_error="tool call has no 'function' object")
             )
             continue
@@ -271,7 +319,7 @@ def _tool_calls_from(items: Any) -> list[ToolCall]:
         if raw is None:
             raw = ""
         elif not isinstance(raw, str):  # some servers send an object instead of a string
-            raw = json.dumps(raw, ensure_ascii=False)
+            raw = _shown(raw, limit=None)
         arguments, error = parse_tool_arguments(raw)
         name = function.get("name")
         if not isinstance(name, str) or not name:
@@ -279,9 +327,9 @@ def _tool_calls_from(items: Any) -> list[ToolCall]:
         call_id = item.get("id")
         calls.append(
             ToolCall(
-                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-                name=name,
-                arguments_raw=raw,
+                id=_text_field(call_id, 200) if isinstance(call_id, str) and call_id else f"call_{index}",
+                name=_text_field(name, 200),
+                arguments_raw=escape_surrogates(raw),
                 arguments=arguments if error is None else None,
                 parse_error=error,
             )
@@ -289,19 +337,37 @@ def _tool_calls_from(items: Any) -> list[ToolCall]:
     return calls
 
 
+def _shown(value: Any, limit: int | None = 2000) -> str:
+    """A JSON value as text (for a malformed tool call); never raises, whatever its depth."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        text = f"<{type(value).__name__} nested too deep to show>"
+    return escape_surrogates(text if limit is None else text[:limit])
+
+
 def _text_of(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return escape_surrogates(content)
     if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+        return escape_surrogates("".join(str(p.get("text", "")) for p in content if isinstance(p, dict)))
+    return _shown(content, limit=None)
+
+
+def _count(value: Any) -> int:
+    """A token count as the server reported it; 0 when it is missing or not a whole number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(0, int(value)) if value == value and abs(value) < 1e18 else 0
 
 
 def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, Any], ModelError | None]:
     """Turn a chat-completion JSON object into ModelResponse fields, or an error. Never raises."""
     if not isinstance(payload, dict):
         return {}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message="response body is not a JSON object")
-    model = payload.get("model") if isinstance(payload.get("model"), str) else fallback_model
+    model = _text_field(payload["model"], 200) if isinstance(payload.get("model"), str) else fallback_model
     choices = payload.get("choices")
     if not choices or not isinstance(choices, list):
         return {"model": model}, ModelError(kind=ModelErrorKind.EMPTY_CHOICES, message="response has no choices")
@@ -318,16 +384,17 @@ def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, An
     usage_raw: dict[str, Any] = usage_value if isinstance(usage_value, dict) else {}
     details = usage_raw.get("completion_tokens_details") or {}
     usage = Usage(
-        prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
-        completion_tokens=int(usage_raw.get("completion_tokens") or 0),
-        reasoning_tokens=int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0,
+        prompt_tokens=_count(usage_raw.get("prompt_tokens")),
+        completion_tokens=_count(usage_raw.get("completion_tokens")),
+        reasoning_tokens=_count(details.get("reasoning_tokens")) if isinstance(details, dict) else 0,
     )
+    finish = choice.get("finish_reason")
     fields = {
         "model": model,
         "text": _text_of(message.get("content")),
         "reasoning": _text_of(reasoning),
         "tool_calls": _tool_calls_from(message.get("tool_calls")),
-        "finish_reason": choice.get("finish_reason"),
+        "finish_reason": None if finish is None else _text_field(finish, 200),
         "refusal": _text_of(message.get("refusal")),
         "usage": usage,
     }
@@ -473,11 +540,19 @@ class ModelClient:
         self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
         self._rng = random.Random(self.retry.seed)
         self._identity = settings.identity()
+        # Credentials in the base URL are sent as HTTP basic authentication, and the URL the SDK and
+        # the HTTP client see (and may log or put in an error) holds none.
+        base_url, credentials = split_credentials(settings.base_url)
+        if credentials is not None:
+            if http_client is None:
+                http_client = openai.DefaultAsyncHttpxClient()
+            http_client.auth = httpx2.BasicAuth(*credentials)
+        self._endpoint = base_url
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
         self._openai = openai.AsyncOpenAI(
-            base_url=settings.base_url,
+            base_url=base_url,
             api_key=settings.api_key(),
             max_retries=0,
             timeout=settings.timeout,
@@ -614,16 +689,17 @@ class ModelClient:
         for item in stored.get("tool_calls", []):
             arguments, error = parse_tool_arguments(item["arguments"])
             calls.append(
-                ToolCall(id=item["id"], name=item["name"], arguments_raw=item["arguments"],
-                         arguments=arguments, parse_error=error)
+                ToolCall(id=escape_surrogates(item["id"]), name=escape_surrogates(item["name"]),
+                         arguments_raw=escape_surrogates(item["arguments"]), arguments=arguments, parse_error=error)
             )
+        finish = stored.get("finish_reason")
         return ModelResponse(
-            model=stored.get("model") or self.settings.model,
-            text=stored.get("text"),
-            reasoning=stored.get("reasoning"),
+            model=escape_surrogates(stored.get("model") or self.settings.model),
+            text=_text_of(stored.get("text")),
+            reasoning=_text_of(stored.get("reasoning")),
             tool_calls=calls,
-            finish_reason=stored.get("finish_reason"),
-            refusal=stored.get("refusal"),
+            finish_reason=None if finish is None else escape_surrogates(finish),
+            refusal=_text_of(stored.get("refusal")),
             usage=Usage.model_validate(stored.get("usage") or {}),
             latency_s=time.perf_counter() - started,
             attempts=0,
@@ -727,6 +803,14 @@ class ModelClient:
         content = response.content
         try:
             payload = json.loads(content)
+        except RecursionError:
+            return _Attempt(
+                error=ModelError(
+                    kind=ModelErrorKind.INVALID_RESPONSE,
+                    message=f"response body is nested too deep to read ({len(content)} bytes)",
+                    status_code=response.status_code,
+                )
+            )
         except ValueError as exc:
             return _Attempt(
                 error=ModelError(
@@ -745,7 +829,7 @@ class ModelClient:
         message = f"HTTP {status}: {exc.message}"
         if status in (401, 403, 404):
             raise ModelEndpointError(
-                f"{self.settings.base_url} rejected model {self.settings.model!r} ({message}); "
+                f"{self._endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
                 f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
             ) from exc
         if status == 429:

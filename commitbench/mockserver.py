@@ -218,7 +218,11 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 
 
 def _json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a scripted lone surrogate: send it as a \uXXXX escape, as a server would
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> _HttpResponse:

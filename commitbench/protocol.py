@@ -15,6 +15,13 @@ Wire forms::
 Nothing here raises on bad input: :func:`parse_action` turns garbage into an action of kind
 ``invalid`` carrying the reason, which environments record as a tool error.
 
+Model output is made safe here, where it enters the harness, so that every trace can be written:
+lone surrogates (``"\\udcff"`` in JSON decodes to a character no UTF-8 file can hold) are written as
+``\\uXXXX`` escapes in every text, name and id (:func:`escape_surrogates`), and tool arguments that
+are nested deeper than :data:`MAX_JSON_DEPTH`, hold a lone surrogate or a value JSON cannot carry are
+refused with the reason in ``arguments_error`` (:func:`parse_json_object`, :func:`json_value_problem`),
+which the environment records as a ``bad_arguments`` tool error.
+
 An *observation* is a dict with ``events`` (a tuple of event dicts, see :class:`Event`) and
 ``context`` (dynamic state an intervention shows after every message; empty by default).
 """
@@ -22,12 +29,87 @@ An *observation* is a dict with ``events`` (a tuple of event dicts, see :class:`
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_TEXT = 20_000
+# Containers nested inside one another in tool arguments; real tools take flat objects.
+MAX_JSON_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as a ``\\uXXXX`` escape, so that it encodes as UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def _surrogate_in(text: str) -> str | None:
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return f"U+{ord(found.group()):04X}" if found else None
+
+
+def json_value_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why a decoded JSON value cannot be recorded as it is, or None when it can.
+
+    Refused: containers nested deeper than ``max_depth``, strings or keys holding a lone surrogate,
+    and values of a type JSON does not have. Walks the value with an explicit stack (no recursion).
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            code = _surrogate_in(item)
+            if code is not None:
+                return f"hold a lone surrogate ({code}), which no UTF-8 text can carry"
+        elif isinstance(item, dict | list | tuple):
+            if depth > max_depth:
+                return f"are nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"have a key of type {type(key).__name__}, not a string"
+                    code = _surrogate_in(key)
+                    if code is not None:
+                        return f"hold a lone surrogate ({code}) in a key, which no UTF-8 text can carry"
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+        elif item is not None and not isinstance(item, bool | int | float):
+            return f"hold a value of type {type(item).__name__}, which JSON does not have"
+    return None
+
+
+def parse_json_object(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Decode tool arguments sent as JSON text: ``(object, None)`` or ``(None, why not)``; never raises.
+
+    Empty text means no arguments. Text nested too deep for the decoder, text that is not JSON,
+    a value that is not an object and a value :func:`json_value_problem` refuses are errors.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        return None, f"arguments are nested deeper than {MAX_JSON_DEPTH} levels"
+    except ValueError as exc:  # JSONDecodeError, and integers too long to convert
+        return None, f"arguments are not valid JSON: {escape_surrogates(str(exc))[:300]}"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    problem = json_value_problem(value)
+    if problem is not None:
+        return None, f"arguments {problem}"
+    return value, None
 
 
 class ActionKind(str, Enum):
@@ -60,7 +142,12 @@ class AgentAction(BaseModel):
     arguments: dict[str, Any] | None = Field(
         default=None, description="Parsed tool arguments; None when they were missing or not a JSON object."
     )
-    raw_arguments: str | None = Field(default=None, description="Arguments exactly as the agent sent them.")
+    raw_arguments: str | None = Field(
+        default=None, description="Arguments as the agent sent them (lone surrogates escaped)."
+    )
+    arguments_error: str | None = Field(
+        default=None, description="Why the arguments cannot be used (not JSON, too deep, ...), when they cannot."
+    )
     call_id: str | None = Field(default=None, description="The agent's id for this tool call, if any.")
     text: str | None = Field(default=None, description="Reply text for a reply action.")
     error: str | None = Field(default=None, description="Why the action could not be parsed (kind=invalid).")
@@ -90,7 +177,7 @@ def tool_call(tool: str, arguments: dict[str, Any] | str | None = None, call_id:
 
 
 def reply(text: str, revision: Revision | None = None) -> AgentAction:
-    return AgentAction(kind=ActionKind.REPLY, text=text[:MAX_TEXT], revision=revision)
+    return AgentAction(kind=ActionKind.REPLY, text=escape_surrogates(text[:MAX_TEXT]), revision=revision)
 
 
 def end_turn() -> AgentAction:
@@ -98,27 +185,33 @@ def end_turn() -> AgentAction:
 
 
 def _invalid(reason: str, raw: Any) -> AgentAction:
-    shown = raw if isinstance(raw, str) else repr(raw)
-    if len(shown) > 200:
-        shown = shown[:200] + "..."
-    return AgentAction(kind=ActionKind.INVALID, error=f"{reason}: {shown}")
+    shown = raw[:200] if isinstance(raw, str) else _short_repr(raw)
+    if isinstance(raw, str) and len(raw) > 200:
+        shown += "..."
+    return AgentAction(kind=ActionKind.INVALID, error=escape_surrogates(f"{reason}: {shown}"))
 
 
-def _parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Returns (parsed object or None, raw string as sent)."""
+def _short_repr(value: Any) -> str:
+    try:
+        shown = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deep to show>"
+    return shown if len(shown) <= 200 else shown[:200] + "..."
+
+
+def _parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """Returns (parsed object or None, raw string as sent, why the arguments cannot be used)."""
     if isinstance(value, dict):
-        return value, None
+        problem = json_value_problem(value)
+        if problem is not None:
+            return None, escape_surrogates(_short_repr(value)), f"arguments {problem}"
+        return value, None, None
     if value is None:
-        return {}, None
+        return {}, None, None
     if isinstance(value, str):
-        if not value.strip():
-            return {}, value
-        try:
-            parsed = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            return None, value
-        return (parsed if isinstance(parsed, dict) else None), value
-    return None, repr(value)
+        parsed, error = parse_json_object(value)
+        return parsed, escape_surrogates(value), error
+    return None, escape_surrogates(_short_repr(value)), f"arguments must be a JSON object, got {type(value).__name__}"
 
 
 def parse_action(raw: Any) -> AgentAction:
@@ -130,7 +223,9 @@ def parse_action(raw: Any) -> AgentAction:
             return _invalid("empty action", raw)
         try:
             data = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+        except RecursionError:
+            return _invalid(f"action is nested deeper than {MAX_JSON_DEPTH} levels", raw)
+        except ValueError:
             return _invalid("action is not JSON", raw)
     elif isinstance(raw, dict):
         data = raw
@@ -142,20 +237,23 @@ def parse_action(raw: Any) -> AgentAction:
         name = data.get("tool")
         if not isinstance(name, str) or not name.strip():
             return _invalid("tool name must be a non-empty string", raw)
-        arguments, raw_args = _parse_arguments(data.get("arguments"))
+        arguments, raw_args, problem = _parse_arguments(data.get("arguments"))
         call_id = data.get("id")
+        if call_id is not None:
+            call_id = escape_surrogates(call_id[:200] if isinstance(call_id, str) else _short_repr(call_id))
         return AgentAction(
             kind=ActionKind.TOOL_CALL,
-            tool=name.strip(),
+            tool=escape_surrogates(name.strip()[:MAX_TEXT]),
             arguments=arguments,
             raw_arguments=raw_args,
-            call_id=str(call_id) if call_id is not None else None,
+            arguments_error=problem,
+            call_id=call_id,
         )
     if "reply" in data:
         text = data.get("reply")
         if not isinstance(text, str):
             return _invalid("reply must be a string", raw)
-        return AgentAction(kind=ActionKind.REPLY, text=text[:MAX_TEXT])
+        return reply(text)
     if data.get("end_turn") is True:
         return AgentAction(kind=ActionKind.END_TURN)
     return _invalid("action needs one of the keys 'tool', 'reply' or 'end_turn'", raw)

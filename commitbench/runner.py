@@ -9,6 +9,8 @@ Output directory::
     OUT/traces.jsonl    one EpisodeTrace per finished cell, appended as cells finish (fsynced)
     OUT/manifest.json   RunManifest, written atomically (tmp + rename) at start and end
     OUT/cache.sqlite    the model-call cache, unless the config names another file
+    OUT/.reserve        disk space set aside while cells are played, freed for the last manifest
+                        write when the disk fills up (a full disk ends the run 'failed', with why)
 
 Resume semantics: at start the runner drops a torn last line of ``traces.jsonl`` (a crash in
 mid-write), reads the run keys already there, and plays only the cells without a good trace.
@@ -20,7 +22,9 @@ cache), finished traces are flushed, the manifest says ``interrupted``.
 
 Episodes run as coroutines on one event loop, at most ``concurrency`` at a time; environment
 steps are synchronous and cheap. A single writer appends finished traces in batches from a
-worker thread, so fsync never blocks the loop.
+worker thread, so fsync never blocks the loop; its queue is bounded, so players that never wait
+(a replay from the cache) wait for the disk instead of piling traces up in memory. Of a finished
+cell the runner keeps only counters.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -53,14 +57,15 @@ from pydantic import BaseModel, Field
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.cache import CacheMiss, CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
-from commitbench.jsonl import repair_torn_tail, write_atomic
-from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy
+from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
+from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy, redact_credentials
 from commitbench.oracles.registry import apply_interventions
+from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
-from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, append_traces, iter_traces
+from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
 
 __all__ = [
     "MANIFEST_FILE",
@@ -70,6 +75,7 @@ __all__ = [
     "EpisodeSetMismatchError",
     "Player",
     "RunDirectoryBusyError",
+    "RunDirectoryError",
     "RunManifest",
     "RunSummary",
     "Runner",
@@ -87,6 +93,9 @@ __all__ = [
 
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
+# Disk space set aside while a run plays, freed for the last manifest write if the disk fills up.
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 256 * 1024
 MANIFEST_SCHEMA_VERSION = 1
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
 # an environment or agent bug from looping forever.
@@ -94,6 +103,9 @@ MAX_STEPS_PER_EPISODE = 5_000
 # httpx's connection pool scans every connection on every request, so its CPU cost per call grows
 # with the connections open: a model with more requests in flight than this gets several clients.
 CONNECTIONS_PER_CLIENT = 64
+# Finished traces waiting for the writer, at most; a player that finishes while the queue is full
+# waits for the disk (backpressure), so memory does not grow with the number of cells.
+WRITE_QUEUE_LINES = 128
 
 
 # ---------------------------------------------------------------------------------- cells
@@ -226,25 +238,52 @@ def plan(config: ExperimentConfig) -> Plan:
 
 # ---------------------------------------------------------------------------- trace file
 def scan_trace_file(path: Path) -> dict[str, bool]:
-    """run_key -> True when some trace of it finished without an infrastructure error."""
+    """run_key -> True when some trace of it finished without an infrastructure error.
+
+    Reads only the fields it needs, but every line must be a JSON object with the identity fields
+    of a trace; a line that is not raises :class:`TraceFileError` naming it (a torn last line is
+    skipped: :func:`repair_torn_tail` cuts it before the next append).
+    """
     status: dict[str, bool] = {}
     if not path.exists():
         return status
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    try:
+        for number, line in iter_lines(path):
+            problem = None
             try:
                 record = json.loads(line)
-            except ValueError:
+            except RecursionError:
+                problem = "nested too deep to read"
+            except ValueError as exc:
+                problem = f"not JSON ({exc})"
+            else:
+                problem = _trace_shape_problem(record)
+            if problem is not None:
                 if not line.endswith("\n"):
                     break  # torn last line
-                raise TraceFileError(f"{path}:{number}: not a valid trace line") from None
-            key = record.get("run_key") if isinstance(record, dict) else None
+                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
+            key = record.get("run_key")
             if not key:
                 continue
             status[key] = status.get(key, False) or not record.get("infra_error")
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
     return status
+
+
+def _trace_shape_problem(record: Any) -> str | None:
+    """What is wrong with the identity fields of a decoded trace line, or None."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for name in ("env_id", "episode_id"):
+        if not isinstance(record.get(name), str):
+            return f"{name}: expected a string"
+    for name in ("run_key", "infra_error"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            return f"{name}: expected a string"
+    return None
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -254,6 +293,7 @@ class RunStatus(str, Enum):
     INCOMPLETE = "incomplete"  # finished, but some cells failed for infrastructure reasons
     INTERRUPTED = "interrupted"
     ABORTED = "aborted"  # a configuration error stopped the run (e.g. the endpoint rejects the model)
+    FAILED = "failed"  # the machine stopped the run (the disk is full, the directory cannot be written)
 
 
 class CellStatus(str, Enum):
@@ -267,11 +307,12 @@ class Invocation(BaseModel):
     started_at: str = Field(description="ISO time the invocation started.")
     ended_at: str | None = Field(default=None, description="ISO time it ended (null while running).")
     pid: int = Field(description="Process id.")
-    argv: list[str] = Field(description="Command line.")
+    argv: list[str] = Field(description="Command line (the user-info of URLs replaced by ***).")
     cells_pending: int = Field(description="Cells it set out to play.")
     cells_done: int = Field(default=0, description="Cells it finished well.")
     cells_failed: int = Field(default=0, description="Cells it finished with an infrastructure error.")
     status: RunStatus = Field(default=RunStatus.RUNNING, description="How it ended.")
+    message: str = Field(default="", description="Why it stopped early, when it did (aborted, failed).")
     cache_mode: str = Field(description="Cache mode used.")
     client_stats: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-model client counters (calls, cache hits, retries, errors, tokens)."
@@ -286,7 +327,10 @@ class RunManifest(BaseModel):
     suite: str = Field(default="standing", description="The suite the run plays (from the config's env).")
     run_id: str = Field(description="Random id of the run directory (stable across resumes).")
     status: RunStatus = Field(description="Status after the latest invocation.")
-    config: dict[str, Any] = Field(description="The experiment config, as validated.")
+    message: str = Field(default="", description="Why the latest invocation stopped early, when it did.")
+    config: dict[str, Any] = Field(
+        description="The experiment config, as validated (the user-info of URLs replaced by ***: no credentials)."
+    )
     config_hash: str = Field(description="sha256 of the canonical JSON of the config.")
     cells_hash: str = Field(description="sha256 of the sorted run keys: what the experiment plays.")
     cells_total: int = Field(description="Cells of the experiment.")
@@ -314,6 +358,14 @@ class RunDirectoryBusyError(RuntimeError):
     """Another process is running into the same directory."""
 
 
+class RunDirectoryError(RuntimeError):
+    """The run directory cannot be written (read-only, full, no permission); nothing was played."""
+
+    def __init__(self, out_dir: Path, exc: OSError) -> None:
+        where = f" ({exc.filename})" if exc.filename else ""
+        super().__init__(f"cannot write to the run directory {out_dir}: {exc.strerror or exc}{where}")
+
+
 @contextlib.contextmanager
 def directory_lock(out_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``out_dir`` (released by the kernel even on SIGKILL)."""
@@ -337,6 +389,17 @@ def directory_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def redacted_json(value: Any) -> Any:
+    """A JSON value with the user-info of every URL in its strings replaced (what a manifest may hold)."""
+    if isinstance(value, str):
+        return redact_credentials(value)
+    if isinstance(value, dict):
+        return {key: redacted_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted_json(item) for item in value]
+    return value
 
 
 def _now() -> str:
@@ -457,20 +520,60 @@ class RunSummary(BaseModel):
 
 
 # ------------------------------------------------------------------------------- runner
-class _TraceWriter:
-    """Appends finished traces in batches from a worker thread (one fsync per batch)."""
+@dataclass
+class _Counters:
+    """What the runner keeps of finished cells: counts, and the first few failure messages."""
 
-    def __init__(self, path: Path) -> None:
+    done: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.failed += 1
+        if len(self.failures) < 20:
+            self.failures.append(message)
+
+
+class _TraceWriter:
+    """Appends finished traces in batches from a worker thread (one fsync per batch).
+
+    Players hand over traces already serialised (:func:`trace_line`), so the queue holds text and a
+    trace that cannot be serialised has already failed its own cell. The queue is bounded: a player
+    that finishes while it is full waits until the disk has taken a batch (backpressure), so a
+    replay served from the cache cannot pile finished traces up in memory. The counters of the run
+    move when a batch is on disk. When an append fails (the disk is full, the directory became
+    read-only), the writer reports it once through ``on_error`` and then drains the queue without
+    writing, so that no player waits forever.
+    """
+
+    def __init__(
+        self, path: Path, counters: _Counters, on_error: Callable[[str], None], max_lines: int = WRITE_QUEUE_LINES
+    ) -> None:
         self.path = path
-        self.queue: asyncio.Queue[EpisodeTrace | None] = asyncio.Queue()
+        self.counters = counters
+        self.on_error = on_error
+        self.queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(max_lines)
         self.written = 0
+        self.error: str | None = None
         self.task: asyncio.Task[None] | None = None
+        self._late: list[tuple[str, str]] = []  # at most one line per stopped player
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    def put(self, trace: EpisodeTrace) -> None:
-        self.queue.put_nowait(trace)
+    async def put(self, line: str, failure: str) -> None:
+        """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full.
+
+        A player stopped (Ctrl-C) while it waits hands its finished line over all the same: it is
+        written when the writer closes.
+        """
+        if self.task is not None and self.task.done():
+            return  # the writer is gone: nothing can be written any more
+        try:
+            await self.queue.put((line, failure))
+        except asyncio.CancelledError:
+            self._late.append((line, failure))
+            raise
 
     async def _run(self) -> None:
         while True:
@@ -485,27 +588,53 @@ class _TraceWriter:
                     stop = True
                     break
                 batch.append(item)
-            await asyncio.to_thread(append_traces, self.path, batch)
-            self.written += len(batch)
+            await self._write(batch)
             if stop:
                 return
 
+    async def _write(self, batch: list[tuple[str, str]]) -> None:
+        if self.error is not None or not batch:
+            return
+        try:
+            await asyncio.to_thread(append_lines, self.path, [line for line, _ in batch])
+        except Exception as exc:  # disk full, read-only, I/O error: the run cannot go on
+            self.error = f"cannot write {self.path}: {type(exc).__name__}: {exc}"
+            self.on_error(self.error)
+            return
+        self.written += len(batch)
+        for _, failure in batch:
+            if failure:
+                self.counters.fail(failure)
+            else:
+                self.counters.done += 1
+
     async def close(self) -> None:
-        self.queue.put_nowait(None)
-        if self.task is not None:
-            await asyncio.shield(self.task)
+        if self.task is None:
+            return
+        if not self.task.done():
+            await self.queue.put(None)
+        await asyncio.shield(self.task)
+        late, self._late = self._late, []
+        await self._write(late)
 
 
-@dataclass
-class _Counters:
-    done: int = 0
-    failed: int = 0
-    failures: list[str] = field(default_factory=list)
+def trace_line(trace: EpisodeTrace, cell: Cell, env_id: str) -> tuple[str, str | None]:
+    """The JSON line of a finished trace, and its infrastructure error (None for a good trace).
 
-    def fail(self, message: str) -> None:
-        self.failed += 1
-        if len(self.failures) < 20:
-            self.failures.append(message)
+    A trace that cannot be serialised (a value no JSON file can hold slipped past the checks at
+    the edges) is replaced by a trace of the same cell that records why, as an infrastructure
+    error: the cell fails alone, the other traces are written, and a resumed run plays it again.
+    """
+    try:
+        return trace.model_dump_json(), trace.infra_error
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        reason = escape_surrogates(f"{type(exc).__name__}: {exc}")[:1000]
+    stub = EpisodeTrace(
+        env_id=env_id, episode_id=cell.episode_id, factors={}, agent=cell.player.identity,
+        interventions=cell.arm.names(), sample=cell.sample, run_key=cell.run_key,
+        infra_error=f"unwritable_trace: the trace could not be serialised ({reason})",
+    )
+    return stub.model_dump_json(), stub.infra_error
 
 
 class Runner:
@@ -523,16 +652,18 @@ class Runner:
         self.config = config
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
-        self.argv = list(argv if argv is not None else sys.argv)
+        self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
         self.force = force
         self.traces_path = self.out_dir / TRACES_FILE
         self.manifest_path = self.out_dir / MANIFEST_FILE
+        self.reserve_path = self.out_dir / RESERVE_FILE
         # Model name -> its clients. A model with many requests in flight gets several clients
         # (shards), each with its own connection pool: see CONNECTIONS_PER_CLIENT.
         self._clients: dict[str, list[ModelClient]] = {}
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
+        self._failure: str | None = None
         self._play_wall = 0.0
         self._play_cpu = 0.0
 
@@ -553,15 +684,23 @@ class Runner:
     # ------------------------------------------------------------------ running
     def run(self) -> RunSummary:
         """Play the pending cells; one process at a time per directory (a lock file guards it)."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        with directory_lock(self.out_dir):
+        with contextlib.ExitStack() as stack:
+            try:
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(directory_lock(self.out_dir))
+            except OSError as exc:
+                raise RunDirectoryError(self.out_dir, exc) from None
             return self._run_locked()
 
     def _run_locked(self) -> RunSummary:
         started = time.perf_counter()
-        episodes, cells, pending, torn = self.prepare()
-        cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
-        manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        try:
+            episodes, cells, pending, torn = self.prepare()
+            cells_hash = hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest()
+            manifest = self._begin_manifest(cells, cells_hash, len(episodes), len(pending))
+        except OSError as exc:  # nothing has been played: the directory cannot take a run
+            raise RunDirectoryError(self.out_dir, exc) from None
+        self._reserve_space()
         invocation = manifest.invocations[-1]
         status = RunStatus.COMPLETE
         message = ""
@@ -586,18 +725,25 @@ class Runner:
                 self._play_cpu = time.process_time() - play_cpu
             if interrupted:
                 status = RunStatus.INTERRUPTED
+            elif self._failure is not None:
+                status, message = RunStatus.FAILED, self._failure
             elif self._fatal is not None:
                 status, message = RunStatus.ABORTED, self._fatal
             elif self._counters.failed:
                 status = RunStatus.INCOMPLETE
         except KeyboardInterrupt:
             status = RunStatus.INTERRUPTED
+        except CacheError as exc:  # the cache file is damaged or cannot be opened: nothing can be played
+            status, message = RunStatus.ABORTED, str(exc)
+        except OSError as exc:  # the machine stopped the run (disk full, read-only directory, I/O error)
+            status, message = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         except BaseException as exc:
             status, message = RunStatus.ABORTED, f"{type(exc).__name__}: {exc}"
             raise
         finally:
             if cache is not None:
-                cache.close()
+                with contextlib.suppress(CacheError):
+                    cache.close()
             if local_server is not None:
                 local_server.stop()
             done_now = scan_trace_file(self.traces_path)
@@ -606,6 +752,7 @@ class Runner:
                 status = RunStatus.INCOMPLETE
             invocation.ended_at = _now()
             invocation.status = status
+            invocation.message = message
             invocation.cells_done = self._counters.done
             invocation.cells_failed = self._counters.failed
             invocation.client_stats = {
@@ -613,10 +760,14 @@ class Runner:
                 for name, shards in self._clients.items()
             }
             manifest.status = status
+            manifest.message = message
             manifest.cells_done = cells_done
             manifest.ended_at = invocation.ended_at
             manifest.updated_at = invocation.ended_at
-            write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
+            unwritten = self._end_manifest(manifest)
+            if unwritten:
+                status = RunStatus.FAILED
+                message = f"{message}; {unwritten}" if message else unwritten
         stats = [c.stats() for shards in self._clients.values() for c in shards]
         errors: Counter[str] = Counter()
         for s in stats:
@@ -644,6 +795,30 @@ class Runner:
             message=message,
         )
 
+    def _reserve_space(self) -> None:
+        """Set disk space aside for the last manifest write (a full disk must not leave it 'running')."""
+        try:
+            with self.reserve_path.open("wb") as handle:
+                os.posix_fallocate(handle.fileno(), 0, RESERVE_BYTES)
+        except OSError:
+            self.reserve_path.unlink(missing_ok=True)  # the disk is already full: there is nothing to set aside
+
+    def _end_manifest(self, manifest: RunManifest) -> str:
+        """Write the final manifest, with the reserved space if the disk is full; '' or why it failed."""
+        text = manifest.model_dump_json(indent=2)
+        try:
+            try:
+                write_atomic(self.manifest_path, text)
+            except OSError:
+                self.reserve_path.unlink(missing_ok=True)
+                write_atomic(self.manifest_path, text)
+        except OSError as exc:
+            return f"the manifest could not be updated ({type(exc).__name__}: {exc})"
+        finally:
+            with contextlib.suppress(OSError):
+                self.reserve_path.unlink(missing_ok=True)
+        return ""
+
     def _start_local_server(self) -> Any:
         from commitbench.agents.local_model import LocalModelServer
 
@@ -661,7 +836,7 @@ class Runner:
                 f"{self.out_dir} holds a different experiment (cells hash {previous.cells_hash[:12]}, this config "
                 f"{cells_hash[:12]}); use another --out directory, or --force to add these cells to it"
             )
-        config_json = self.config.model_dump(mode="json")
+        config_json = redacted_json(self.config.model_dump(mode="json"))
         now = _now()
         seeds: dict[str, int | None] = {"env_reset": self.config.seed}
         for entry in self.config.models:
@@ -719,7 +894,7 @@ class Runner:
         self._make_clients(cache, base_urls)
         loop = asyncio.get_running_loop()
         queue: deque[Cell] = deque(pending)
-        writer = _TraceWriter(self.traces_path)
+        writer = _TraceWriter(self.traces_path, self._counters, lambda message: self._fail(message, queue))
         writer.start()
         interrupted = False
         workers: list[asyncio.Task[None]] = []
@@ -770,8 +945,16 @@ class Runner:
         return interrupted
 
     def _abort(self, message: str, workers_queue: deque[Cell]) -> None:
+        """Stop on a configuration error (the endpoint rejects the model, the cache is unusable)."""
         if self._fatal is None:
             self._fatal = message
+        self._stopping = True
+        workers_queue.clear()
+
+    def _fail(self, message: str, workers_queue: deque[Cell]) -> None:
+        """Stop because the machine cannot go on (the disk is full, the directory cannot be written)."""
+        if self._failure is None:
+            self._failure = message
         self._stopping = True
         workers_queue.clear()
 
@@ -796,11 +979,13 @@ class Runner:
                 except ModelEndpointError as exc:
                     self._abort(str(exc), queue)
                     return
-                if trace.infra_error:
-                    self._counters.fail(f"{cell.player.name} {cell.episode_id} #{cell.sample}: {trace.infra_error}")
-                else:
-                    self._counters.done += 1
-                writer.put(trace)
+                except CacheError as exc:  # the cache went bad while playing: no further cell can use it
+                    self._fail(str(exc), queue)
+                    return
+                line, infra_error = trace_line(trace, cell, self.config.env)
+                del trace  # of a finished cell only its line is kept, until the writer has it on disk
+                failure = f"{cell.player.name} {cell.episode_id} #{cell.sample}: {infra_error}" if infra_error else ""
+                await writer.put(line, failure)
                 if progress is not None:
                     progress.advance()
         finally:
@@ -846,7 +1031,7 @@ class Runner:
                 failure = f"crash: episode did not end within {MAX_STEPS_PER_EPISODE} steps"
         except CacheMiss as exc:
             failure = f"cache_miss: {exc}"
-        except ModelEndpointError:
+        except (ModelEndpointError, CacheError):
             raise
         except Exception as exc:  # a harness bug must not take the other cells down
             tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))

@@ -390,6 +390,8 @@ class Toolbox(Mapping[str, Tool]):
             known = ", ".join(sorted(self._tools)) or "none"
             return record(False, f"there is no tool named {name[:80]!r}; tools are: {known}",
                           ToolErrorKind.UNKNOWN_TOOL.value)
+        if act.arguments is None and act.arguments_error:
+            return record(False, f"{name}: {act.arguments_error}", ToolErrorKind.BAD_ARGUMENTS.value, name)
         ok, text, kind = item.run(act.arguments)
         if not ok and kind != ToolErrorKind.REFUSED.value:
             text = f"{name}: {text}"

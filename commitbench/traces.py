@@ -94,6 +94,8 @@ class EpisodeTrace(BaseModel):
 
 
 TRACES_FILE = "traces.jsonl"
+# What to do about a damaged line of a trace file (said with every error that names one).
+REPAIR_HINT = "delete or repair that line; 'commitbench run' plays its cell again"
 T = TypeVar("T")
 
 
@@ -123,10 +125,8 @@ def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
     """
     try:
         yield from iter_models(_trace_file(path), EpisodeTrace, what="trace")
-    except TraceFileError:
-        raise
     except JsonlError as exc:
-        raise TraceFileError(str(exc)) from None
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
 
 
 def read_traces(path: Path | str) -> list[EpisodeTrace]:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -86,6 +87,21 @@ def test_a_missing_model_file_is_named(tmp_path: Path) -> None:
         LocalModelServer(model_path=tmp_path / "absent.gguf").command()
 
 
+def _models_answer(base_url: str, timeout_s: float) -> bool:
+    """Poll ``GET /models`` until it answers 200 or ``timeout_s`` passes (a loaded machine is slow)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=10) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
 def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
     proc = subprocess.Popen(
@@ -97,14 +113,17 @@ def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = proc.stdout.readline()  # printed once the server answers (the model may load slowly)
         if not line.startswith("serving smollm2 at http://127.0.0.1:"):
             pytest.fail(f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
         base_url = line.split(" at ", 1)[1].split(" ", 1)[0]
-        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
-            assert response.status == 200
+        assert _models_answer(base_url, timeout_s=120), f"{base_url}/models did not answer"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 0
+        assert proc.wait(180) == 0
+        assert proc.stdout.readline() == "stopping\n"
+        # The server went with the command: its port no longer answers.
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{base_url}/models", timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -112,3 +131,29 @@ def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+@pytest.mark.slow
+def test_a_killed_serve_local_command_leaves_no_server_behind() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "commitbench.cli", "serve-local"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("serving smollm2 at http://127.0.0.1:"), line
+        base_url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        assert _models_answer(base_url, timeout_s=120)
+        proc.send_signal(signal.SIGKILL)  # no handler runs: only the kernel can end the server now
+        proc.wait(60)
+        deadline = time.monotonic() + 120
+        while _models_answer(base_url, timeout_s=0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _models_answer(base_url, timeout_s=0), "the llama.cpp server outlived serve-local"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

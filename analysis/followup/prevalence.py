@@ -40,6 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from commitbench.analysis.bootstrap import cluster_bootstrap_replicates
+from commitbench.jsonl import iter_lines
 
 if TYPE_CHECKING:
     from commitbench.judges.followup.llm import CheckResult, FollowUpTurn
@@ -148,26 +149,28 @@ class PrevalenceReport(BaseModel):
 
 # ------------------------------------------------------------------------------------------ input
 def read_log(path: Path) -> list[LogTurn]:
-    """Read a JSONL log of turns; a bad line raises ``ValueError`` naming the file and line number."""
+    """Read a JSONL log of turns; a bad line (not UTF-8, not JSON, nested too deep, not a turn) raises
+    ``ValueError`` naming the file and line number."""
     turns: list[LogTurn] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(data, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(data).__name__}")
-            try:
-                turn = LogTurn.model_validate(data)
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-                raise ValueError(f"{path}:{number}: {problems}") from None
-            if turn.id is None:
-                turn = turn.model_copy(update={"id": f"line-{number}"})
-            turns.append(turn)
+    for number, line in iter_lines(path):  # a line that is not UTF-8 raises, naming it
+        try:
+            data = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"{path}:{number}: nested too deep to read") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:  # an integer too long to convert
+            raise ValueError(f"{path}:{number}: not JSON we can read ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(data).__name__}")
+        try:
+            turn = LogTurn.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"{path}:{number}: {problems}") from None
+        if turn.id is None:
+            turn = turn.model_copy(update={"id": f"line-{number}"})
+        turns.append(turn)
     return turns
 
 

@@ -55,9 +55,30 @@ def print_summary(summary: Any) -> None:
             print(f"  {line}", file=sys.stderr)
 
 
+def _with_judge_url(judge: Any, base_url: str | None) -> Any:
+    """The run's judge with ``--judge-base-url`` in place of the URL its manifest keeps.
+
+    A manifest keeps no credentials: a judge URL that held some comes back as ``http://***@host``,
+    and must be given again.
+    """
+    from commitbench.llm import REDACTED
+
+    model = judge.model
+    if model is None or model.local:
+        return judge
+    if base_url:
+        if base_url == model.base_url:
+            return judge
+        return judge.model_copy(update={"model": model.model_copy(update={"base_url": base_url})})
+    if model.base_url and f"{REDACTED}@" in model.base_url:
+        raise UsageError(f"the judge's base URL {model.base_url} held credentials, which the run directory does "
+                         "not keep; give it again with --judge-base-url")
+    return judge
+
+
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
-    from commitbench.cache import CacheMode
+    from commitbench.cache import CacheError, CacheMode
     from commitbench.labeljob import label_directory
     from commitbench.llm import ModelEndpointError
     from commitbench.runner import read_manifest, run_suite
@@ -75,12 +96,13 @@ def _handle(args: argparse.Namespace) -> int:
 
         configured = ExperimentConfig.model_validate(manifest.config).judge
     judge = judge_config(args, default=configured)
+    judge = _with_judge_url(judge, args.judge_base_url)
     try:
         summary = label_directory(
             args.run_dir, judge, cache_path=args.cache, cache_mode=CacheMode(args.cache_mode),
             concurrency=max(1, args.concurrency), retry_errors=args.retry_errors, limit=args.limit,
         )
-    except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError) as exc:
+    except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError, CacheError) as exc:
         raise UsageError(str(exc)) from None
     agreement = None
     if judge.kind == "llm" and suite.annotation is not None and summary.runs_labelled + summary.runs_skipped:

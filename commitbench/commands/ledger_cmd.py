@@ -58,6 +58,24 @@ def _print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+# Commitment ids are SQLite integers: 1 up to the largest signed 64-bit value.
+MAX_COMMITMENT_ID = 2**63 - 1
+
+
+def commitment_id(text: str) -> int:
+    """An argparse type: a commitment id, a whole number from 1 to :data:`MAX_COMMITMENT_ID`."""
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    try:
+        value = int(text.strip()) if len(text) <= 40 else None
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_COMMITMENT_ID:
+        raise argparse.ArgumentTypeError(
+            f"expected a commitment id (a whole number from 1 to {MAX_COMMITMENT_ID}), got {shown!r}"
+        )
+    return value
+
+
 def _open(args: argparse.Namespace):
     from commitbench.ledger import FixedClock, Ledger, SystemClock
 
@@ -293,7 +311,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_with_ledger(_due))
 
     p = sub.add_parser("show", parents=[common], help="one commitment and its history")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=commitment_id)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_with_ledger(_show))
 
@@ -302,12 +320,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("waive", True, "close the live occurrence of a recurring duty as skipped on purpose"),
     ):
         p = sub.add_parser(name, parents=[common, actor], help=text)
-        p.add_argument("id", type=int)
+        p.add_argument("id", type=commitment_id)
         p.add_argument("--occurrence", required=True, help="the occurrence you are closing (compare-and-set)")
         p.set_defaults(func=_with_ledger(_close_occurrence(waive)))
 
     p = sub.add_parser("close", parents=[common, actor], help="close a one-shot commitment")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=commitment_id)
     p.add_argument("--outcome", required=True, choices=["completed", "failed", "cancelled"])
     p.set_defaults(func=_with_ledger(_close))
 
@@ -317,15 +335,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("retire", "retire", "end a recurring duty for good (creditor, named delegate or policy only)"),
     ):
         p = sub.add_parser(name, parents=[common, actor], help=text)
-        p.add_argument("id", type=int)
+        p.add_argument("id", type=commitment_id)
         p.set_defaults(func=_with_ledger(_simple(method)))
 
     p = sub.add_parser("schedule", parents=[common, actor], help="set or move the due time of a one-shot commitment")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=commitment_id)
     p.add_argument("--due", required=True)
     p.set_defaults(func=_with_ledger(_schedule))
 
     p = sub.add_parser("delegate", parents=[common, actor], help="(creditor) name a party who may release for you")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=commitment_id)
     p.add_argument("delegate")
     p.set_defaults(func=_with_ledger(_delegate))

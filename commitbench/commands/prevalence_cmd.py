@@ -73,9 +73,10 @@ async def judge_strata(
 
 def handler(args: argparse.Namespace) -> int:
     from commitbench.analysis.followup.prevalence import estimate_prevalence, format_report, read_log
-    from commitbench.cache import CacheMode
+    from commitbench.cache import CacheError, CacheMode
     from commitbench.judges.followup.labellers import make_checker
     from commitbench.labeljob import judge_client
+    from commitbench.llm import ModelEndpointError
 
     if args.sample < 0:
         raise UsageError(f"--sample must be >= 0, got {args.sample}")
@@ -83,6 +84,9 @@ def handler(args: argparse.Namespace) -> int:
         raise UsageError(f"--n-boot must be at least 1, got {args.n_boot}")
     if not args.logs.exists():
         raise UsageError(f"{args.logs} does not exist")
+    if not args.logs.is_file():
+        raise UsageError(f"{args.logs} is a directory, not a JSONL log file" if args.logs.is_dir()
+                         else f"{args.logs} is not a regular file")
     try:
         turns = read_log(args.logs)
     except ValueError as exc:
@@ -96,15 +100,18 @@ def handler(args: argparse.Namespace) -> int:
         name = "rules"
     else:
         cache = args.cache or args.logs.with_name(args.logs.name + ".cache.sqlite")
-        with judge_client(judge, cache, CacheMode(args.cache_mode), args.concurrency) as (client, style):
-            checker = make_checker("llm", client, style, judge.max_attempts)
+        try:
+            with judge_client(judge, cache, CacheMode(args.cache_mode), args.concurrency) as (client, style):
+                checker = make_checker("llm", client, style, judge.max_attempts)
 
-            async def go() -> list[Any]:
-                async with client:
-                    return await judge_strata(turns, args.sample, args.seed, checker, args.concurrency)
+                async def go() -> list[Any]:
+                    async with client:
+                        return await judge_strata(turns, args.sample, args.seed, checker, args.concurrency)
 
-            strata = asyncio.run(go())
-            name = checker.name
+                strata = asyncio.run(go())
+                name = checker.name
+        except (CacheError, ModelEndpointError) as exc:
+            raise UsageError(str(exc)) from None
     report = estimate_prevalence(strata, n_boot=args.n_boot, seed=args.seed, checker=name)
     print(report.model_dump_json(indent=2) if args.json else format_report(report))
     return 0

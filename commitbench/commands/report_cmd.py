@@ -9,12 +9,17 @@ per gap and per cell, each intervention minus the baseline on the same episodes,
 effect; CSV, Markdown and a heatmap under ``RUN_DIR/report/``. Follow-up: outcome shares, headline
 rates (intervals clustered by request), each intervention minus the plain arm on the same requests,
 and the stacked-outcome figure. ``--json`` prints one document (also saved as ``RUN_DIR/results.json``).
+On a directory that cannot be written (read-only, a full disk) the tables are printed all the same and
+a notice says that the files were not saved.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from commitbench.cli import UsageError
 from commitbench.commands.common import print_json, render
@@ -40,26 +45,60 @@ def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True,
 ) -> int:
+    """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
     from commitbench.runner import run_suite
     from commitbench.suites import ReportOptions
 
     if n_boot < 1:
         raise UsageError("--n-boot must be at least 1")
+    run_dir = Path(run_dir)
     try:
         suite = run_suite(run_dir)
-        report = suite.report(
-            Path(run_dir), ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure)
-        )
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    unwritable = _unwritable(run_dir)
+
+    def build(write_files: bool) -> Any:
+        options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
+                                write_files=write_files)
+        try:
+            return suite.report(run_dir, options)
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+
+    try:
+        report = build(write_files=unwritable is None)
+    except OSError as exc:  # the report files could not be written (a full disk): the tables still can be shown
+        unwritable = f"{type(exc).__name__}: {exc}"
+        try:
+            report = build(write_files=False)
+        except OSError as again:
+            raise UsageError(f"cannot read {run_dir}: {again}") from None
     document = report.model_dump(mode="json")
-    write_atomic(Path(run_dir) / "results.json", _dumps(document))
+    if unwritable is None:
+        try:
+            write_atomic(run_dir / "results.json", _dumps(document))
+        except OSError as exc:
+            unwritable = f"{type(exc).__name__}: {exc}"
+    if unwritable is not None:
+        print(f"commitbench: {run_dir} is not writable ({unwritable}); results.json and the report files "
+              "were not written", file=sys.stderr)
     if as_json:
         print_json(document)
     else:
         render(report)
     return 0
+
+
+def _unwritable(run_dir: Path) -> str | None:
+    """None when files can be created in ``run_dir``, else why not."""
+    try:
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
 
 
 def _dumps(document: object) -> str:

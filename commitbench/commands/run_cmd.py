@@ -10,7 +10,8 @@
 The shorthands build a config and play it like any other. Running the same command again resumes:
 finished cells are skipped, failed ones are played again. When the config names an LLM judge, the
 run is labelled afterwards (resumably too); the report follows. Exit codes: 0 every cell done, 1 some
-cells failed (run again to retry them), 2 usage or config error, 130 interrupted.
+cells failed or the machine stopped the run (a full disk: the manifest says 'failed' and why; run again
+to retry them), 2 usage or config error (nothing was played), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def _dry_run(config: Any, out_dir: Path) -> int:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
-    from commitbench.runner import RunDirectoryBusyError, RunStatus, run_experiment
+    from commitbench.runner import RunDirectoryBusyError, RunDirectoryError, RunStatus, run_experiment
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
@@ -223,7 +224,7 @@ def _handle(args: argparse.Namespace) -> int:
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
-    except (ValueError, FileNotFoundError, RunDirectoryBusyError, LocalModelError) as exc:
+    except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
     if summary.status is RunStatus.INTERRUPTED:
@@ -231,6 +232,10 @@ def _handle(args: argparse.Namespace) -> int:
         return 130
     if summary.status is RunStatus.ABORTED:
         return 2
+    if summary.status is RunStatus.FAILED:
+        print(f"the run stopped; free the disk or fix {out_dir}, then run the same command again to resume",
+              file=sys.stderr)
+        return 1
     judged = True
     if config.judge.kind == "llm":
         judged = _label(out_dir, config)
@@ -244,12 +249,13 @@ def _handle(args: argparse.Namespace) -> int:
 
 
 def _label(out_dir: Path, config: Any) -> bool:
+    from commitbench.cache import CacheError
     from commitbench.commands.label_cmd import print_summary
     from commitbench.labeljob import label_directory
 
     try:
         summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
-    except ValueError as exc:
+    except (ValueError, CacheError) as exc:
         print(f"commitbench: not labelled: {exc}", file=sys.stderr)
         return False
     print_summary(summary)

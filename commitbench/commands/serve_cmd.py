@@ -39,21 +39,21 @@ def serve_local_handler(args: argparse.Namespace) -> int:
     server = LocalModelServer(
         host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads, model_path=args.model_path
     )
+    # Whatever ends this command (Ctrl-C while the model loads or serves, the server's own exit), the
+    # server is stopped; if this process is killed outright, the kernel ends the server with it.
     try:
         server.start()
+        print(f"serving {server.alias} at {server.base_url} (Ctrl-C to stop)", flush=True)
+        code = server.wait()
+        print(f"the model server exited with code {code}:\n{server.log_tail()}", flush=True)
+        return 1
     except LocalModelError as exc:
         raise UsageError(str(exc)) from exc
-    print(f"serving {server.alias} at {server.base_url} (Ctrl-C to stop)", flush=True)
-    try:
-        code = server.wait()
     except KeyboardInterrupt:
         print("stopping", flush=True)
-        server.stop()
         return 0
-    log = server.log_tail()
-    server.stop()
-    print(f"the model server exited with code {code}:\n{log}", flush=True)
-    return 1
+    finally:
+        server.stop()
 
 
 def serve_mock_handler(args: argparse.Namespace) -> int:

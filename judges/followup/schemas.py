@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from commitbench.episodes.followup.vocabulary import OTHER_CAPABILITY_PREFIX, Capability
+from commitbench.protocol import MAX_JSON_DEPTH, json_value_problem
 
 
 class Performer(str, Enum):
@@ -240,6 +241,13 @@ def parse_model_json(text: str | None, model: type[ModelT]) -> ParsedModelOutput
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         return ParsedModelOutput[model](raw=raw, error=f"not JSON: {exc.msg} at position {exc.pos}")  # type: ignore[valid-type]
+    except RecursionError:
+        return ParsedModelOutput[model](raw=raw, error=f"reply is nested deeper than {MAX_JSON_DEPTH} levels")  # type: ignore[valid-type]
+    except ValueError as exc:  # an integer too long to convert
+        return ParsedModelOutput[model](raw=raw, error=f"not JSON we can read: {exc}")  # type: ignore[valid-type]
+    problem = json_value_problem(data)
+    if problem is not None:  # what could not be written to a labels file is not a label
+        return ParsedModelOutput[model](raw=raw, error=f"unusable reply: its values {problem}")  # type: ignore[valid-type]
     try:
         value = model.model_validate(data)
     except ValidationError as exc:

@@ -1,0 +1,708 @@
+"""Drills: hostile model output, damaged files, a full disk, leaked secrets, orphaned processes.
+
+Each test reproduces one way a run could stall, crash or leak, and states what must happen instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from commitbench.cli import main as cli_main
+from commitbench.config import CacheConfig, ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.llm import parse_completion, parse_tool_arguments
+from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.oracles import registry
+from commitbench.oracles.base import Intervention, InterventionEntry
+from commitbench.protocol import MAX_JSON_DEPTH, ActionKind, ToolCallRecord, parse_action
+from commitbench.runner import RunStatus, read_manifest, run_experiment
+from commitbench.traces import TRACES_FILE, latest_traces, read_traces
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST_RETRY = {"max_attempts": 4, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}
+
+
+# ==================================================================================== runtime
+def chat_config(base_url: str, limit: int, **fields: Any) -> ExperimentConfig:
+    data: dict[str, Any] = {
+        "name": "drill",
+        "agents": ["chat"],
+        "models": [{"name": "mock", "base_url": base_url, "api_key_env": None,
+                    "settings": {"model": "mock-model", "timeout": 10.0}, "retry": FAST_RETRY}],
+        "episodes": {"split": "test", "limit": limit},
+        "concurrency": 4,
+    }
+    data.update(fields)
+    return ExperimentConfig.model_validate(data)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# Tool-call arguments as a model may send them: valid JSON, but unfit to record as they are.
+HOSTILE_ARGUMENTS = {
+    "lone surrogate": ('{"query": "\\udcff"}', "lone surrogate"),
+    "surrogate in a key": ('{"\\ud800": 1}', "lone surrogate"),
+    "900 deep": ('{"query": ' + nested(900) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+    "5,000 deep": ('{"query": ' + nested(5000) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+    "65 deep": ('{"q": ' + nested(64) + "}", f"deeper than {MAX_JSON_DEPTH}"),
+}
+
+
+@pytest.mark.parametrize("raw,reason", HOSTILE_ARGUMENTS.values(), ids=list(HOSTILE_ARGUMENTS))
+def test_hostile_tool_arguments_become_a_parse_error(raw: str, reason: str) -> None:
+    arguments, error = parse_tool_arguments(raw)
+    assert arguments is None and error is not None and reason in error
+
+
+def test_arguments_at_the_depth_bound_are_kept() -> None:
+    arguments, error = parse_tool_arguments('{"q": ' + nested(MAX_JSON_DEPTH - 1) + "}")
+    assert error is None and arguments is not None
+
+
+@pytest.mark.parametrize("raw,reason", HOSTILE_ARGUMENTS.values(), ids=list(HOSTILE_ARGUMENTS))
+def test_parse_action_records_hostile_arguments_and_never_raises(raw: str, reason: str) -> None:
+    for wire in (json.dumps({"tool": "lookup", "arguments": raw}), {"tool": "lookup", "arguments": raw}):
+        action = parse_action(wire)
+        assert action.kind is ActionKind.TOOL_CALL and action.arguments is None
+        assert action.arguments_error is not None and reason in action.arguments_error
+        action.model_dump_json()  # what enters a trace can be written
+
+
+def test_parse_action_bounds_arguments_given_as_objects() -> None:
+    deep: Any = []
+    for _ in range(200):
+        deep = [deep]
+    for arguments in ({"q": deep}, {"q": "\udcff"}, {"\udcff": 1}, {"q": {1, 2}}):
+        action = parse_action({"tool": "lookup", "arguments": arguments})
+        assert action.arguments is None and action.arguments_error
+        record = ToolCallRecord(step=0, turn=0, tool=action.tool or "", arguments=action.arguments,
+                                raw_arguments=action.raw_arguments, ok=False, result=action.arguments_error)
+        record.model_dump_json()
+
+
+@pytest.mark.parametrize("wire", [
+    {"reply": "done \udcff"}, json.dumps({"reply": "done \\udcff"}), {"tool": "look\udcffup", "id": "c\udcff"},
+    '{"reply": ' + nested(5000) + "}", nested(5000),
+])
+def test_parse_action_escapes_lone_surrogates_in_text_and_names(wire: Any) -> None:
+    action = parse_action(wire)
+    action.model_dump_json().encode("utf-8")
+    if action.kind is ActionKind.REPLY:
+        assert action.text == "done \\udcff"
+
+
+def test_a_completion_with_lone_surrogates_in_its_text_is_escaped() -> None:
+    payload = {"model": "m\udcff", "choices": [{"message": {
+        "content": "ok \udcff", "reasoning": "\ud800hm", "refusal": None,
+        "tool_calls": [{"id": "c\udcff", "function": {"name": "lookup\udcff", "arguments": '{"q": "\udcff"}'}}]},
+        "finish_reason": "stop\udcff"}], "usage": {"prompt_tokens": "many", "completion_tokens": [1]}}
+    fields, error = parse_completion(payload, fallback_model="x")
+    assert error is None
+    assert fields["text"] == "ok \\udcff" and fields["reasoning"] == "\\ud800hm"
+    call = fields["tool_calls"][0]
+    assert call.name == "lookup\\udcff" and call.arguments is None and "lone surrogate" in call.parse_error
+    assert call.arguments_raw == '{"q": "\\udcff"}'
+    json.dumps(fields, default=str).encode("utf-8")
+    assert fields["usage"].prompt_tokens == 0
+
+
+def hostile_responder(arguments: str) -> Any:
+    """A 'model' that answers every message with one hostile lookup call, then a reply with a lone surrogate."""
+
+    def respond(request: dict[str, Any]) -> ReplySpec:
+        if request["messages"][-1]["role"] == "tool":
+            return ReplySpec(text="Looked it up \udcff for you.", reasoning="thinking \ud800")
+        return ReplySpec(tool_calls=[ToolCallSpec(name="lookup", arguments=arguments)])
+
+    return respond
+
+
+@pytest.mark.parametrize("raw,reason", [HOSTILE_ARGUMENTS["lone surrogate"], HOSTILE_ARGUMENTS["900 deep"],
+                                        HOSTILE_ARGUMENTS["5,000 deep"]], ids=["surrogate", "900", "5000"])
+def test_hostile_model_output_is_a_recorded_tool_error_and_replays_from_the_cache(
+    tmp_path: Path, mock_server: MockServer, raw: str, reason: str
+) -> None:
+    mock_server.set_responder(hostile_responder(raw))
+    cache = tmp_path / "cache.sqlite"
+    config = chat_config(mock_server.base_url, 3, cache={"path": str(cache)})
+    first = run_experiment(config, tmp_path / "live")
+    assert first.status is RunStatus.COMPLETE and first.cells_done == 3, first.failures
+    traces = latest_traces(tmp_path / "live")
+    assert len(traces) == 3 and not any(t.infra_error for t in traces)
+    bad = [c for t in traces for c in t.tool_calls() if c.tool == "lookup"]
+    assert bad and all(not c.ok and c.error_kind == "bad_arguments" and reason in c.result for c in bad)
+    replies = [turn.reply for t in traces for turn in t.turns if turn.reply]
+    assert replies and all("\\udcff" in r for r in replies)
+
+    # The replies are cached: a replay in a fresh directory plays the same output and does not stop either.
+    replay = config.model_copy(update={"cache": CacheConfig(path=cache, mode="replay_only")})
+    served = mock_server.stats().chat_completions
+    again = run_experiment(replay, tmp_path / "replay")
+    assert again.status is RunStatus.COMPLETE and again.cells_done == 3 and again.http_requests == 0
+    assert mock_server.stats().chat_completions == served
+    replayed = latest_traces(tmp_path / "replay")
+    assert [c.result for t in replayed for c in t.tool_calls()] == [c.result for t in traces for c in t.tool_calls()]
+
+
+class SpoilsOneTrace(Intervention):
+    """A test intervention that leaves a value no JSON file can hold in the trace of one episode."""
+
+    kind = "spoil"
+    slot = "spoil"
+    env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
+    target = ""
+
+    def begin(self, info: dict[str, Any]) -> None:
+        if info["episode_id"] == SpoilsOneTrace.target:
+            self.env.unwrapped.trace.prompt_hashes["spoiled"] = "\udcff"
+
+
+@pytest.fixture
+def spoiling(monkeypatch: pytest.MonkeyPatch) -> type[SpoilsOneTrace]:
+    entry = InterventionEntry("spoil", SpoilsOneTrace, lambda env, params, services: SpoilsOneTrace(env))
+    monkeypatch.setitem(registry.INTERVENTIONS, "spoil", entry)
+    return SpoilsOneTrace
+
+
+def test_a_trace_that_cannot_be_written_fails_its_cell_alone(
+    tmp_path: Path, spoiling: type[SpoilsOneTrace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "spoil", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 6},
+         "interventions": [["spoil"]], "concurrency": 1}
+    )
+    from commitbench.runner import select_config_episodes
+
+    episodes = select_config_episodes(config)
+    spoiling.target = episodes[2].id
+    summary = run_experiment(config, tmp_path / "run")
+    assert summary.status is RunStatus.INCOMPLETE and summary.cells_done == 5 and summary.cells_failed == 1
+    traces = read_traces(tmp_path / "run" / TRACES_FILE)
+    assert len(traces) == 6
+    failed = [t for t in traces if t.infra_error]
+    assert [t.episode_id for t in failed] == [episodes[2].id]
+    assert failed[0].infra_error.startswith("unwritable_trace:") and "surrogate" in failed[0].infra_error
+    assert failed[0].run_key and failed[0].agent is not None
+
+    # Through the command line: some cells failed is exit 1, never the usage/config error code 2.
+    config_path = tmp_path / "spoil.yaml"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    code = cli_main(["run", str(config_path), "--out", str(tmp_path / "cli"), "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 1 and "unwritable_trace" in err and "commitbench: error" not in err
+    manifest = read_manifest(tmp_path / "cli")
+    assert manifest is not None and manifest.status is RunStatus.INCOMPLETE and manifest.cells_done == 5
+
+
+
+def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Players that never wait (reference agents, a replay from the cache) must not outrun the writer."""
+    import gc
+
+    from commitbench import jsonl, runner, traces
+
+    def live_traces() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, traces.EpisodeTrace))
+
+    alive: list[int] = []
+    real_append = jsonl.append_lines
+    gc.collect()
+    before = live_traces()  # what earlier tests left behind
+
+    def counting_append(path: Any, lines: Any) -> int:
+        alive.append(live_traces() - before)
+        return real_append(path, lines)
+
+    monkeypatch.setattr(runner, "append_lines", counting_append, raising=False)
+    monkeypatch.setattr(traces, "append_lines", counting_append)
+    monkeypatch.setattr(runner, "WRITE_QUEUE_LINES", 8, raising=False)
+    config = ExperimentConfig.model_validate(
+        {"name": "pile", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 120}, "concurrency": 4}
+    )
+    summary = run_experiment(config, tmp_path)
+    assert summary.cells_done == 120 and len(read_traces(tmp_path / TRACES_FILE)) == 120
+    # At most the traces being played (one per player, and the env's current one) are alive, never the run's.
+    assert alive and max(alive) <= 2 * config.concurrency + 2, alive
+
+
+# ------------------------------------------------------------------------- damaged files
+def damaged_caches(tmp_path: Path) -> dict[str, Path]:
+    """A file that is not a database, a real cache cut short, and one cut after its header."""
+    from commitbench.cache import CallCache
+
+    good = tmp_path / "good.sqlite"
+    with CallCache(good) as cache:
+        for index in range(1500):
+            cache.put(f"key{index}", "mock-model", {"text": "x" * 400})
+    data = good.read_bytes()
+    files = {"garbage": b"not a database, just text\n" * 40, "truncated": data[: len(data) // 2],
+             "header only": data[:100]}
+    paths = {}
+    for name, content in files.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.sqlite"
+        path.write_bytes(content)
+        paths[name] = path
+    return paths
+
+
+def test_a_damaged_cache_file_is_a_clear_error(tmp_path: Path) -> None:
+    from commitbench.cache import CacheError, CallCache
+
+    for name, path in damaged_caches(tmp_path).items():
+        for mode in ("read_write", "replay_only"):
+            with pytest.raises(CacheError) as caught, CallCache(path, mode) as cache:
+                for index in range(0, 1500, 10):
+                    cache.get(f"key{index}", "mock-model")
+            assert str(path) in str(caught.value) and "damaged or not a commitbench cache" in str(caught.value), name
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_run_on_a_damaged_cache_stops_with_a_clear_error(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    cache = damaged_caches(tmp_path)[damage]
+    config = chat_config(mock_server.base_url, 4, cache={"path": str(cache)})
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    code = cli_main(["run", str(config_path), "--out", str(tmp_path / "run"), "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(cache) in err and "damaged or not a commitbench cache" in err
+    assert "Traceback" not in err
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest is not None and manifest.status is RunStatus.ABORTED and str(cache) in manifest.message
+    assert cli_main(["cache", "stats", "--db", str(cache)]) == 2
+    assert str(cache) in capsys.readouterr().err
+
+
+def reference_run(out: Path, limit: int = 5) -> ExperimentConfig:
+    config = ExperimentConfig.model_validate(
+        {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "test", "limit": limit}}
+    )
+    assert run_experiment(config, out).status is RunStatus.COMPLETE
+    return config
+
+
+def damage_line(path: Path, number: int, content: bytes) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[number - 1] = content
+    path.write_bytes(b"".join(lines))
+
+
+BAD_LINES = {
+    "garbage": (b"}}} not json at all\n", "not a valid trace"),
+    "non-UTF-8": (b'{"env_id": "\xff\xfe broken"}\n', "not UTF-8"),
+    "nested 5,000 deep": (b'{"env_id": ' + nested(5000).encode() + b"}\n", "not a valid trace"),
+    "wrong schema": (b'{"env_id": 5, "episode_id": [], "factors": "x"}\n', "not a valid trace"),
+}
+
+
+@pytest.mark.parametrize("content,reason", BAD_LINES.values(), ids=list(BAD_LINES))
+def test_a_bad_line_in_the_traces_stops_report_and_run_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, reason: str
+) -> None:
+    out = tmp_path / "run"
+    config = reference_run(out)
+    damage_line(out / TRACES_FILE, 3, content)
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / TRACES_FILE}:3" in err and reason in err and "Traceback" not in err
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    assert cli_main(["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / TRACES_FILE}:3" in err and "Traceback" not in err
+
+
+def test_a_torn_last_line_cut_inside_a_character_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    reference_run(out)
+    with (out / TRACES_FILE).open("ab") as handle:
+        handle.write('{"env_id": "caf\u00e9'.encode()[:-1])  # a crash cut the write inside the two bytes of 'é'
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------- a full or read-only disk
+@contextlib.contextmanager
+def small_disk(path: Path, size_kib: int) -> Iterator[bool]:
+    """Mount a tmpfs of ``size_kib`` at ``path``; yields False where mounting is not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(path)],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+def file_size_limit(limit: int) -> Any:
+    """A preexec_fn that caps the size of every file the child writes (a write past it fails with EFBIG)."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def run_cli(args: list[str], preexec_fn: Any = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "commitbench.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, preexec_fn=preexec_fn, timeout=300, check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_ends_the_run_as_failed_with_the_reason_and_a_rerun_resumes(tmp_path: Path) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "full", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 150}, "concurrency": 4}
+    )
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    disk = tmp_path / "disk"
+    out = disk / "run"
+    args = ["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"]
+    with small_disk(disk, 640) as mounted:
+        if mounted:  # a real full disk: ENOSPC
+            done = run_cli(args)
+            reason = "No space left on device"
+        else:  # no mount allowed here: a file-size limit makes the trace file's writes fail (EFBIG)
+            done = run_cli(args, preexec_fn=file_size_limit(200_000))
+            reason = "File too large"
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr and reason in done.stderr and "commitbench: error" not in done.stderr
+        manifest = read_manifest(out)
+        assert manifest is not None and manifest.status is RunStatus.FAILED and reason in manifest.message
+        assert manifest.invocations[-1].status is RunStatus.FAILED
+        assert not (out / ".reserve").exists()
+        kept = len(latest_traces(out)) if (out / TRACES_FILE).exists() else 0
+        assert kept < 150
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        rerun = run_cli(args)
+        assert rerun.returncode == 0, rerun.stderr
+        traces = latest_traces(out)
+        assert len(traces) == len({t.run_key for t in traces}) == 150
+        manifest = read_manifest(out)
+        assert manifest is not None and manifest.status is RunStatus.COMPLETE and manifest.message == ""
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make ``path`` read-only for this process: a read-only remount of its tmpfs as root, else chmod."""
+    if os.geteuid() == 0:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(path)], capture_output=True, check=False)
+        if done.returncode != 0:
+            pytest.skip("cannot make a directory read-only here (root without mount)")
+        try:
+            yield
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+@pytest.mark.slow
+def test_a_read_only_run_directory_still_reports_and_is_refused_by_run(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    with small_disk(disk, 64 * 1024) as mounted:
+        if os.geteuid() == 0 and not mounted:
+            pytest.skip("cannot mount a tmpfs here")
+        out = disk / "run"
+        config = reference_run(out, limit=8)
+        config_path = tmp_path / "config.json"
+        config_path.write_text(json.dumps(config.model_dump(mode="json")))
+        before = (out / "manifest.json").read_text()
+        with read_only(out if not mounted else disk):
+            report = run_cli(["report", str(out), "--n-boot", "20"])
+            assert report.returncode == 0, report.stderr
+            assert "Traceback" not in report.stderr and "not writable" in report.stderr
+            assert "always-execute" in report.stdout  # the tables are printed
+            assert not (out / "results.json").exists() and not (out / "report").exists()
+            rerun = run_cli(["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"])
+            assert rerun.returncode == 2, rerun.stderr
+            assert "Traceback" not in rerun.stderr and f"cannot write to the run directory {out}" in rerun.stderr
+        assert (out / "manifest.json").read_text() == before
+
+
+def test_a_follow_up_labels_line_that_does_not_match_the_schema_is_named(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(lambda request: "I'll remind you tomorrow.")
+    out = tmp_path / "run"
+    assert cli_main(["run", "followup", "--model", "mock-model", "--base-url", mock_server.base_url, "--limit", "3",
+                     "--out", str(out), "--no-progress", "--no-report"]) == 0
+    assert cli_main(["label", str(out), "--judge", "rules"]) == 0
+    labels = out / "labels-rules.jsonl"
+    record = json.loads(labels.read_text().splitlines()[1])
+    record["result"]["outcome"] = "kept-somehow"
+    damage_line(labels, 2, json.dumps(record).encode() + b"\n")
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 2
+    err = capsys.readouterr().err
+    assert f"{labels}:2: not a valid labels record: result.outcome" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad_id", ["100000000000000000000000", "9223372036854775808", "0", "-3", "1e23"])
+def test_ledger_ids_out_of_range_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_id: str
+) -> None:
+    db = str(tmp_path / "ledger.sqlite")
+    for action in (["show", bad_id], ["ack", bad_id, "--actor", "me"], ["close", bad_id, "--outcome", "failed"]):
+        with pytest.raises(SystemExit) as exited:
+            cli_main(["ledger", "--db", db, *action])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert "commitment id" in err and "Traceback" not in err
+
+
+def test_ledger_ids_at_the_top_of_the_range_are_looked_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["ledger", "--db", str(tmp_path / "ledger.sqlite"), "show", str(2**63 - 1)]) == 1
+    assert "9223372036854775807" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,where", [
+    (b'{"user": "hi", "reply": "ok"}\n{"user": ' + nested(5000).encode() + b', "reply": "x"}\n', ":2:"),
+    (b'{"user": "hi", "reply": "ok"}\n{"user": "\xff", "reply": "x"}\n', ":2:"),
+])
+def test_prevalence_on_a_bad_log_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, where: str
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(content)
+    assert cli_main(["prevalence", str(log), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}{where}" in err and "Traceback" not in err
+
+
+def test_prevalence_on_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["prevalence", str(tmp_path), "--n-boot", "10"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- secrets
+SECRET = "pa55-w0rd-never-written"
+JUDGE_SECRET = "judge-s3cret-never-written"
+
+
+def endpoint(base_url: str, user: str, password: str, path: str = "/v1") -> str:
+    return base_url.replace("http://", f"http://{user}:{password}@").replace("/v1", path)
+
+
+def secret_model(name: str, url: str) -> dict[str, Any]:
+    return {"name": name, "base_url": url, "api_key_env": None,
+            "settings": {"model": "mock-model", "timeout": 5.0},
+            "retry": {"max_attempts": 2, "base_delay_s": 0.001, "max_delay_s": 0.002, "seed": 1}}
+
+
+def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    import base64
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    mock_server.set_responder(lambda request: "Noted.")
+    base = mock_server.base_url
+    outs = {name: tmp_path / name for name in ("played", "rejected", "unreachable")}
+    configs = {
+        # two models and a judge, each behind credentials
+        "played": {"models": [secret_model("a", endpoint(base, "alice", SECRET)),
+                              secret_model("b", endpoint(base, "bob", SECRET))],
+                   "judge": {"kind": "llm", "model": secret_model("judge", endpoint(base, "jude", JUDGE_SECRET)),
+                             "max_attempts": 1}},
+        "rejected": {"models": [secret_model("a", endpoint(base, "carol", SECRET, "/wrong/v1"))]},
+        "unreachable": {"models": [secret_model("a", f"http://dave:{SECRET}@127.0.0.1:9/v1")]},
+    }
+    codes = {}
+    for name, fields in configs.items():
+        data = {"name": f"secret-{name}", "agents": ["chat"], "episodes": {"split": "test", "limit": 2},
+                "concurrency": 2, **fields}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        codes[name] = cli_main(["run", str(path), "--out", str(outs[name]), "--no-progress"])
+    assert codes == {"played": 0, "rejected": 2, "unreachable": 1}
+    # The credentials went to the server, as HTTP basic authentication.
+    sent = {r["headers"].get("authorization", "") for r in mock_server.requests()}
+    assert "Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode() in sent
+    assert "Basic " + base64.b64encode(f"jude:{JUDGE_SECRET}".encode()).decode() in sent
+    manifest = read_manifest(outs["played"])
+    assert manifest is not None and "***@" in manifest.config["models"][0]["base_url"]
+
+    # Labelling again from the manifest needs the judge's URL again: its credentials were not kept.
+    assert cli_main(["label", str(outs["played"]), "--retry-errors"]) == 2
+    assert "--judge-base-url" in capsys.readouterr().err
+    judge_url = endpoint(base, "jude", JUDGE_SECRET)
+    assert cli_main(["label", str(outs["played"]), "--retry-errors", "--judge-base-url", judge_url]) in (0, 1)
+
+    printed = capsys.readouterr()
+    leaks = ["stdout, stderr or the log" for secret in (SECRET, JUDGE_SECRET)
+             if secret in printed.out + printed.err + caplog.text]
+    for out in outs.values():
+        for path in out.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                leaks += [str(path) for secret in (SECRET, JUDGE_SECRET) if secret.encode() in data]
+    assert leaks == []
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("http://user:pw@host:8000/v1", "http://***@host:8000/v1"),
+    ("https://TOKEN@api.example/v1", "https://***@api.example/v1"),
+    ("--base-url=http://u:p%40ss@h/v1 and http://plain/v1", "--base-url=http://***@h/v1 and http://plain/v1"),
+    ("http://host/path@not-credentials", "http://host/path@not-credentials"),
+    ("no url at all: a@b", "no url at all: a@b"),
+    ("http://a:b@c http://d:e@f", "http://***@c http://***@f"),
+    ("://@" * 3, "://***@" * 3),
+])
+def test_redact_credentials(text: str, expected: str) -> None:
+    from commitbench.llm import redact_credentials
+
+    assert redact_credentials(text) == expected
+
+
+def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -> None:
+    config = ExperimentConfig.model_validate(
+        {"name": "argv", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 1}}
+    )
+    argv = ["commitbench", "run", "standing", "--judge-base-url", f"http://jude:{SECRET}@127.0.0.1:1/v1"]
+    run_experiment(config, tmp_path, argv=argv)
+    assert SECRET not in (tmp_path / "manifest.json").read_text()
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None and manifest.invocations[-1].argv[-1] == "http://***@127.0.0.1:1/v1"
+
+
+# ----------------------------------------------------------------------------- processes
+FAKE_SERVER = """
+import signal, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a server slow to stop: only SIGKILL ends it
+
+
+class Models(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"data": []}')
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()
+"""
+
+PARENT = """
+import os, sys, time
+from commitbench.agents.local_model import LocalModelServer, _free_port
+
+
+class FakeServer(LocalModelServer):
+    def command(self):
+        self.port = _free_port(self.host)
+        return [sys.executable, sys.argv[1], str(self.port)]
+
+
+for attempt in range(3):  # the free port may be taken by someone else before the server binds it
+    try:
+        server = FakeServer(startup_timeout_s=120).start()
+        break
+    except Exception:
+        if attempt == 2:
+            raise
+print(server.pid, flush=True)
+if sys.argv[2] == "exit":
+    sys.stdin.readline()  # the test has seen the server alive
+    os._exit(3)  # the parent ends without stopping the server
+time.sleep(600)
+"""
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("ending", ["SIGKILL", "SIGTERM", "exit"])
+def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str) -> None:
+    import time
+
+    fake = tmp_path / "fake_server.py"
+    fake.write_text(FAKE_SERVER)
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(fake), ending], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    server_pid = 0
+    try:
+        assert parent.stdout is not None and parent.stderr is not None
+        line = parent.stdout.readline()  # the parent prints the server's pid once it answers
+        if not line.strip().isdigit():
+            parent.wait(60)
+            pytest.fail(f"the parent did not start the server: {line!r} {parent.stderr.read()[-2000:]}")
+        server_pid = int(line)
+        assert process_alive(server_pid)
+        if ending == "exit":
+            assert parent.stdin is not None
+            parent.stdin.write("go\n")
+            parent.stdin.flush()
+        else:
+            parent.send_signal(getattr(signal, ending))
+        parent.wait(60)
+        deadline = time.monotonic() + 60
+        while process_alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_alive(server_pid), f"the server {server_pid} outlived its parent ({ending})"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for stream in (parent.stdin, parent.stdout, parent.stderr):
+            if stream is not None:
+                stream.close()
+        if server_pid and process_alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("reply,reason", [
+    ('{"rationale": ' + nested(5000) + "}", "nested deeper than"),
+    ('{"rationale": ' + nested(100) + "}", "nested deeper than"),
+    ('{"rationale": "odd \\udcff"}', "lone surrogate"),
+    ('{"rationale": ' + "1" * 5000 + "}", "not JSON"),
+])
+def test_a_hostile_judge_reply_is_a_recorded_judge_error(reply: str, reason: str) -> None:
+    from pydantic import BaseModel
+
+    from commitbench.judges.followup.schemas import parse_model_json
+
+    class Verdict(BaseModel):
+        rationale: Any
+
+    parsed = parse_model_json(reply, Verdict)
+    assert parsed.value is None and parsed.error is not None and reason in parsed.error
+    parsed.model_dump_json()
