@@ -15,7 +15,8 @@ model client and cache, and the command-line verbs, which read the suite from a 
   ``label_record``, the record type it stores;
 * ``report``: builds the typed report of a run directory from its traces and labels;
 * ``annotation``: the blind sheet, human labels, and agreement (judge against judge, judge against people);
-* ``prompt_hashes`` and ``calls_per_episode`` (for ``run --dry-run``).
+* ``prompt_hashes`` and ``calls_per_episode`` (for ``run --dry-run``);
+* ``view``: its runs for the viewer (``commitbench view``): run-list columns, rows and transcript pages.
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
 data; ``docs/architecture.md`` walks through one.
@@ -32,6 +33,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from commitbench.analysis.tables import TableView
+from commitbench.analysis.view.model import RunSource
 from commitbench.judges.labelling import Labeller, LabelRecord
 
 __all__ = [
@@ -54,7 +56,7 @@ class SuiteReport(Protocol):
 
     def model_dump(self, *, mode: str = "json") -> dict[str, Any]: ...
 
-    def views(self) -> list[TableView]: ...
+    def views(self, detail: bool = False) -> list[TableView]: ...
 
     def summary_lines(self) -> list[str]: ...
 
@@ -102,6 +104,7 @@ class Suite:
     default_max_model_calls_per_turn: int
     reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
     services: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    view: Callable[[Path, str], RunSource] | None = None  # run dir, judge -> the runs for the viewer
     offline_labeller: str = "rules"
 
     def describe(self) -> str:
