@@ -115,7 +115,7 @@ def first_href(browser: Browser, selector: str) -> str:
 
 
 def capture_pages(browser: Browser, site_url: str, out: Path, prefix: str, transcript: str, compare: str,
-                  max_height: float = 1300) -> dict[str, Path]:
+                  max_height: float = 1300, runs: str = "#/runs") -> dict[str, Path]:
     """Screenshots of the overview, the run list, one transcript and one side-by-side page of a site.
 
     Each shows the page from its top, ``max_height`` pixels at most.
@@ -123,7 +123,7 @@ def capture_pages(browser: Browser, site_url: str, out: Path, prefix: str, trans
     out.mkdir(parents=True, exist_ok=True)
     browser.goto(site_url + "#/", ready=route_ready("#/"))
     shots = {"overview": browser.screenshot(out / f"{prefix}-overview.png", True, max_height)}
-    for name, route in (("runs", "#/runs"), ("transcript", transcript), ("compare", compare)):
+    for name, route in (("runs", runs), ("transcript", transcript), ("compare", compare)):
         show(browser, route)
         shots[name] = browser.screenshot(out / f"{prefix}-{name}.png", True, max_height)
     return shots

@@ -222,6 +222,34 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
             assert len(shown) == round(record[label] * record["n"])
 
 
+@pytest.mark.slow
+def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / "manifest.json").write_bytes((runs["followup"] / "manifest.json").read_bytes())
+    broken = [t.model_copy(update={"infra_error": "timeout: the endpoint did not answer", "turns": []})
+              for t in latest_traces(runs["followup"])]
+    (failed / "traces.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in broken))
+    build_site(failed, failed / "site", n_boot=20)
+    rows = index_rows(failed / "site")
+    assert len(rows) == len(broken) and {r["status"] for r in rows} == {"infra error"}
+    assert all(not r["metrics"] for r in rows)
+    (meta,) = registered(failed / "site" / "data" / "meta.js")
+    assert meta["overview"]["summary"][0].startswith("No report:") and meta["finished"] == 0
+    pages = registered(failed / "site" / "data" / "runs" / "00000.js")[1]
+    assert {p["infra_error"] for p in pages} == {"timeout: the endpoint did not answer"}
+
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "data").mkdir()
+    (foreign / "data" / "mine.txt").write_text("keep me")
+    assert main(["view", str(runs["followup"]), "--out", str(foreign), "--n-boot", "20"]) == 2
+    assert "holds no site written by commitbench view" in capsys.readouterr().err
+    assert (foreign / "data" / "mine.txt").read_text() == "keep me"
+
+
 # ------------------------------------------------------------------------------ the browser
 @pytest.fixture(scope="module")
 def chrome() -> Iterator[Browser]:

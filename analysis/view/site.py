@@ -154,7 +154,13 @@ def copy_assets(out: Path) -> None:
 
 
 def _clear(out: Path) -> None:
-    """Remove what an earlier build wrote (only the site's own folders and files)."""
+    """Remove what an earlier build wrote (only the site's own folders and files).
+
+    A directory that holds anything else and no earlier site is refused: nothing of it is removed.
+    """
+    if out.exists() and any(out.iterdir()) and not (out / "data" / "meta.js").is_file():
+        raise ValueError(f"{out} is not empty and holds no site written by commitbench view; "
+                         "choose a new or empty directory")
     for folder in ("data", "assets", "img"):
         if (out / folder).is_dir():
             shutil.rmtree(out / folder)
@@ -177,8 +183,8 @@ def write_site(
     ``facts`` is extra plain data the page shows about the run (its manifest's name, status...).
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     _clear(out)
+    out.mkdir(parents=True, exist_ok=True)
     copy_assets(out)
     writer = _Writer(out, source)
     for record in source.records:

@@ -84,17 +84,27 @@ def build_site(
         suite = run_suite(run_dir)
         if suite.view is None:
             raise UsageError(f"the {suite.name} suite has no viewer")
-        report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed))
-        document = report.model_dump(mode="json")
         source = suite.view(run_dir, judge or "rules")
-        figures = [Path(p) for p in report.files.get("figure", [])]
+        try:
+            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed))
+        except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
+            report = None
+            reason = str(exc).strip("'\"")
         manifest = read_manifest(run_dir)
-        overview = Overview(
-            title=f"{manifest.name if manifest else run_dir.name}: {suite.name} run",
-            facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
-            tables=report.views(detail=True),
-            figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
-        )
+        title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
+        if report is None:
+            document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
+            figures: list[Path] = []
+            overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
+                                summary=[f"No report: {reason}"], tables=[])
+        else:
+            document = report.model_dump(mode="json")
+            figures = [Path(p) for p in report.files.get("figure", [])]
+            overview = Overview(
+                title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
+                tables=report.views(detail=True),
+                figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
+            )
         return write_site(Path(out) if out is not None else run_dir / DEFAULT_OUT, source, overview, document, figures)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None

@@ -396,7 +396,7 @@
 
     const listed = state.meta.columns.filter((c) => c.listed);
     const sortName = sort.replace(/^-/, "");
-    const headCells = [h("th", { scope: "col", text: "compare" }), h("th", { scope: "col", text: "run" })];
+    const headCells = [h("th", { scope: "col", title: "choose two runs to see them side by side", text: "pick" }), h("th", { scope: "col", text: "run" })];
     for (const c of listed) {
       const dir = sortName === c.name ? (sort.startsWith("-") ? "descending" : "ascending") : null;
       const next = dir === "ascending" ? "-" + c.name : c.name;
@@ -553,6 +553,12 @@
       compact ? h("p", { class: "note", text: "Hover a signal for its meaning; ≠ marks a value the cell does not expect." }) : null);
   }
 
+  function signalLine(page) {
+    if (!page.signals || !page.signals.length) return null;
+    return h("ul", { class: "signal-line", "aria-label": "Signals and grades" }, page.signals.map((s) => h("li", { title: s.description || null },
+      s.name.replace(/_/g, " ") + " ", yesNo(s.value === undefined ? null : s.value, s.expected))));
+  }
+
   function labelTable(page) {
     const rows = [];
     for (const it of page.items || []) {
@@ -700,7 +706,7 @@
       h("h2", { id: "side-" + side + "-title" }, h("a", { href: "#/run/" + page.key, text: page.title })),
       factList(page.facts.filter((f) => f.field && !f.detail), "Run " + side),
       page.checks && page.checks[0] ? h("p", { class: "outcome" }, "Outcome ", h("strong", { text: page.checks[0].outcome || "judge error" }), ": " + (page.checks[0].rule || page.checks[0].error || "")) : null,
-      signalTable(page, "signals-" + side, true),
+      signalLine(page),
       transcriptBody(page, side + "-"));
     return h("article", { class: "compare" }, h("nav", { class: "crumbs", "aria-label": "Around" }, h("a", { href: state.lastListHash, text: "← runs" })),
       h("h1", { text: "Side by side" }), a.expected ? expectedBlock(a) : requestBlock(a),
