@@ -1,6 +1,8 @@
-"""Write the viewer's static site: one page, its script and style, and the run data as script files.
+"""The viewer's static site as files: one page, its script and style, and the run data as script files.
 
-Layout of the site directory::
+:func:`site_files` yields every file of the site (a path inside the site and its bytes) while it
+streams the runs, so a full grid never sits in memory; writing them is left to the caller
+(``commitbench view``). Layout of the site::
 
     index.html             the page (overview, run list, transcript, side by side: one page, routed by '#')
     assets/app.js, .css    hand-written script and style (package data; no framework, no network)
@@ -8,7 +10,7 @@ Layout of the site directory::
     data/index.js          the run list: one entry per run, column by column (values coded once)
     data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
     data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
-    img/                   the report's figures
+    img/                   the report's figures (copied by the caller; the overview names them there)
     report.json            the report document (what ``commitbench report --json`` prints)
 
 Browsers refuse fetch and XHR between ``file://`` pages, so every data file is a script that hands
@@ -19,10 +21,8 @@ the page adds a ``<script>`` element to load one. Nothing is fetched from the ne
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Sequence
+from collections.abc import Generator
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -36,16 +36,15 @@ REGISTRY = "commitbench"
 FLAG_CODES = {False: 0, True: 1, None: 2}
 
 
-class SiteSummary(BaseModel):
-    """What :func:`write_site` wrote."""
+class SiteCounts(BaseModel):
+    """What a site holds."""
 
-    out: str = Field(description="The site directory.")
-    index: str = Field(description="The page to open.")
     runs: int = Field(description="Runs listed.")
     finished: int = Field(description="Runs without an infrastructure error.")
     run_shards: int = Field(description="Transcript files.")
     text_shards: int = Field(description="Search-text files.")
-    bytes: int = Field(description="Bytes written in all.")
+
+SiteFile = tuple[str, bytes]  # a path inside the site, and the file's bytes
 
 
 def _script(call: str, *args: Any) -> str:
@@ -81,11 +80,10 @@ class _Column:
         return {"codes": self.codes}
 
 
-class _Writer:
-    """Streams records into shard files and collects the run index."""
+class _Shards:
+    """Gathers records into shard files and collects the run index."""
 
-    def __init__(self, out: Path, source: RunSource) -> None:
-        self.out = out
+    def __init__(self, source: RunSource) -> None:
         self.columns = [_Column(c.name, c.kind) for c in source.columns]
         self.keys: list[str] = []
         self.episode_codes: list[int] = []
@@ -97,16 +95,9 @@ class _Writer:
         self.shared: dict[int, str] = {}
         self.run_shards = 0
         self.text_shards = 0
-        self.bytes = 0
 
-    def write(self, relative: str, text: str) -> None:
-        path = self.out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = text.encode("utf-8")
-        path.write_bytes(data)
-        self.bytes += len(data)
-
-    def add(self, record: RunRecord) -> None:
+    def add(self, record: RunRecord) -> list[SiteFile]:
+        """Take one run; returns the shard files it completed."""
         position = len(self.keys)
         self.keys.append(record.key)
         for column in self.columns:
@@ -121,103 +112,75 @@ class _Writer:
         self.episode_codes.append(episode)
         self.pages.append(record.page.model_dump_json(exclude_defaults=True))
         self.texts.append(record.text)
+        done = []
         if len(self.pages) == RUN_SHARD:
-            self.flush_pages()
+            done.extend(self.flush_pages())
         if len(self.texts) == TEXT_SHARD:
-            self.flush_texts()
+            done.extend(self.flush_texts())
+        return done
 
-    def flush_pages(self) -> None:
-        if self.pages:
-            body = f"{REGISTRY}.runs({self.run_shards},[" + ",".join(self.pages) + "]);\n"
-            self.write(f"data/runs/{self.run_shards:05d}.js", body)
-            self.run_shards += 1
-            self.pages = []
+    def flush_pages(self) -> list[SiteFile]:
+        if not self.pages:
+            return []
+        body = f"{REGISTRY}.runs({self.run_shards},[" + ",".join(self.pages) + "]);\n"
+        done = (f"data/runs/{self.run_shards:05d}.js", body.encode("utf-8"))
+        self.run_shards += 1
+        self.pages = []
+        return [done]
 
-    def flush_texts(self) -> None:
-        if self.texts:
-            shared = {str(code): text for code, text in self.shared.items()}
-            self.write(f"data/text/{self.text_shards:05d}.js",
-                       _script("text", self.text_shards, {"runs": self.texts, "episodes": shared}))
-            self.text_shards += 1
-            self.texts = []
-            self.shared = {}
+    def flush_texts(self) -> list[SiteFile]:
+        if not self.texts:
+            return []
+        shared = {str(code): text for code, text in self.shared.items()}
+        body = _script("text", self.text_shards, {"runs": self.texts, "episodes": shared})
+        done = (f"data/text/{self.text_shards:05d}.js", body.encode("utf-8"))
+        self.text_shards += 1
+        self.texts = []
+        self.shared = {}
+        return [done]
 
 
-def copy_assets(out: Path) -> None:
+def assets() -> list[SiteFile]:
     """The page, script and style, from the package."""
     root = resources.files("commitbench.analysis.view").joinpath("assets")
-    (out / "assets").mkdir(parents=True, exist_ok=True)
-    for name in ASSETS:
-        data = root.joinpath(name).read_bytes()
-        target = out / name if name.endswith(".html") else out / "assets" / name
-        target.write_bytes(data)
+    return [(name if name.endswith(".html") else f"assets/{name}", root.joinpath(name).read_bytes()) for name in ASSETS]
 
 
-def _clear(out: Path) -> None:
-    """Remove what an earlier build wrote (only the site's own folders and files).
+def site_files(
+    source: RunSource, overview: Overview, report: dict[str, Any], facts: dict[str, Any] | None = None,
+) -> Generator[SiteFile, None, SiteCounts]:
+    """Every file of the site, streamed (figures aside); returns what the site holds.
 
-    A directory that holds anything else and no earlier site is refused: nothing of it is removed.
+    ``report`` is the report document; ``facts`` extra plain data the page may show about the run.
     """
-    if out.exists() and any(out.iterdir()) and not (out / "data" / "meta.js").is_file():
-        raise ValueError(f"{out} is not empty and holds no site written by commitbench view; "
-                         "choose a new or empty directory")
-    for folder in ("data", "assets", "img"):
-        if (out / folder).is_dir():
-            shutil.rmtree(out / folder)
-    for name in ("index.html", "report.json"):
-        if (out / name).exists():
-            (out / name).unlink()
-
-
-def write_site(
-    out: Path | str,
-    source: RunSource,
-    overview: Overview,
-    report: dict[str, Any],
-    figures: Sequence[Path] = (),
-    facts: dict[str, Any] | None = None,
-) -> SiteSummary:
-    """Write the whole site under ``out`` (what an earlier build left there is replaced).
-
-    ``figures`` are image files copied to ``img/`` (the overview's figures name them there);
-    ``facts`` is extra plain data the page shows about the run (its manifest's name, status...).
-    """
-    out = Path(out)
-    _clear(out)
-    out.mkdir(parents=True, exist_ok=True)
-    copy_assets(out)
-    writer = _Writer(out, source)
+    yield from assets()
+    shards = _Shards(source)
     for record in source.records:
-        writer.add(record)
-    writer.flush_pages()
-    writer.flush_texts()
+        yield from shards.add(record)
+    yield from shards.flush_pages()
+    yield from shards.flush_texts()
     metric_names = [m.name for m in source.metrics]
-    masks = [0] * len(writer.keys)
-    members = source.members(writer.ok_rows)
+    masks = [0] * len(shards.keys)
+    members = source.members(shards.ok_rows)
     for bit, name in enumerate(metric_names):
-        for position, inside in zip(writer.ok_positions, members.get(name, []), strict=False):
+        for position, inside in zip(shards.ok_positions, members.get(name, []), strict=False):
             if inside:
                 masks[position] |= 1 << bit
     index = {
-        "n": len(writer.keys), "keys": writer.keys, "episodes": writer.episode_codes,
-        "columns": {c.name: c.data() for c in writer.columns}, "metrics": masks,
+        "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes,
+        "columns": {c.name: c.data() for c in shards.columns}, "metrics": masks,
     }
-    writer.write("data/index.js", _script("index", index))
-    if figures:
-        (out / "img").mkdir(exist_ok=True)
-    for figure in figures:
-        shutil.copyfile(figure, out / "img" / Path(figure).name)
-    writer.write("report.json", json.dumps(report, indent=2, sort_keys=True))
+    yield "data/index.js", _script("index", index).encode("utf-8")
+    yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
+    counts = SiteCounts(runs=len(shards.keys), finished=len(shards.ok_positions), run_shards=shards.run_shards,
+                        text_shards=shards.text_shards)
     meta = {
         "suite": source.suite, "judge": source.judge, "judges": list(source.judges),
         "columns": [c.model_dump(mode="json") for c in source.columns],
         "metrics": [m.model_dump(mode="json") for m in source.metrics],
         "overview": overview.model_dump(mode="json"), "facts": facts or {},
-        "runShard": RUN_SHARD, "textShard": TEXT_SHARD, "runShards": writer.run_shards,
-        "textShards": writer.text_shards, "runs": len(writer.keys), "finished": len(writer.ok_positions),
+        "runShard": RUN_SHARD, "textShard": TEXT_SHARD, "runShards": counts.run_shards,
+        "textShards": counts.text_shards, "runs": counts.runs, "finished": counts.finished,
     }
-    writer.write("data/meta.js", _script("meta", meta))
-    return SiteSummary(
-        out=str(out), index=str(out / "index.html"), runs=len(writer.keys), finished=len(writer.ok_positions),
-        run_shards=writer.run_shards, text_shards=writer.text_shards, bytes=writer.bytes,
-    )
+    yield "data/meta.js", _script("meta", meta).encode("utf-8")  # last: a site without it is unfinished
+    return counts

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import shutil
 import sys
+from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from commitbench.cli import UsageError
 
@@ -41,6 +45,65 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--serve", type=int, default=None, metavar="PORT",
                         help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
     parser.set_defaults(func=_handle)
+
+
+class SiteSummary(BaseModel):
+    """What :func:`write_site` wrote."""
+
+    out: str = Field(description="The site directory.")
+    index: str = Field(description="The page to open.")
+    runs: int = Field(description="Runs listed.")
+    finished: int = Field(description="Runs without an infrastructure error.")
+    run_shards: int = Field(description="Transcript files.")
+    text_shards: int = Field(description="Search-text files.")
+    bytes: int = Field(description="Bytes written in all.")
+
+
+SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+
+
+def _clear(out: Path) -> None:
+    """Remove what an earlier build wrote (only the site's own folders and files).
+
+    A directory that holds anything else and no earlier site is refused: nothing of it is removed.
+    """
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file; the site needs a directory")
+    if out.exists() and any(out.iterdir()) and not (out / "data" / "meta.js").is_file():
+        raise UsageError(f"{out} is not empty and holds no site written by commitbench view; "
+                         "choose a new or empty directory")
+    for name in SITE_PARTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def write_site(
+    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = ()
+) -> SiteSummary:
+    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures."""
+    from commitbench.analysis.view.site import site_files
+
+    _clear(out)
+    written = 0
+    files = site_files(source, overview, report)
+    while True:
+        try:
+            relative, data = next(files)
+        except StopIteration as stop:
+            counts = stop.value
+            break
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written += len(data)
+    for figure in figures:
+        (out / "img").mkdir(exist_ok=True)
+        shutil.copyfile(figure, out / "img" / figure.name)
+        written += figure.stat().st_size
+    return SiteSummary(out=str(out), index=str(out / "index.html"), bytes=written, **counts.model_dump())
 
 
 def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
@@ -70,10 +133,9 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
 
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
-) -> Any:
-    """Build the site of a run directory; returns its :class:`~commitbench.analysis.view.site.SiteSummary`."""
+) -> SiteSummary:
+    """Build the site of a run directory (default ``RUN_DIR/view``)."""
     from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.analysis.view.site import write_site
     from commitbench.runner import read_manifest, run_suite
     from commitbench.suites import ReportOptions
 
