@@ -7,8 +7,9 @@
 * :mod:`~commitbench.analysis.view.standing` and :mod:`~commitbench.analysis.view.followup`: each
   suite's runs as :class:`~commitbench.analysis.view.model.RunRecord` (pure functions over traces,
   labels and episodes);
-* :mod:`~commitbench.analysis.view.site`: writes the site: the hand-written page, script and style
-  (package data under ``assets/``), the run index, and the transcripts in shards written as script
-  files that register their data, so the site works from ``file://`` and loads a shard only when a
-  page needs it.
+* :mod:`~commitbench.analysis.view.site`: the site's files, streamed: the hand-written page, script
+  and style (package data under ``assets/``), the run index, and the transcripts in shards written as
+  script files that register their data, so the site works from ``file://`` and loads a shard only
+  when a page needs it. ``commitbench view`` (``commitbench.commands.view_cmd``) writes them to disk
+  and serves them.
 """
