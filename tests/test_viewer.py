@@ -506,6 +506,18 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     assert chrome.evaluate("document.querySelector('details.system-prompt summary').textContent") == "System prompt"
     assert chrome.evaluate("document.querySelectorAll('#labels-table tbody tr').length") == len(labels)
     shot(chrome, tmp_path / "standing-transcript.png", capsys)
+
+    # Channels and direct messages apart: pick the DM thread, and only it is shown.
+    dm_run = next(t for t in traces if any(e.channel.startswith("dm:") for e in t.events))
+    dm = next(e.channel for e in dm_run.events if e.channel.startswith("dm:"))
+    open_site(chrome, sites["standing"], f"#/run/{dm_run.run_key}")
+    chrome.evaluate(f"document.querySelector('.channels button[data-channel=\"{dm}\"]').click()")
+    visible = chrome.evaluate("""Array.from(document.querySelectorAll('ol.chat > li')).filter(li => !li.hidden)
+        .map(li => li.querySelector('.channel') ? li.querySelector('.channel').textContent : '')""")
+    assert visible and set(visible) <= {dm, ""}
+    assert len(visible) >= sum(1 for e in dm_run.events if e.channel == dm)
+    assert chrome.evaluate(f"document.querySelector('.channels button[data-channel=\"{dm}\"]')"
+                           ".getAttribute('aria-pressed')") == "true"
     assert_clean(chrome)
 
     followup = latest_traces(runs["followup"])
