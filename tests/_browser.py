@@ -54,14 +54,19 @@ def install_hint() -> str:
     return INSTALL_HINT.format(names=", ".join(CANDIDATES))
 
 
+def die_with_parent() -> None:
+    """In a child before exec (``preexec_fn``): the kernel kills it when this process dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _child_setup(read_end: int, write_end: int) -> None:
     """In the child before exec: the protocol pipe on fds 3 and 4, and death with the parent."""
     high_read = fcntl.fcntl(read_end, fcntl.F_DUPFD, 10)
     high_write = fcntl.fcntl(write_end, fcntl.F_DUPFD, 10)
     os.dup2(high_read, 3)
     os.dup2(high_write, 4)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent()
 
 
 class Browser:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _browser import Browser, BrowserError, find_chromium, install_hint
+from _browser import Browser, BrowserError, die_with_parent, find_chromium, install_hint
 from _viewer_fixtures import capture_pages, first_href, followup_run, route_ready, show, standing_run
 
 from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
@@ -593,7 +593,7 @@ def test_the_served_site_works_and_the_server_stops_with_the_test(
     command = [sys.executable, "-m", "commitbench.cli", "view", str(runs["followup"]), "--out", str(tmp_path / "site"),
                "--judge", FOLLOWUP_JUDGE, "--n-boot", "50", "--serve", "0"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=die_with_parent)
     try:
         url = None
         deadline = time.monotonic() + 180
