@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -99,6 +99,19 @@ REPAIR_HINT = "delete or repair that line; 'commitbench run' plays its cell agai
 T = TypeVar("T")
 
 
+class KeyedRun(Protocol):
+    """What :func:`latest_by_key` reads of a trace (a trace, or a record holding only these two fields)."""
+
+    @property
+    def run_key(self) -> str: ...
+
+    @property
+    def infra_error(self) -> str | None: ...
+
+
+K = TypeVar("K", bound=KeyedRun)
+
+
 class TraceFileError(JsonlError):
     """A trace file line could not be read; names the file and line."""
 
@@ -134,9 +147,7 @@ def read_traces(path: Path | str) -> list[EpisodeTrace]:
     return list(iter_traces(path))
 
 
-def latest_by_key(
-    traces: Iterable[EpisodeTrace], convert: Callable[[EpisodeTrace], T], include_failed: bool = False
-) -> list[T]:
+def latest_by_key(traces: Iterable[K], convert: Callable[[K], T], include_failed: bool = False) -> list[T]:
     """One item per run key, converted from the trace that counts for it, in first-seen order.
 
     The last good trace of a key counts; a trace with an infrastructure error never replaces a good
@@ -159,3 +170,34 @@ def latest_by_key(
 def latest_traces(path: Path | str, include_failed: bool = False) -> list[EpisodeTrace]:
     """The trace that counts for each run key of a trace file or run directory (see :func:`latest_by_key`)."""
     return latest_by_key(iter_traces(path), lambda trace: trace, include_failed)
+
+
+class _TraceHead(BaseModel):
+    """The two fields of a trace line that decide whether it counts (the rest of the line is not read)."""
+
+    run_key: str = ""
+    infra_error: str | None = None
+
+
+def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterator[EpisodeTrace]:
+    """The traces that count (see :func:`latest_by_key`), streamed in file order, never all in memory.
+
+    A first pass reads only each line's run key and error; the second parses the lines that count.
+    """
+    file = _trace_file(path)
+    position = -1
+
+    def heads() -> Iterator[_TraceHead]:
+        nonlocal position
+        for position, head in enumerate(iter_models(file, _TraceHead, what="trace")):  # noqa: B007
+            yield head
+
+    try:
+        chosen = set(latest_by_key(heads(), lambda _: position, include_failed))
+        for index, trace in enumerate(iter_traces(file)):
+            if index in chosen:
+                yield trace
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(str(exc)) from None

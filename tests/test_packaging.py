@@ -37,6 +37,7 @@ def test_wheel_installs_and_imports_from_another_directory(tmp_path):
     assert "commitbench/episodes/data/standing/cells.yaml" in names
     assert "commitbench/episodes/data/standing/system_prompt.jinja" in names
     assert any(n.startswith("commitbench/envs/standing/env.py") for n in names)
+    assert {f"commitbench/analysis/view/assets/{n}" for n in ("index.html", "app.js", "style.css")} <= set(names)
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True

@@ -24,7 +24,7 @@ from commitbench.analysis.followup.metrics import (
     paired_difference,
     to_frame,
 )
-from commitbench.analysis.tables import TableView
+from commitbench.analysis.tables import RunFilter, TableView
 from commitbench.judges.followup.labellers import NO_ARM, FollowupLabelRecord
 
 GROUP = ["setup", "variant", "persona", "model"]
@@ -32,25 +32,31 @@ PAIRED_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr"
 FIGURE_FILE = "outcomes.png"
 
 
+def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
+    """The metric row of one checker record; None when the checker gave no label (a judge error)."""
+    result, turn = record.result, record.turn
+    if result.outcome is None or result.response is None:
+        return None
+    return LabelledResponse(
+        request_id=turn.request_id, category=turn.category, source=turn.source, setup=turn.setup,
+        variant=turn.variant, persona=turn.persona, model=record.model, arm=record.arm, sample=record.sample,
+        outcome=result.outcome, doability=turn.doability,
+        false_action_claim=result.response.false_action_claim.value,
+        asks_clarification=result.response.asks_clarification.value,
+        **commitment_counts(result.commitments),
+    )
+
+
 def responses_from_records(records: Sequence[FollowupLabelRecord]) -> tuple[list[LabelledResponse], int]:
     """Metric rows for the records with a label; also the number of judge errors left out."""
     rows: list[LabelledResponse] = []
     errors = 0
     for record in records:
-        result, turn = record.result, record.turn
-        if result.outcome is None or result.response is None:
+        row = response_row(record)
+        if row is None:
             errors += 1
-            continue
-        rows.append(
-            LabelledResponse(
-                request_id=turn.request_id, category=turn.category, source=turn.source, setup=turn.setup,
-                variant=turn.variant, persona=turn.persona, model=record.model, arm=record.arm, sample=record.sample,
-                outcome=result.outcome, doability=turn.doability,
-                false_action_claim=result.response.false_action_claim.value,
-                asks_clarification=result.response.asks_clarification.value,
-                **commitment_counts(result.commitments),
-            )
-        )
+        else:
+            rows.append(row)
     return rows, errors
 
 
@@ -96,7 +102,8 @@ class FollowupReport(BaseModel):
     fix_differences: list[dict[str, Any]] = Field(description="Each arm minus the plain arm on the same requests.")
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written for the report.")
 
-    def views(self) -> list[TableView]:
+    def views(self, detail: bool = False) -> list[TableView]:
+        """The tables; each number's cell links to the runs behind it (``detail`` changes nothing here)."""
         views = [_outcome_view(self)]
         views.append(_headline_view(self))
         if self.fix_differences:
@@ -139,16 +146,26 @@ def _group(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS) -> li
     return [str(record.get(c, "")) for c in columns]
 
 
+def _runs(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS, **extra: list[str]) -> RunFilter:
+    """The runs of a table row's group (and the extra field values, e.g. a metric or an outcome)."""
+    return {**{c: [str(record.get(c, ""))] for c in columns}, **extra}
+
+
 def _outcome_view(report: FollowupReport) -> TableView:
-    rows = [
-        [*_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in OUTCOME_COLUMNS),
-         _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high")),
-         _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high"))]
-        for r in report.outcomes
-    ]
+    rows, links = [], []
+    for r in report.outcomes:
+        rows.append([
+            *_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in OUTCOME_COLUMNS),
+            _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high")),
+            _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high")),
+        ])
+        links.append([
+            *(_runs(r) for _ in GROUP_COLUMNS), _runs(r), *(_runs(r, outcome=[c]) for c in OUTCOME_COLUMNS),
+            _runs(r, metric=["failure_rate"]), _runs(r, metric=["over_refusal_rate"]),
+        ])
     columns = [*GROUP_COLUMNS, "n", *OUTCOME_COLUMNS, "failure", "over-refusal"]
     return TableView(
-        title=f"Outcomes (%), labels by the {report.checker_kind}", columns=columns, rows=rows,
+        title=f"Outcomes (%), labels by the {report.checker_kind}", columns=columns, rows=rows, links=links,
         numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in columns[len(GROUP_COLUMNS):])],
     )
 
@@ -158,22 +175,25 @@ def _headline_view(report: FollowupReport) -> TableView:
         [*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high")) for m in HEADLINE)]
         for r in report.headline
     ]
+    links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in HEADLINE)] for r in report.headline]
     return TableView(
         title="Headline rates (%, 95% intervals clustered by request)", columns=[*GROUP_COLUMNS, *HEADLINE.values()],
-        rows=rows, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in HEADLINE)],
+        rows=rows, links=links, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in HEADLINE)],
     )
 
 
 def _difference_view(report: FollowupReport) -> TableView:
     group = [c for c in GROUP if c != "arm"]
-    rows = [
-        [*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
-         _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True)]
-        for r in report.fix_differences
-    ]
+    rows, links = [], []
+    for r in report.fix_differences:
+        rows.append([*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
+                     _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True)])
+        arms = [str(r.get("arm_a", "")), str(r.get("arm_b", ""))]
+        links.append([*(_runs(r, group, arm=arms) for _ in group), _runs(r, group, arm=arms), None,
+                      _runs(r, group, arm=arms, metric=[str(r.get("metric", ""))])])
     return TableView(
         title=f"Each arm minus '{NO_ARM}' on the same requests (pp, paired bootstrap)",
-        columns=[*group, "arm", "metric", "difference"], rows=rows,
+        columns=[*group, "arm", "metric", "difference"], rows=rows, links=links,
         numeric=[*(False for _ in group), False, False, True],
     )
 

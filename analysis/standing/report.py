@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.standing import tables as st
 from commitbench.analysis.standing.metrics import MetricValue, strict_by_cell
 from commitbench.analysis.standing.rank import RankEffect, RankMeasure, rank_effect_table, rank_frame
-from commitbench.analysis.tables import TableView
+from commitbench.analysis.tables import RunFilter, TableView
 
 REPORT_DIR = "report"
 FIGURE_FILE = "strict_by_cell.png"
@@ -93,9 +93,14 @@ class StandingReport(BaseModel):
             "as 'excl.')."
         )
 
-    def views(self) -> list[TableView]:
-        """The tables as shown on a console: per model, rows are intervention x policy."""
-        return [*_metric_views(self), *_cell_views(self), *_paired_views(self), *_policy_views(self),
+    def views(self, detail: bool = False) -> list[TableView]:
+        """The tables as shown on a console: per model, rows are intervention x policy.
+
+        ``detail`` adds the per-gap tables (written to ``report/gap.*`` and shown by the viewer). Each
+        number's cell links to the runs behind it (:attr:`TableView.links`).
+        """
+        gap = _gap_views(self) if detail else []
+        return [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
                 *_rank_views(self)]
 
     def summary_lines(self) -> list[str]:
@@ -206,29 +211,62 @@ def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
     return (arm_policy[0] != "none", arm_policy)
 
 
-def _metric_views(report: StandingReport) -> list[TableView]:
+def _metric_text(m: MetricValue | None) -> str:
+    if m is None:
+        return "-"
+    return compact(m.estimate, m.low, m.high) + (f" +{m.excluded}" if m.excluded else "")
+
+
+def _runs(metric: str | None = None, **fields: str | list[str]) -> RunFilter:
+    """A run filter: each field's accepted values, and the metric whose rows count."""
+    out: RunFilter = {name: [value] if isinstance(value, str) else list(value) for name, value in fields.items()}
+    if metric is not None:
+        out["metric"] = [metric]
+    return out
+
+
+def _metric_table(
+    report: StandingReport, values: list[MetricValue], agent: str, extra: str | None, title: str
+) -> TableView | None:
+    """Rows intervention x policy (x the extra grouping column), one column per metric."""
     names = report.metric_names or list(st.MAIN_METRICS)
-    views = []
-    for agent in report.agents:
-        rows: dict[tuple[str, str], dict[str, MetricValue]] = {}
-        for v in report.metrics:
-            if v.group["agent"] == agent:
-                rows.setdefault((v.group["interventions"], v.group["policy"]), {})[v.metric] = v
-        body = []
-        for (arm, policy), metrics in sorted(rows.items(), key=lambda kv: _arm_key(kv[0])):
-            texts = []
-            for name in names:
-                m = metrics.get(name)
-                if m is None:
-                    texts.append("-")
-                else:
-                    texts.append(compact(m.estimate, m.low, m.high) + (f" +{m.excluded}" if m.excluded else ""))
-            body.append([arm, policy, *texts])
-        views.append(TableView(
-            title=f"{agent}: metrics (%)", columns=["intervention", "policy", *(SHORT[n] for n in names)], rows=body,
-            numeric=[False, False, *(True for _ in names)],
-        ))
-    return views
+    rows: dict[tuple[str, ...], dict[str, MetricValue]] = {}
+    for v in values:
+        if v.group["agent"] == agent:
+            key = (v.group["interventions"], v.group["policy"], *((v.group[extra],) if extra else ()))
+            rows.setdefault(key, {})[v.metric] = v
+    if not rows:
+        return None
+    if extra:  # the per-gap tables hold the main metrics only
+        names = [n for n in names if any(n in metrics for metrics in rows.values())]
+    body, links = [], []
+    order = sorted(rows.items(), key=lambda kv: (_arm_key((kv[0][0], kv[0][1])), *(_number(k) for k in kv[0][2:])))
+    for key, metrics in order:
+        group = {"agent": agent, "interventions": key[0], "policy": key[1], **({extra: key[2]} if extra else {})}
+        body.append([*key, *(_metric_text(metrics.get(name)) for name in names)])
+        links.append([*(_runs(**group) for _ in key), *(_runs(name, **group) if name in metrics else None
+                                                          for name in names)])
+    head = ["intervention", "policy", *((extra,) if extra else ())]
+    return TableView(
+        title=title, columns=[*head, *(SHORT[n] for n in names)], rows=body, links=links,
+        numeric=[*(False for _ in head), *(True for _ in names)],
+    )
+
+
+def _number(text: str) -> tuple[int, str]:
+    return (int(text), text) if text.lstrip("-").isdigit() else (0, text)
+
+
+def _metric_views(report: StandingReport) -> list[TableView]:
+    tables = (_metric_table(report, report.metrics, agent, None, f"{agent}: metrics (%)") for agent in report.agents)
+    return [t for t in tables if t is not None]
+
+
+def _gap_views(report: StandingReport) -> list[TableView]:
+    tables = (
+        _metric_table(report, report.by_gap, agent, "gap", f"{agent}: metrics per gap (%)") for agent in report.agents
+    )
+    return [t for t in tables if t is not None]
 
 
 def _cell_views(report: StandingReport) -> list[TableView]:
@@ -242,13 +280,18 @@ def _cell_views(report: StandingReport) -> list[TableView]:
         if not columns:
             continue
         lookup = {(v.group["interventions"], v.group["policy"], v.group["cell"]): v for v in mine}
-        body = []
+        body, links = [], []
         for cell in names:
             values = [lookup.get((arm, policy, cell)) for arm, policy in columns]
             body.append([cell, *(st.percent(v.estimate).rstrip("%") if v else "" for v in values)])
+            links.append([
+                _runs(agent=agent, cell=cell),
+                *(_runs("strict_accuracy", agent=agent, interventions=arm, policy=policy, cell=cell) if v else None
+                  for (arm, policy), v in zip(columns, values, strict=True)),
+            ])
         views.append(TableView(
             title=f"{agent}: strict accuracy by cell (%)",
-            columns=["cell", *(f"{arm} ({policy[:4]})" for arm, policy in columns)], rows=body,
+            columns=["cell", *(f"{arm} ({policy[:4]})" for arm, policy in columns)], rows=body, links=links,
             numeric=[False, *(True for _ in columns)],
         ))
     return views
@@ -263,16 +306,22 @@ def _paired_views(report: StandingReport) -> list[TableView]:
         grouped: dict[tuple[str, str], dict[str, st.PairedValue]] = {}
         for p in mine:
             grouped.setdefault((p.arm, p.group["policy"]), {})[p.metric] = p
-        body = [
-            [arm, policy, *(
+        body, links = [], []
+        for (arm, policy), metrics in grouped.items():
+            body.append([arm, policy, *(
                 compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
                 for n in st.MAIN_METRICS
-            )]
-            for (arm, policy), metrics in grouped.items()
-        ]
+            )])
+            both = [arm, metrics[next(iter(metrics))].baseline]
+            runs = _runs(agent=agent, interventions=both, policy=policy)
+            links.append([
+                runs, runs,
+                *(_runs(n, agent=agent, interventions=both, policy=policy) if n in metrics else None
+                  for n in st.MAIN_METRICS),
+            ])
         views.append(TableView(
             title=f"{agent}: difference from '{report.baseline}' on the same episodes (pp)",
-            columns=["intervention", "policy", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body,
+            columns=["intervention", "policy", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body, links=links,
             numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
         ))
     return views
@@ -284,16 +333,18 @@ def _policy_views(report: StandingReport) -> list[TableView]:
     effects: dict[tuple[str, str], dict[str, st.PairedValue]] = {}
     for p in report.policy_effect:
         effects.setdefault((p.group["agent"], p.group["interventions"]), {})[p.metric] = p
-    body = [
-        [agent, arm, *(
+    body, links = [], []
+    for (agent, arm), metrics in effects.items():
+        body.append([agent, arm, *(
             compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
             for n in st.MAIN_METRICS
-        )]
-        for (agent, arm), metrics in effects.items()
-    ]
+        )])
+        group = {"agent": agent, "interventions": arm}
+        links.append([_runs(agent=agent), _runs(**group),
+                      *(_runs(n, **group) if n in metrics else None for n in st.MAIN_METRICS)])
     return [TableView(
         title="Explicit minus silent policy, same chats (pp)",
-        columns=["model", "intervention", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body,
+        columns=["model", "intervention", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body, links=links,
         numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
     )]
 

@@ -15,6 +15,29 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.traces import EpisodeTrace, iter_traces, latest_by_key
 
 
+def message_labels(
+    trace: EpisodeTrace,
+    episode: Episode,
+    labels: Mapping[str, list[MessageLabel]] | None,
+    judge: str,
+    rule_judge: RuleJudge | None = None,
+) -> list[MessageLabel]:
+    """The labels a run is graded with: its stored ones, or the rule judge's when ``labels`` is None.
+
+    A run missing from ``labels`` counts every message as not labelled (excluded where a grade needs
+    it, never a failure).
+    """
+    if labels is None:
+        return (rule_judge or RuleJudge()).label(trace, episode)
+    stored = labels.get(trace.run_key)
+    if stored is not None:
+        return stored
+    return [
+        MessageLabel(message_index=i, step=m.step, error="not labelled", judge=judge)
+        for i, m in enumerate(trace.assistant_messages())
+    ]
+
+
 def load_rows(
     run_dir: Path | str,
     labels: Mapping[str, list[MessageLabel]] | None = None,
@@ -37,16 +60,7 @@ def load_rows(
         if episode is None:
             missing.add(trace.episode_id)
             return None
-        if rule_judge is not None:
-            found = rule_judge.label(trace, episode)
-        else:
-            assert labels is not None
-            stored = labels.get(trace.run_key)
-            found = stored if stored is not None else [
-                MessageLabel(message_index=i, step=m.step, error="not labelled", judge=judge)
-                for i, m in enumerate(trace.assistant_messages())
-            ]
-        return run_row(trace, episode, found)
+        return run_row(trace, episode, message_labels(trace, episode, labels, judge, rule_judge))
 
     rows = latest_by_key(iter_traces(run_dir), row)
     if missing:

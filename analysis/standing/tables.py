@@ -154,8 +154,8 @@ def policy_table(
         )
         for metric in metrics:
             spec = specs[metric]
-            values_a, clusters_a, _ = spec.columns(explicit)
-            values_b, clusters_b, _ = spec.columns(silent)
+            values_a, clusters_a, _ = spec.values(explicit)
+            values_b, clusters_b, _ = spec.values(silent)
             try:
                 result = paired_bootstrap(
                     values_a, clusters_a, values_b, clusters_b, stat=spec.stat, n_boot=n_boot, seed=seed

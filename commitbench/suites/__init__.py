@@ -22,6 +22,7 @@ model client and cache, and the command-line verbs, which read the suite from a 
   version;
 * ``labeller(kind, client=None, *, run_dir=None, ...)``: ``run_dir`` lets a suite read the episodes the
   run was played on (its data directory is part of the run's filter).
+* ``view``: its runs for the viewer (``commitbench view``): run-list columns, rows and transcript pages.
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
 data; ``docs/architecture.md`` walks through one.
@@ -39,6 +40,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
+from commitbench.analysis.view.model import RunSource
 from commitbench.judges.labelling import Labeller, LabelRecord
 
 __all__ = [
@@ -62,7 +64,7 @@ class SuiteReport(Protocol):
 
     def model_dump(self, *, mode: str = "json") -> dict[str, Any]: ...
 
-    def views(self) -> list[TableView]: ...
+    def views(self, detail: bool = False) -> list[TableView]: ...
 
     def summary_lines(self) -> list[str]: ...
 
@@ -109,7 +111,8 @@ class Suite:
     chat_agent: type[Any] = ChatAgent
     default_max_model_calls_per_turn: int = 6
     reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
-    services: Callable[[], Mapping[str, Any]] = field(default=dict)
+    services: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    view: Callable[[Path, str], RunSource] | None = None  # run dir, judge -> the runs for the viewer
     offline_labeller: str = "rules"
     episode_set_version: Callable[[BaseModel], str] | None = None
 

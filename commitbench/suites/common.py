@@ -35,6 +35,17 @@ def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelR
     )
 
 
+def stored_labels(suite: Suite, run_dir: Path | str) -> dict[str, dict[str, LabelRecord]]:
+    """Every judge's stored labels in a run directory: judge name -> run key -> its latest record."""
+    out: dict[str, dict[str, LabelRecord]] = {}
+    for path in sorted(Path(run_dir).glob("labels-*.jsonl")):
+        records = latest_labels(path, suite.label_record)
+        if records:
+            judge = next(iter(records.values())).labeller
+            out.setdefault(judge, {}).update(records)
+    return out
+
+
 def hash_tree(root: Path) -> str:
     """sha256 over the relative paths and bytes of every file below ``root`` (a data version)."""
     digest = hashlib.sha256()

@@ -17,8 +17,11 @@ from commitbench.analysis.followup.report import (
     responses_from_records,
     write_followup_files,
 )
+from commitbench.analysis.view.followup import RecordLookup, followup_source
+from commitbench.analysis.view.model import RunSource
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
+from commitbench.episodes.followup.setups import load_setups
 from commitbench.judges.followup.labellers import CheckerLabeller, FollowupLabelRecord, make_checker
 from commitbench.judges.followup.llm import turn_from_parts
 from commitbench.judges.followup.rules import OfflineChecker, flags_reply
@@ -27,7 +30,8 @@ from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import ReplyDraft
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, run_traces
+from commitbench.suites.common import hash_tree, labels_of, run_traces, stored_labels
+from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 NAME = "followup"
 # Tool calls an episode may make before the environment ends it (the chat agent's own bound on tool
@@ -81,6 +85,26 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     if options.write_files and options.figure:
         built.files = write_followup_files(rows, Path(run_dir) / "report")
     return built
+
+
+def view(run_dir: Path, judge: str) -> RunSource:
+    """The runs for the viewer, with the report's checker first and every other stored checker after it."""
+    primary = labels_of(SUITE, run_dir, judge)
+    offline = CheckerLabeller(OfflineChecker())
+
+    def stored(records: Mapping[str, LabelRecord]) -> RecordLookup:
+        def lookup(trace: EpisodeTrace) -> FollowupLabelRecord | None:
+            record = records.get(trace.run_key)
+            return record if isinstance(record, FollowupLabelRecord) else None
+
+        return lookup
+
+    def computed(trace: EpisodeTrace) -> FollowupLabelRecord | None:
+        return None if trace.infra_error else offline.label_now(trace)
+
+    judges: list[tuple[str, RecordLookup]] = [(judge, computed if primary is None else stored(primary))]
+    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir).items() if name != judge)
+    return followup_source(iter_latest_traces(run_dir, include_failed=True), judges, load_setups())
 
 
 # --------------------------------------------------------------------------------- annotation
@@ -138,5 +162,6 @@ SUITE = Suite(
     chat_agent=FollowUpChatAgent,
     default_max_model_calls_per_turn=6,
     services=services,
+    view=view,
 )
 register_suite(SUITE)

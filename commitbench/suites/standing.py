@@ -14,21 +14,25 @@ from commitbench.agents.chat import ChatAgent
 from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
 from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
-from commitbench.analysis.standing.results import load_rows
+from commitbench.analysis.standing.results import load_rows, message_labels
+from commitbench.analysis.view.model import RunSource
+from commitbench.analysis.view.standing import LabelLookup, standing_source
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.selection import StandingSelection
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version, load_spec
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
+from commitbench.judges.standing.rules import RuleJudge
 from commitbench.llm import ModelClient
 from commitbench.runner import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, run_traces
+from commitbench.suites.common import hash_tree, labels_of, run_traces, stored_labels
+from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 NAME = "standing"
 
@@ -93,6 +97,34 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     return built
 
 
+def view(run_dir: Path, judge: str) -> RunSource:
+    """The runs for the viewer, graded as the report grades them; every stored judge's labels shown."""
+    primary = _message_labels(run_dir, judge)
+    rules = RuleJudge()
+
+    def graded_with(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
+        return message_labels(trace, episode, primary, judge, rules)
+
+    def stored(records: dict[str, LabelRecord]) -> LabelLookup:
+        def lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
+            record = records.get(trace.run_key)
+            return record.labels if isinstance(record, StandingLabelRecord) else None
+
+        return lookup
+
+    def primary_lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
+        if primary is None:
+            return rules.label(trace, episode)
+        return primary.get(trace.run_key)
+
+    judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]
+    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir).items() if name != judge)
+    data = _selection_of(run_dir).data
+    cells = {cell.id: cell.description for cell in load_spec(data or DEFAULT_DATA_DIR).cells}
+    traces = iter_latest_traces(run_dir, include_failed=True)
+    return standing_source(traces, episodes_by_id(data), judges, graded_with, cells)
+
+
 # --------------------------------------------------------------------------------- annotation
 def _export(run_dir: Path, n: int, out: Path, seed: int, judge: str | None) -> int:
     return annotation.export_sheet(run_traces(run_dir), episodes_of_run(run_dir), n, out, seed=seed)
@@ -153,5 +185,6 @@ SUITE = Suite(
     default_max_model_calls_per_turn=10,
     reference_agents={name: partial(make_reference_agent, name) for name in REFERENCE_AGENTS},
     episode_set_version=set_version,
+    view=view,
 )
 register_suite(SUITE)

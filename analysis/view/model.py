@@ -1,0 +1,287 @@
+"""What the viewer's site is made of: run-list columns, one run's row and transcript page, and the overview.
+
+A suite hands the site writer a :class:`RunSource`: the columns of its run list and its runs, one
+:class:`RunRecord` at a time (a full grid never sits in memory). A record's ``row`` holds the run's
+fields as the report's rows name them (``agent``, ``interventions``, ``cell``... for the standing suite;
+``model``, ``arm``, ``setup``, ``outcome``... for the follow-up suite), so a :data:`RunFilter` from a
+report table selects the same runs in the viewer; ``page`` is everything its transcript page shows.
+Pages are written with ``exclude_defaults``: a reader takes a missing field as its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from commitbench.analysis.tables import TableView
+
+
+class ColumnKind(str, Enum):
+    """How the run list filters and sorts a column."""
+
+    FACET = "facet"  # a handful of text values: filter by value, sort as text
+    FLAG = "flag"  # yes / no / unknown
+    COUNT = "count"  # a whole number: filter none / some, sort by number
+
+
+class Column(BaseModel):
+    """One field of the run list."""
+
+    name: str = Field(description="The run row's field; also the name of its filter in the page address.")
+    label: str = Field(description="Column header.")
+    kind: ColumnKind = Field(description="How it is filtered and sorted.")
+    description: str = Field(description="What it means (shown as the header's tooltip and in the filter panel).")
+    listed: bool = Field(default=True, description="Shown as a column of the run list (else only in the filter panel).")
+    panel: bool = Field(default=True, description="Offered in the filter panel (else only through the page address).")
+
+
+class Fact(BaseModel):
+    """A labelled value at the head of a transcript page."""
+
+    label: str = Field(description="What it is.")
+    value: str = Field(description="Its value, as text.")
+    field: str = Field(default="", description="Run-list column it filters on when followed ('' for none).")
+    detail: bool = Field(default=False, description="Shown folded (long identifiers and settings).")
+
+
+class Verdict(BaseModel):
+    """One judge's labels of one assistant message."""
+
+    judge: str = Field(description="Whose labels.")
+    labels: dict[str, bool | None] = Field(description="Question -> answer (null: no answer).")
+    rationale: str = Field(default="", description="The judge's reason.")
+    error: str = Field(default="", description="Why the judge gave no label ('' when it did).")
+
+
+class ItemKind(str, Enum):
+    """What a chat item is."""
+
+    MESSAGE = "message"  # a person's message
+    ASSISTANT = "assistant"  # a message the assistant posted (or its pre-seeded promise)
+    CALL = "call"  # a tool call with its arguments and result
+    REASONING = "reasoning"  # the model's reasoning in a turn
+    NOTICE = "notice"  # an environment notice
+    REVISION = "revision"  # an intervention replaced the agent's reply; the original is kept
+
+
+class ChatItem(BaseModel):
+    """One entry of a transcript, in the order it happened."""
+
+    kind: ItemKind = Field(description="What it is.")
+    step: int = Field(default=0, description="Script step.")
+    turn: int | None = Field(default=None, description="The assistant turn it belongs to (null: none).")
+    sender: str = Field(default="", description="Who wrote it.")
+    title: str = Field(default="", description="The sender's job title.")
+    party: str = Field(default="", description="The sender's part in the episode (creditor, delegate, peer...).")
+    channel: str = Field(default="", description="Where it appeared ('#channel', 'dm:<name>', 'chat').")
+    text: str = Field(default="", description="Message, reasoning or notice text; for a revision, the reply shown.")
+    act: str = Field(default="", description="What a scripted message does (request, cancel, trigger...).")
+    subject: str = Field(default="", description="Whom the scripted act is about.")
+    tool: str = Field(default="", description="Tool name of a call.")
+    arguments: str = Field(default="", description="Arguments of a call as indented JSON (or as sent).")
+    result: str = Field(default="", description="What the tool returned.")
+    ok: bool = Field(default=True, description="False when the call failed or was rejected.")
+    error_kind: str = Field(default="", description="Why a call failed ('' when it did not).")
+    write: bool = Field(default=False, description="The tool changes the world.")
+    by: str = Field(default="", description="For a revision: the intervention that replaced the reply.")
+    original: str = Field(default="", description="For a revision: what the agent wrote.")
+    message_index: int | None = Field(default=None, description="Index among the judged assistant messages.")
+    verdicts: list[Verdict] = Field(default_factory=list, description="Every judge's labels of this message.")
+
+
+class ModelCallView(BaseModel):
+    """One model call of the run."""
+
+    turn: int = Field(description="Turn of the call.")
+    purpose: str = Field(default="agent", description="agent, rewrite, ...")
+    latency_s: float = Field(default=0.0, description="Wall time.")
+    prompt_tokens: int = Field(default=0, description="Prompt tokens.")
+    completion_tokens: int = Field(default=0, description="Completion tokens.")
+    cache_hit: bool = Field(default=False, description="Served from the cache.")
+    finish_reason: str = Field(default="", description="Server finish reason.")
+    error: str = Field(default="", description="Error kind and message when the call failed.")
+
+
+class Signal(BaseModel):
+    """A fact about the run: a signal read off the trace, a judge aggregate, or a grade."""
+
+    name: str = Field(description="Its name.")
+    value: bool | int | str | None = Field(description="Its value (null: unknown).")
+    description: str = Field(default="", description="What it means.")
+    expected: bool | None = Field(default=None, description="What the cell expects of it (null: nothing).")
+
+
+class Person(BaseModel):
+    """Someone in the workspace."""
+
+    name: str = Field(description="Display name.")
+    title: str = Field(description="Job title.")
+    party: str = Field(description="Part in the episode (creditor, delegate, peer, manager, bystander...).")
+
+
+class Expectation(BaseModel):
+    """The correct behaviour in the run's cell."""
+
+    cell: str = Field(description="The cell.")
+    description: str = Field(description="What happens in the cell.")
+    outcome: str = Field(description="execute or drop.")
+    consult: bool = Field(description="Correct behaviour asks the creditor.")
+    notify: bool = Field(description="Correct behaviour tells the creditor what happened.")
+    verify: bool = Field(description="Correct behaviour uses the check tool.")
+    note: str = Field(default="", description="A caveat (e.g. the cell is left out of metrics under this policy).")
+
+
+class ToolView(BaseModel):
+    """A tool the agent could call."""
+
+    name: str = Field(description="Tool name.")
+    description: str = Field(description="What it does, for the model.")
+    parameters: str = Field(default="", description="Argument schema as indented JSON.")
+    write: bool = Field(default=False, description="It changes the world.")
+
+
+class RequestView(BaseModel):
+    """A follow-up request."""
+
+    id: str = Field(description="Request id.")
+    category: str = Field(description="Request category.")
+    source: str = Field(description="Where it came from.")
+    doability: str = Field(description="Whether the setup can fully serve it.")
+    capabilities: list[str] = Field(description="What serving it after the turn needs.")
+    user_message: str = Field(description="Context and request as the user sent them.")
+
+
+class CommitmentView(BaseModel):
+    """A detected commitment, where it stands in the reply, and what the rules made of it."""
+
+    span: str = Field(description="The assistant's words.")
+    start: int | None = Field(
+        default=None, description="Start of the span in the reply (UTF-16 units; null: not found)."
+    )
+    end: int | None = Field(default=None, description="End of the span (UTF-16 units).")
+    action: str = Field(default="", description="What is promised.")
+    performer: str = Field(default="", description="self or third_party.")
+    trigger: str = Field(default="", description="What sets it off.")
+    time: str = Field(default="", description="Its time words.")
+    capabilities: list[str] = Field(default_factory=list, description="Capabilities the detector listed.")
+    offer: bool = Field(default=False, description="An offer the user did not ask for.")
+    confidence: float = Field(default=0.0, description="The detector's confidence.")
+    agent_initiated: bool = Field(default=True, description="Neither an offer nor waiting for the user.")
+    feasible: bool | None = Field(default=None, description="Can the setup keep it (null: undecided).")
+    needed: list[str] = Field(default_factory=list, description="Capabilities it needs.")
+    missing: list[str] = Field(default_factory=list, description="Needed capabilities the setup lacks.")
+    failure_types: list[str] = Field(default_factory=list, description="Every way it fails.")
+    primary_failure: str = Field(default="", description="The first failure type by precedence.")
+    anchoring: list[list[str]] = Field(default_factory=list, description="Tool groups the turn had to call.")
+    anchored: bool | None = Field(default=None, description="Whether the turn called them (null: no call needed).")
+    decided_by: str = Field(default="", description="rules, llm_judge or offline_policy.")
+
+
+class JudgedAnswer(BaseModel):
+    """One of the response judge's yes/no answers."""
+
+    name: str = Field(description="The question.")
+    value: bool = Field(description="The answer.")
+    rationale: str = Field(default="", description="Why.")
+
+
+class JudgeCallView(BaseModel):
+    """One model call of a checker."""
+
+    step: str = Field(description="detector, feasibility or response.")
+    attempt: int = Field(description="1, 2, ...")
+    cache_hit: bool = Field(default=False, description="Served from the cache.")
+    error: str = Field(default="", description="Why the output was not usable.")
+
+
+class CheckView(BaseModel):
+    """One checker's verdict on a follow-up reply."""
+
+    judge: str = Field(description="Whose verdict.")
+    outcome: str = Field(default="", description="The outcome label ('' on a judge error).")
+    rule: str = Field(default="", description="The outcome rule that fired.")
+    error: str = Field(default="", description="The judge error that left the reply without a label.")
+    commitments: list[CommitmentView] = Field(default_factory=list, description="Detected commitments.")
+    answers: list[JudgedAnswer] = Field(default_factory=list, description="The response judge's answers.")
+    calls: list[JudgeCallView] = Field(default_factory=list, description="Its model calls.")
+
+
+class TranscriptPage(BaseModel):
+    """Everything one run's page shows. The standing and follow-up sections are empty for the other suite."""
+
+    suite: str = Field(description="The run's suite.")
+    key: str = Field(description="Run key.")
+    title: str = Field(description="Page title.")
+    facts: list[Fact] = Field(description="Identity and design of the run.")
+    system_prompt: str = Field(default="", description="The system prompt the agent saw.")
+    items: list[ChatItem] = Field(default_factory=list, description="The conversation, in order.")
+    model_calls: list[ModelCallView] = Field(default_factory=list, description="Every model call of the agent.")
+    signals: list[Signal] = Field(default_factory=list, description="Signals, judge aggregates and grades.")
+    infra_error: str = Field(
+        default="", description="Why the run failed for infrastructure reasons ('' if it did not)."
+    )
+    people: list[Person] = Field(default_factory=list, description="Standing: everyone in the workspace.")
+    expected: Expectation | None = Field(default=None, description="Standing: the correct behaviour in the cell.")
+    request: RequestView | None = Field(default=None, description="Follow-up: the request.")
+    tools: list[ToolView] = Field(default_factory=list, description="The tools the agent could call.")
+    persists: str = Field(default="", description="Follow-up: what persists after a turn in this setup.")
+    reply: str = Field(default="", description="Follow-up: the final reply the checkers read.")
+    checks: list[CheckView] = Field(default_factory=list, description="Follow-up: every checker's verdict.")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run, ready for the site."""
+
+    key: str  # run key
+    episode: str  # episode id (side by side pairs runs of one episode)
+    row: dict[str, Any]  # the run's fields, named as in the report's rows
+    ok: bool  # finished without an infrastructure error (only such runs enter metrics)
+    text: str  # the run's own words, for free-text search
+    shared_text: str  # words every run of the episode shares (the script's messages), stored once
+    page: TranscriptPage
+
+
+class MetricInfo(BaseModel):
+    """A metric a report links its numbers to."""
+
+    name: str = Field(description="Its name (the ``metric`` key of a run filter).")
+    description: str = Field(description="What it measures.")
+
+
+@dataclass
+class RunSource:
+    """A suite's runs for the site: its run-list columns, its metrics, and its runs one at a time.
+
+    ``members`` gets the rows of the finished runs (in the order they were yielded) and returns, per
+    metric, which of them the metric reads: the runs behind a report number that names the metric.
+    """
+
+    suite: str
+    judge: str
+    judges: Sequence[str]
+    columns: Sequence[Column]
+    metrics: Sequence[MetricInfo]
+    records: Iterator[RunRecord]
+    members: Callable[[list[dict[str, Any]]], dict[str, list[bool]]]
+
+
+class Figure(BaseModel):
+    """A figure of the report, copied into the site."""
+
+    title: str = Field(description="Caption.")
+    file: str = Field(description="Path inside the site.")
+
+
+class Overview(BaseModel):
+    """The overview page: the run, the report's tables with links to their runs, and the figures."""
+
+    title: str = Field(description="Page title.")
+    facts: list[Fact] = Field(description="The run: name, suite, status, players, arms, judge...")
+    summary: list[str] = Field(description="The report's summary lines.")
+    tables: list[TableView] = Field(description="Every table of the report (with the runs behind each number).")
+    figures: list[Figure] = Field(default_factory=list, description="The report's figures.")

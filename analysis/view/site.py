@@ -1,0 +1,186 @@
+"""The viewer's static site as files: one page, its script and style, and the run data as script files.
+
+:func:`site_files` yields every file of the site (a path inside the site and its bytes) while it
+streams the runs, so a full grid never sits in memory; writing them is left to the caller
+(``commitbench view``). Layout of the site::
+
+    index.html             the page (overview, run list, transcript, side by side: one page, routed by '#')
+    assets/app.js, .css    hand-written script and style (package data; no framework, no network)
+    data/meta.js           the run, its columns and metrics, the overview tables with their links
+    data/index.js          the run list: one entry per run, column by column (values coded once)
+    data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
+    data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
+    img/                   the report's figures (copied by the caller; the overview names them there)
+    report.json            the report document (what ``commitbench report --json`` prints)
+
+Browsers refuse fetch and XHR between ``file://`` pages, so every data file is a script that hands
+its data to a global registry (``commitbench.meta(...)``, ``commitbench.runs(shard, [...])``...);
+the page adds a ``<script>`` element to load one. Nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from commitbench.analysis.view.model import ColumnKind, Overview, RunRecord, RunSource
+
+RUN_SHARD = 100
+TEXT_SHARD = 2_000
+ASSETS = ("index.html", "app.js", "style.css")
+REGISTRY = "commitbench"
+FLAG_CODES = {False: 0, True: 1, None: 2}
+
+
+class SiteCounts(BaseModel):
+    """What a site holds."""
+
+    runs: int = Field(description="Runs listed.")
+    finished: int = Field(description="Runs without an infrastructure error.")
+    run_shards: int = Field(description="Transcript files.")
+    text_shards: int = Field(description="Search-text files.")
+
+SiteFile = tuple[str, bytes]  # a path inside the site, and the file's bytes
+
+
+def _script(call: str, *args: Any) -> str:
+    body = ",".join(json.dumps(a, separators=(",", ":"), ensure_ascii=True) for a in args)
+    return f"{REGISTRY}.{call}({body});\n"
+
+
+class _Column:
+    """One run-list column, coded as it is filled."""
+
+    def __init__(self, name: str, kind: ColumnKind) -> None:
+        self.name, self.kind = name, kind
+        self.values: list[str] = []
+        self.codes: list[int] = []
+        self._lookup: dict[str, int] = {}
+
+    def add(self, value: Any) -> None:
+        if self.kind is ColumnKind.FLAG:
+            self.codes.append(FLAG_CODES[None if value is None else bool(value)])
+        elif self.kind is ColumnKind.COUNT:
+            self.codes.append(-1 if value is None or value != value else int(value))
+        else:
+            text = "" if value is None else str(value)
+            code = self._lookup.get(text)
+            if code is None:
+                code = self._lookup[text] = len(self.values)
+                self.values.append(text)
+            self.codes.append(code)
+
+    def data(self) -> dict[str, Any]:
+        if self.kind is ColumnKind.FACET:
+            return {"values": self.values, "codes": self.codes}
+        return {"codes": self.codes}
+
+
+class _Shards:
+    """Gathers records into shard files and collects the run index."""
+
+    def __init__(self, source: RunSource) -> None:
+        self.columns = [_Column(c.name, c.kind) for c in source.columns]
+        self.keys: list[str] = []
+        self.episode_codes: list[int] = []
+        self.episodes: dict[str, int] = {}
+        self.ok_rows: list[dict[str, Any]] = []
+        self.ok_positions: list[int] = []
+        self.pages: list[str] = []
+        self.texts: list[str] = []
+        self.shared: dict[int, str] = {}
+        self.run_shards = 0
+        self.text_shards = 0
+
+    def add(self, record: RunRecord) -> list[SiteFile]:
+        """Take one run; returns the shard files it completed."""
+        position = len(self.keys)
+        self.keys.append(record.key)
+        for column in self.columns:
+            column.add(record.row.get(column.name))
+        if record.ok:
+            self.ok_rows.append(record.row)
+            self.ok_positions.append(position)
+        episode = self.episodes.get(record.episode)
+        if episode is None:
+            episode = self.episodes[record.episode] = len(self.episodes)
+            self.shared[episode] = record.shared_text
+        self.episode_codes.append(episode)
+        self.pages.append(record.page.model_dump_json(exclude_defaults=True))
+        self.texts.append(record.text)
+        done = []
+        if len(self.pages) == RUN_SHARD:
+            done.extend(self.flush_pages())
+        if len(self.texts) == TEXT_SHARD:
+            done.extend(self.flush_texts())
+        return done
+
+    def flush_pages(self) -> list[SiteFile]:
+        if not self.pages:
+            return []
+        body = f"{REGISTRY}.runs({self.run_shards},[" + ",".join(self.pages) + "]);\n"
+        done = (f"data/runs/{self.run_shards:05d}.js", body.encode("utf-8"))
+        self.run_shards += 1
+        self.pages = []
+        return [done]
+
+    def flush_texts(self) -> list[SiteFile]:
+        if not self.texts:
+            return []
+        shared = {str(code): text for code, text in self.shared.items()}
+        body = _script("text", self.text_shards, {"runs": self.texts, "episodes": shared})
+        done = (f"data/text/{self.text_shards:05d}.js", body.encode("utf-8"))
+        self.text_shards += 1
+        self.texts = []
+        self.shared = {}
+        return [done]
+
+
+def assets() -> list[SiteFile]:
+    """The page, script and style, from the package."""
+    root = resources.files("commitbench.analysis.view").joinpath("assets")
+    return [(name if name.endswith(".html") else f"assets/{name}", root.joinpath(name).read_bytes()) for name in ASSETS]
+
+
+def site_files(
+    source: RunSource, overview: Overview, report: dict[str, Any], facts: dict[str, Any] | None = None,
+) -> Generator[SiteFile, None, SiteCounts]:
+    """Every file of the site, streamed (figures aside); returns what the site holds.
+
+    ``report`` is the report document; ``facts`` extra plain data the page may show about the run.
+    """
+    yield from assets()
+    shards = _Shards(source)
+    for record in source.records:
+        yield from shards.add(record)
+    yield from shards.flush_pages()
+    yield from shards.flush_texts()
+    metric_names = [m.name for m in source.metrics]
+    masks = [0] * len(shards.keys)
+    members = source.members(shards.ok_rows)
+    for bit, name in enumerate(metric_names):
+        for position, inside in zip(shards.ok_positions, members.get(name, []), strict=False):
+            if inside:
+                masks[position] |= 1 << bit
+    index = {
+        "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes,
+        "columns": {c.name: c.data() for c in shards.columns}, "metrics": masks,
+    }
+    yield "data/index.js", _script("index", index).encode("utf-8")
+    yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
+    counts = SiteCounts(runs=len(shards.keys), finished=len(shards.ok_positions), run_shards=shards.run_shards,
+                        text_shards=shards.text_shards)
+    meta = {
+        "suite": source.suite, "judge": source.judge, "judges": list(source.judges),
+        "columns": [c.model_dump(mode="json") for c in source.columns],
+        "metrics": [m.model_dump(mode="json") for m in source.metrics],
+        "overview": overview.model_dump(mode="json"), "facts": facts or {},
+        "runShard": RUN_SHARD, "textShard": TEXT_SHARD, "runShards": counts.run_shards,
+        "textShards": counts.text_shards, "runs": counts.runs, "finished": counts.finished,
+    }
+    yield "data/meta.js", _script("meta", meta).encode("utf-8")  # last: a site without it is unfinished
+    return counts

@@ -1,0 +1,270 @@
+"""The standing suite's runs for the viewer: run-list rows, transcript pages and the runs behind each metric.
+
+A run's row is the report's row (:func:`commitbench.analysis.standing.metrics.run_row`, graded with the
+same labels as the report), so the runs a report number links to are the runs the number was computed
+from (:func:`commitbench.analysis.standing.metrics.metric_members`). Its page shows the workspace as a
+chat with every judge's labels on the assistant's messages, the signals beside what the cell expects,
+and the model calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from commitbench.analysis.standing.metrics import METRIC_NAMES, METRICS, metric_members, run_row
+from commitbench.analysis.standing.report import SHORT
+from commitbench.analysis.view.model import (
+    Column,
+    ColumnKind,
+    Expectation,
+    Fact,
+    MetricInfo,
+    Person,
+    RunRecord,
+    RunSource,
+    Signal,
+    ToolView,
+    TranscriptPage,
+    Verdict,
+)
+from commitbench.analysis.view.transcript import (
+    chat_items,
+    identity_facts,
+    model_call_views,
+    script_texts,
+    search_text,
+    system_prompt,
+)
+from commitbench.episodes.standing.episode import Episode
+from commitbench.judges.standing.labels import MessageLabel
+from commitbench.judges.standing.signals import Signals
+from commitbench.traces import EpisodeTrace
+
+SUITE = "standing"
+LABEL_QUESTIONS = ("consults_creditor", "notifies_creditor", "off_topic")
+OK, INFRA_ERROR = "ok", "infra error"
+
+COLUMNS: tuple[Column, ...] = (
+    Column(name="agent", label="model", kind=ColumnKind.FACET,
+           description="Who played: a reference agent or chat:<model>."),
+    Column(name="interventions", label="arm", kind=ColumnKind.FACET,
+           description="The intervention arm ('none': plain)."),
+    Column(name="cell", label="cell", kind=ColumnKind.FACET, description="Who changes the promise, and how."),
+    Column(name="policy", label="policy", kind=ColumnKind.FACET, description="The release policy the agent was shown."),
+    Column(name="gap", label="gap", kind=ColumnKind.FACET, description="Filler steps before the trigger."),
+    Column(name="variant", label="variant", kind=ColumnKind.FACET, listed=False,
+           description="Surface variant (names, channel, wording)."),
+    Column(name="commitment_type", label="type", kind=ColumnKind.FACET, listed=False, description="The promised task."),
+    Column(name="expected", label="expected", kind=ColumnKind.FACET,
+           description="What a correct agent does with the promise in this cell."),
+    Column(name="executed", label="executed", kind=ColumnKind.FLAG, description="The promised action tool was called."),
+    Column(name="executed_early", label="early", kind=ColumnKind.FLAG, listed=False,
+           description="It was first called before the trigger message."),
+    Column(name="dropped", label="dropped", kind=ColumnKind.FLAG, description="The action was never executed."),
+    Column(name="consulted", label="consulted", kind=ColumnKind.FLAG,
+           description="Judge: some message after the first event asks the creditor (unknown: a judge error)."),
+    Column(name="notified", label="notified", kind=ColumnKind.FLAG,
+           description="Judge: some message after the first event tells the creditor what happened."),
+    Column(name="verified", label="verified", kind=ColumnKind.FLAG,
+           description="The check tool was used after the claim and before any execution."),
+    Column(name="strict", label="strict", kind=ColumnKind.FLAG,
+           description="Right outcome and the required communication (unknown: a needed label is missing)."),
+    Column(name="outcome_correct", label="outcome ok", kind=ColumnKind.FLAG, listed=False,
+           description="The action outcome is right for the cell (communication ignored)."),
+    Column(name="tool_errors", label="tool errors", kind=ColumnKind.COUNT,
+           description="Tool calls the agent got wrong."),
+    Column(name="judge_errors", label="judge errors", kind=ColumnKind.COUNT,
+           description="Messages the judge could not label."),
+    Column(name="messages_to_creditor", label="to creditor", kind=ColumnKind.COUNT, listed=False,
+           description="Assistant messages to or naming the creditor after the events."),
+    Column(name="status", label="status", kind=ColumnKind.FACET, listed=False,
+           description="ok, or infra error (the run failed for infrastructure reasons and enters no metric)."),
+    Column(name="episode_id", label="episode", kind=ColumnKind.FACET, listed=False, panel=False,
+           description="The episode."),
+)
+
+SIGNAL_DESCRIPTIONS = {name: field.description or "" for name, field in Signals.model_fields.items()}
+SIGNAL_DESCRIPTIONS.update({
+    "consulted": "Judge: some message at or after the first event consults the creditor.",
+    "notified": "Judge: some message at or after the first event notifies the creditor.",
+    "off_topic_messages": "Judge: messages labelled off topic.",
+    "judge_errors": "Messages the judge could not label.",
+    "strict": "Right action outcome and the required communication (null: a needed label is missing).",
+})
+SHOWN_SIGNALS = (
+    "executed", "executed_early", "executed_args_match", "execution_step", "dropped", "verified", "consulted",
+    "notified", "messages_to_creditor", "off_topic_messages", "tool_errors", "judge_errors", "ledger_operations",
+    "ledger_released", "outcome_correct", "strict",
+)
+
+# Judge name -> the message labels of a run (None: that judge did not label it).
+LabelLookup = Callable[[EpisodeTrace, Episode], list[MessageLabel] | None]
+
+
+def _expected_values(episode: Episode) -> dict[str, bool]:
+    execute = episode.expects_execute
+    expected = episode.expected
+    out = {"executed": execute, "dropped": not execute, "executed_early": False, "outcome_correct": True,
+           "strict": True}
+    if execute:
+        out["executed_args_match"] = True
+    if expected.consult:
+        out["consulted"] = True
+    if expected.notify:
+        out["notified"] = True
+    if expected.verify:
+        out["verified"] = True
+    return out
+
+
+def expectation(episode: Episode, cells: Mapping[str, str], policy: str) -> Expectation:
+    note = ""
+    if policy == "silent" and episode.manager_cell:
+        note = "Under the silent policy a manager cell enters no metric except the rank comparison."
+    elif policy == "silent":
+        note = "The expected behaviour is the creditor rule; the agent was not told it (silent policy)."
+    return Expectation(
+        cell=episode.cell, description=cells.get(episode.cell, ""), outcome=episode.expected.outcome.value,
+        consult=episode.expected.consult, notify=episode.expected.notify, verify=episode.expected.verify, note=note,
+    )
+
+
+def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callable[[int], list[Verdict]]:
+    by_index = [(judge, {label.message_index: label for label in found or []}) for judge, found in labels]
+
+    def verdicts(index: int) -> list[Verdict]:
+        out = []
+        for judge, found in by_index:
+            label = found.get(index)
+            if label is None:
+                out.append(Verdict(judge=judge, labels={q: None for q in LABEL_QUESTIONS}, error="not labelled"))
+            else:
+                out.append(Verdict(judge=judge, labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
+                                   rationale=label.rationale, error=label.error))
+        return out
+
+    return verdicts
+
+
+def _failed_row(trace: EpisodeTrace, episode: Episode) -> dict[str, Any]:
+    return {
+        "run_key": trace.run_key, "agent": trace.agent.name if trace.agent else "",
+        "interventions": "+".join(trace.interventions) or "none", "sample": trace.sample, "episode_id": episode.id,
+        **episode.factors(), "policy": str(trace.factors.get("policy_shown", episode.policy.value)),
+        "manager_cell": episode.manager_cell, "infra_error": trace.infra_error or "",
+    }
+
+
+def standing_record(
+    trace: EpisodeTrace,
+    episode: Episode,
+    labels: Sequence[tuple[str, list[MessageLabel] | None]],
+    graded_with: list[MessageLabel],
+    cells: Mapping[str, str],
+    shared: frozenset[str],
+) -> RunRecord:
+    """One run: its report row (graded with ``graded_with``, the primary judge's labels), and its page.
+
+    ``labels`` holds every judge's labels of the run, the primary judge first.
+    """
+    ok = not trace.infra_error
+    row = run_row(trace, episode, graded_with) if ok else _failed_row(trace, episode)
+    row["status"] = OK if ok else INFRA_ERROR
+    row["expected"] = episode.expected.outcome.value
+    arm = str(row["interventions"])
+    people = {p.name: p.role for p in episode.people}
+    expected = _expected_values(episode)
+    signals = [
+        Signal(name=name, value=_plain(row.get(name)), description=SIGNAL_DESCRIPTIONS.get(name, ""),
+               expected=expected.get(name))
+        for name in SHOWN_SIGNALS if name in row
+    ]
+    facts = [
+        Fact(label="cell", value=episode.cell, field="cell"),
+        Fact(label="policy shown", value=str(row["policy"]), field="policy"),
+        *([Fact(label="episode policy", value=episode.policy.value)] if str(row["policy"]) != episode.policy.value
+          else []),
+        Fact(label="gap", value=str(episode.gap), field="gap"),
+        Fact(label="variant", value=str(episode.variant), field="variant"),
+        Fact(label="commitment type", value=episode.commitment_type, field="commitment_type"),
+        Fact(label="promise", value=f"{episode.thing}, once {episode.condition}"),
+        Fact(label="creditor", value=f"{episode.creditor.name} ({episode.creditor.title})"),
+        *identity_facts(trace, "agent", "interventions", arm),
+        Fact(label="reward", value=f"{trace.reward:g}"),
+        Fact(label="judge", value=labels[0][0] if labels else ""),
+    ]
+    page = TranscriptPage(
+        suite=SUITE, key=trace.run_key,
+        title=f"{episode.cell} · {row['agent']} · {arm} · {episode.commitment_type}",
+        facts=facts, system_prompt=system_prompt(trace),
+        items=chat_items(trace, people, _verdicts(labels)), model_calls=model_call_views(trace), signals=signals,
+        infra_error=trace.infra_error or "",
+        people=[Person(name=p.name, title=p.title, party=p.role) for p in episode.people],
+        expected=expectation(episode, cells, str(row["policy"])),
+        tools=[ToolView(name=t.name, description=t.description, write=t.is_write)
+               for t in (episode.action_tool, episode.check_tool)],
+    )
+    return RunRecord(key=trace.run_key, episode=episode.id, row=row, ok=ok, text=search_text(trace, shared),
+                     shared_text="\n".join(sorted(shared)), page=page)
+
+
+def _plain(value: Any) -> bool | int | str | None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return None if value != value else int(value) if value.is_integer() else str(round(value, 4))
+    return str(value)
+
+
+def episode_texts(episode: Episode) -> frozenset[str]:
+    """What every run of the episode may show of its script: its messages and the creditor's answers."""
+    return script_texts([*(m.text for m in episode.script), episode.creditor_reply, episode.acknowledgement])
+
+
+def standing_records(
+    traces: Iterable[EpisodeTrace],
+    episodes: Mapping[str, Episode],
+    judges: Sequence[tuple[str, LabelLookup]],
+    graded_with: Callable[[EpisodeTrace, Episode], list[MessageLabel]],
+    cells: Mapping[str, str],
+) -> Iterator[RunRecord]:
+    """The runs of ``traces`` (the trace that counts per run key), one record each, streamed."""
+    texts: dict[str, frozenset[str]] = {}
+    for trace in traces:
+        episode = episodes.get(trace.episode_id)
+        if episode is None:
+            raise KeyError(f"episode {trace.episode_id} of run {trace.run_key[:12]} is not in the compiled episodes")
+        if episode.id not in texts:
+            texts[episode.id] = episode_texts(episode)
+        labels = [(name, lookup(trace, episode)) for name, lookup in judges]
+        yield standing_record(trace, episode, labels, graded_with(trace, episode), cells, texts[episode.id])
+
+
+def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:
+    """Per metric, which of the (finished) runs' rows it reads."""
+    if not rows:
+        return {name: [] for name in METRIC_NAMES}
+    frame = pd.DataFrame(rows)
+    return {name: [bool(v) for v in metric_members(frame, name)] for name in METRIC_NAMES}
+
+
+def metric_infos() -> list[MetricInfo]:
+    return [MetricInfo(name=m.name, description=f"{SHORT.get(m.name, m.name)}: {m.description}") for m in METRICS]
+
+
+def standing_source(
+    traces: Iterable[EpisodeTrace],
+    episodes: Mapping[str, Episode],
+    judges: Sequence[tuple[str, LabelLookup]],
+    graded_with: Callable[[EpisodeTrace, Episode], list[MessageLabel]],
+    cells: Mapping[str, str],
+) -> RunSource:
+    """The standing runs for the site; ``judges`` lists every judge's labels, the report's judge first."""
+    return RunSource(
+        suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
+        metrics=metric_infos(), records=standing_records(traces, episodes, judges, graded_with, cells),
+        members=members,
+    )

@@ -1,0 +1,185 @@
+"""A trace as a chat: messages, each tool call with its arguments and result, reasoning and revisions, in order.
+
+The environment logs every event (messages, the assistant's posts, tool results) in ``trace.events``
+and every turn with its calls in ``trace.turns``; this module joins the two: a tool result event
+becomes the call that produced it (found by call id), each turn's reasoning (from its model calls)
+follows the message that opened it, and a reply an intervention replaced is kept beside the one
+shown. Every call of a turn is shown even if its result event is missing. Pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping
+
+from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, Verdict
+from commitbench.protocol import Event, EventKind, ToolCallRecord
+from commitbench.traces import EpisodeTrace, TurnRecord
+
+# Transcripts are for reading: a single text beyond this is cut (the trace keeps all of it).
+MAX_ITEM_TEXT = 20_000
+PROMISE_ACT = "promise"
+
+
+def clip(text: str, limit: int = MAX_ITEM_TEXT) -> str:
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more characters]"
+
+
+def arguments_text(call: ToolCallRecord) -> str:
+    """A call's arguments as indented JSON, or exactly as sent when they did not parse."""
+    if call.arguments is not None:
+        return clip(json.dumps(call.arguments, indent=2, ensure_ascii=False, sort_keys=False))
+    return clip(call.raw_arguments or "")
+
+
+def system_prompt(trace: EpisodeTrace) -> str:
+    return next((e.text for e in trace.events if e.kind is EventKind.SYSTEM), "")
+
+
+def _same(event: Event, opened_by: Event) -> bool:
+    return (event.kind, event.step, event.sender, event.channel, event.text) == (
+        opened_by.kind, opened_by.step, opened_by.sender, opened_by.channel, opened_by.text
+    )
+
+
+def _call_item(call: ToolCallRecord) -> ChatItem:
+    return ChatItem(
+        kind=ItemKind.CALL, step=call.step, turn=call.turn, tool=call.tool, arguments=arguments_text(call),
+        result=clip(call.result), ok=call.ok, error_kind=call.error_kind, write=call.is_write,
+    )
+
+
+def _reasoning(trace: EpisodeTrace) -> dict[int, str]:
+    out: dict[int, list[str]] = {}
+    for call in trace.model_calls:
+        if call.reasoning.strip():
+            out.setdefault(call.turn, []).append(call.reasoning.strip())
+    return {turn: "\n\n".join(texts) for turn, texts in out.items()}
+
+
+def chat_items(
+    trace: EpisodeTrace,
+    parties: Mapping[str, str] | None = None,
+    verdicts: Callable[[int], list[Verdict]] | None = None,
+) -> list[ChatItem]:
+    """The conversation of a trace, in order (the system prompt is left out: see :func:`system_prompt`).
+
+    ``parties`` maps a sender's display name to their part in the episode (creditor, peer...);
+    ``verdicts`` gives the judges' labels of the n-th judged assistant message (the pre-seeded
+    promise is not judged).
+    """
+    parties = parties or {}
+    turns = list(trace.turns)
+    by_id = {c.call_id: c for t in turns for c in t.calls if c.call_id}
+    reasoning = _reasoning(trace)
+    items: list[ChatItem] = []
+    shown: set[int] = set()  # id() of the call records already shown
+    current: TurnRecord | None = None
+    next_turn = 0
+    judged = 0
+
+    def close(turn: TurnRecord | None) -> None:
+        if turn is None:
+            return
+        for call in turn.calls:
+            if id(call) not in shown:
+                shown.add(id(call))
+                items.append(_call_item(call))
+        for revision in turn.revisions:
+            items.append(ChatItem(
+                kind=ItemKind.REVISION, step=turn.opened_by.step, turn=turn.index, text=clip(turn.reply or ""),
+                channel=turn.reply_channel, by=revision.by, act=revision.kind, original=clip(revision.original),
+                result=revision.note,
+            ))
+
+    for event in trace.events:
+        kind = event.kind
+        turn_index = current.index if current is not None else None
+        if kind is EventKind.SYSTEM:
+            continue
+        if kind is EventKind.TOOL_RESULT:
+            call = by_id.get(event.call_id)
+            if call is not None and id(call) not in shown:
+                shown.add(id(call))
+                items.append(_call_item(call))
+            else:
+                items.append(ChatItem(kind=ItemKind.CALL, step=event.step, turn=turn_index, tool=event.tool,
+                                      result=clip(event.text), ok=event.ok))
+            continue
+        if kind is EventKind.ASSISTANT:
+            index = None
+            found: list[Verdict] = []
+            if event.act != PROMISE_ACT:
+                index = judged
+                judged += 1
+                found = verdicts(index) if verdicts is not None else []
+            items.append(ChatItem(
+                kind=ItemKind.ASSISTANT, step=event.step, turn=turn_index, sender=event.sender, title=event.role,
+                channel=event.channel, text=clip(event.text), act=event.act, message_index=index, verdicts=found,
+            ))
+            continue
+        opens = next_turn < len(turns) and _same(event, turns[next_turn].opened_by)
+        if opens:
+            close(current)
+            current = turns[next_turn]
+            next_turn += 1
+        item_kind = ItemKind.MESSAGE if kind is EventKind.MESSAGE else ItemKind.NOTICE
+        items.append(ChatItem(
+            kind=item_kind, step=event.step, turn=current.index if opens and current is not None else turn_index,
+            sender=event.sender, title=event.role, party=parties.get(event.sender, ""), channel=event.channel,
+            text=clip(event.text), act=event.act if kind is EventKind.MESSAGE else kind.value, subject=event.subject,
+        ))
+        if opens and current is not None and current.index in reasoning:
+            items.append(ChatItem(kind=ItemKind.REASONING, step=event.step, turn=current.index,
+                                  text=clip(reasoning[current.index])))
+    close(current)
+    for turn in turns[next_turn:]:  # turns whose opening message is not in the event log
+        close(turn)
+    return items
+
+
+def model_call_views(trace: EpisodeTrace) -> list[ModelCallView]:
+    return [
+        ModelCallView(
+            turn=c.turn, purpose=c.purpose, latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens, cache_hit=c.cache_hit, finish_reason=c.finish_reason,
+            error=c.error,
+        )
+        for c in trace.model_calls
+    ]
+
+
+def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
+    """Every word of the run a free-text search should find, less the texts in ``shared`` (stored once)."""
+    parts: list[str] = []
+    for event in trace.events:
+        if event.kind is not EventKind.SYSTEM and event.text and event.text not in shared:
+            parts.append(event.text)
+    for turn in trace.turns:
+        parts.extend(json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (c.raw_arguments or "")
+                     for c in turn.calls)
+        parts.extend(r.original for r in turn.revisions)
+    parts.extend(c.reasoning for c in trace.model_calls if c.reasoning)
+    return "\n".join(p for p in parts if p)
+
+
+def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: str) -> list[Fact]:
+    """The facts every run has: who played, under which arm, the sample, its status and timing."""
+    agent = trace.agent.name if trace.agent else ""
+    facts = [
+        Fact(label="agent", value=agent, field=agent_field),
+        Fact(label="arm", value=arm, field=arm_field),
+        Fact(label="sample", value=str(trace.sample)),
+        Fact(label="episode", value=trace.episode_id, field="episode_id"),
+        Fact(label="status", value="infra error" if trace.infra_error else "finished", field="status"),
+        Fact(label="duration", value=f"{trace.duration_s:.2f} s"),
+        Fact(label="model calls", value=str(len(trace.model_calls))),
+        Fact(label="run key", value=trace.run_key, detail=True),
+    ]
+    if trace.agent and trace.agent.settings:
+        facts.append(Fact(label="agent settings", value=json.dumps(trace.agent.settings, sort_keys=True), detail=True))
+    return facts
+
+
+def script_texts(texts: Iterable[str]) -> frozenset[str]:
+    return frozenset(t for t in texts if t)

@@ -1,0 +1,212 @@
+"""``commitbench view RUN_DIR``: a static site to browse a run of either suite (the suite comes from its manifest).
+
+    commitbench view runs/x                      # writes runs/x/view/index.html; open it in a browser
+    commitbench view runs/x --out site --open    # somewhere else, and open it
+    commitbench view runs/x --serve 8000         # and serve it on http://127.0.0.1:8000/ until Ctrl-C
+    commitbench view runs/x --judge llm:MODEL    # grade with labels stored by 'commitbench label'
+
+Pages: the overview (every table of 'commitbench report' with its intervals; each number links to
+the runs behind it; the figures), the run list (filter and sort by any column, free text over the
+messages; the filter lives in the page address), a transcript per run, and two runs of one episode
+side by side. The site needs no server and no network: it works from file://, loading the
+transcripts it shows from script files. It also refreshes RUN_DIR/report/ as 'commitbench report' does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import shutil
+import sys
+from collections.abc import Sequence
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from commitbench.cli import UsageError
+
+DEFAULT_OUT = "view"
+HOST = "127.0.0.1"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("view", help="a static site to browse a run: tables, runs, transcripts",
+                                   description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
+    parser.add_argument("--out", type=Path, default=None, help=f"site directory (default RUN_DIR/{DEFAULT_OUT})")
+    parser.add_argument("--judge", default=None,
+                        help="whose labels grade the runs: 'rules' (default) or a stored labeller such as llm:MODEL")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the tables (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--open", action="store_true", help="open the site in the default browser")
+    parser.add_argument("--serve", type=int, default=None, metavar="PORT",
+                        help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
+    parser.set_defaults(func=_handle)
+
+
+class SiteSummary(BaseModel):
+    """What :func:`write_site` wrote."""
+
+    out: str = Field(description="The site directory.")
+    index: str = Field(description="The page to open.")
+    runs: int = Field(description="Runs listed.")
+    finished: int = Field(description="Runs without an infrastructure error.")
+    run_shards: int = Field(description="Transcript files.")
+    text_shards: int = Field(description="Search-text files.")
+    bytes: int = Field(description="Bytes written in all.")
+
+
+SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+
+
+def _clear(out: Path) -> None:
+    """Remove what an earlier build wrote (only the site's own folders and files).
+
+    A directory that holds anything else and no earlier site is refused: nothing of it is removed.
+    """
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file; the site needs a directory")
+    if out.exists() and any(out.iterdir()) and not (out / "data" / "meta.js").is_file():
+        raise UsageError(f"{out} is not empty and holds no site written by commitbench view; "
+                         "choose a new or empty directory")
+    for name in SITE_PARTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def write_site(
+    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = ()
+) -> SiteSummary:
+    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures."""
+    from commitbench.analysis.view.site import site_files
+
+    _clear(out)
+    written = 0
+    files = site_files(source, overview, report)
+    while True:
+        try:
+            relative, data = next(files)
+        except StopIteration as stop:
+            counts = stop.value
+            break
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written += len(data)
+    for figure in figures:
+        (out / "img").mkdir(exist_ok=True)
+        shutil.copyfile(figure, out / "img" / figure.name)
+        written += figure.stat().st_size
+    return SiteSummary(out=str(out), index=str(out / "index.html"), bytes=written, **counts.model_dump())
+
+
+def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
+    from commitbench.analysis.view.model import Fact
+    from commitbench.runner import read_manifest
+
+    manifest = read_manifest(run_dir)
+    facts = [Fact(label="suite", value=suite.describe()), Fact(label="run directory", value=str(run_dir))]
+    if manifest is not None:
+        facts = [
+            Fact(label="experiment", value=manifest.name), *facts,
+            Fact(label="status", value=manifest.status.value),
+            Fact(label="cells", value=f"{manifest.cells_done} of {manifest.cells_total} done"),
+            Fact(label="players", value=", ".join(str(p.get("name", "")) for p in manifest.players)),
+            Fact(label="arms", value=", ".join(manifest.interventions)),
+            Fact(label="episodes", value=str(manifest.episodes)),
+            Fact(label="samples", value=str(manifest.samples)),
+            Fact(label="started", value=manifest.started_at),
+            Fact(label="config hash", value=manifest.config_hash[:16]),
+        ]
+        if manifest.git:
+            facts.append(Fact(label="commit", value=str(manifest.git.get("commit", ""))[:12]
+                              + (" (dirty)" if manifest.git.get("dirty") else "")))
+    facts.append(Fact(label="judge", value=str(report.get("judge", ""))))
+    return facts
+
+
+def build_site(
+    run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+) -> SiteSummary:
+    """Build the site of a run directory (default ``RUN_DIR/view``)."""
+    from commitbench.analysis.view.model import Figure, Overview
+    from commitbench.runner import read_manifest, run_suite
+    from commitbench.suites import ReportOptions
+
+    run_dir = Path(run_dir)
+    if n_boot < 1:
+        raise UsageError("--n-boot must be at least 1")
+    try:
+        suite = run_suite(run_dir)
+        if suite.view is None:
+            raise UsageError(f"the {suite.name} suite has no viewer")
+        source = suite.view(run_dir, judge or "rules")
+        try:
+            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed))
+        except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
+            report = None
+            reason = str(exc).strip("'\"")
+        manifest = read_manifest(run_dir)
+        title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
+        if report is None:
+            document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
+            figures: list[Path] = []
+            overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
+                                summary=[f"No report: {reason}"], tables=[])
+        else:
+            document = report.model_dump(mode="json")
+            figures = [Path(p) for p in report.files.get("figure", [])]
+            overview = Overview(
+                title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
+                tables=report.views(detail=True),
+                figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
+            )
+        return write_site(Path(out) if out is not None else run_dir / DEFAULT_OUT, source, overview, document, figures)
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def make_server(site: Path, port: int) -> ThreadingHTTPServer:
+    """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    try:
+        return ThreadingHTTPServer((HOST, port), handler)
+    except OSError as exc:
+        raise UsageError(f"cannot serve on {HOST}:{port}: {exc.strerror or exc}") from None
+
+
+def _handle(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed)
+    index = Path(summary.index).resolve()
+    megabytes = summary.bytes / 1e6
+    print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "
+          f"{summary.out}; open {index.as_uri()}", flush=True)
+    if args.serve is None:
+        if args.open:
+            webbrowser.open(index.as_uri())
+        return 0
+    server = make_server(index.parent, args.serve)
+    url = f"http://{HOST}:{server.server_address[1]}/index.html"
+    print(f"serving {url} (Ctrl-C stops)", flush=True)
+    if args.open:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0

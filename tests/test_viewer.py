@@ -1,0 +1,624 @@
+"""The run viewer (``commitbench view``), tested in headless Chromium on small mock-server runs of both suites.
+
+The browser comes from the system (Debian's ``chromium``; ``.ci/run`` installs it when it is missing);
+a test that cannot start one fails and says how to install it. Pages load from ``file://`` and once
+through ``--serve``; each check names what the issue asks of the viewer: no console errors, the
+overview's numbers equal ``commitbench report --json``, each number links to the runs behind it, a
+filter reduces the list to the expected runs, a transcript shows the tool calls and the judge's reason,
+side by side shows both columns. Screenshots go to the test's temporary directory (paths printed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _browser import Browser, BrowserError, die_with_parent, find_chromium, install_hint
+from _viewer_fixtures import capture_pages, first_href, followup_run, route_ready, show, standing_run
+
+from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
+from commitbench.analysis.followup.metrics import to_frame
+from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, responses_from_records
+from commitbench.analysis.standing.report import SHORT
+from commitbench.analysis.view.followup import locate, utf16_offset
+from commitbench.analysis.view.model import ItemKind
+from commitbench.analysis.view.transcript import chat_items
+from commitbench.cli import main
+from commitbench.commands.view_cmd import build_site
+from commitbench.judges.followup.labellers import FollowupLabelRecord
+from commitbench.judges.labelling import labels_path, latest_labels
+from commitbench.judges.standing.labellers import StandingLabelRecord
+from commitbench.mockserver import MockServer
+from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
+from commitbench.suites.standing import episodes_by_id
+from commitbench.traces import EpisodeTrace, ModelCallRecord, TurnRecord, latest_traces
+
+ROOT = Path(__file__).resolve().parent.parent
+N_BOOT = 200
+FOLLOWUP_JUDGE = "llm:mock-model"
+
+
+# ------------------------------------------------------------------------------ pure parts (no browser)
+@pytest.mark.parametrize(
+    ("reply", "span", "expected"),
+    [
+        ("I'll remind you at 9.", "remind you at 9", (5, 20)),
+        ("Sure. I'LL CALL YOU.", "I'll call you", (6, 19)),  # case ignored when lowering keeps positions
+        ("👍 I'll write tomorrow", "I'll write tomorrow", (3, 22)),  # the emoji is two UTF-16 units
+        ("Nothing promised here.", "I'll call", None),
+        ("Any reply", "", None),
+    ],
+)
+def test_spans_are_located_in_browser_units(reply: str, span: str, expected: tuple[int, int] | None) -> None:
+    assert locate(reply, span) == expected
+    if expected is not None:
+        assert reply.encode("utf-16-le")[2 * expected[0]: 2 * expected[1]].decode("utf-16-le").lower() == span.lower()
+
+
+def test_utf16_offsets_count_astral_characters_twice() -> None:
+    assert [utf16_offset("a😀b", i) for i in range(4)] == [0, 1, 3, 4]
+
+
+def _event(kind: EventKind, step: int, text: str = "", **fields: Any) -> Event:
+    return Event(kind=kind, step=step, text=text, **fields)
+
+
+def test_a_trace_becomes_a_chat_with_every_call_inline_and_the_reasoning_after_its_message() -> None:
+    opened = _event(EventKind.MESSAGE, 2, "CI is green.", sender="Lena Park", role="coordinator", channel="#team",
+                    act="trigger")
+    call_ok = ToolCallRecord(step=2, turn=0, tool="deploy", arguments={"service": "api"}, call_id="c1", ok=True,
+                             result="Deployed.", is_write=True)
+    call_bad = ToolCallRecord(step=2, turn=0, tool="nope", arguments=None, raw_arguments="{oops", call_id="c2",
+                              ok=False, result="unknown tool", error_kind="unknown_tool")
+    lost = ToolCallRecord(step=2, turn=0, tool="lookup", arguments={"q": "x"}, call_id="c3", ok=True, result="...")
+    trace = EpisodeTrace(
+        env_id="commitbench/Standing-v0", episode_id="st-x", factors={}, run_key="k",
+        events=[
+            _event(EventKind.SYSTEM, 0, "You are Aide."),
+            _event(EventKind.MESSAGE, 0, "Please deploy api.", sender="Alice Moreno", channel="#team", act="request"),
+            _event(EventKind.ASSISTANT, 1, "I'll deploy it.", sender="Aide", channel="#team", act="promise"),
+            opened,
+            _event(EventKind.TOOL_RESULT, 2, "Deployed.", tool="deploy", call_id="c1"),
+            _event(EventKind.TOOL_RESULT, 2, "unknown tool", tool="nope", call_id="c2", ok=False),
+            _event(EventKind.ASSISTANT, 2, "Done, Alice.", sender="Aide", channel="dm:Alice Moreno"),
+        ],
+        turns=[TurnRecord(index=0, opened_by=opened, calls=[call_ok, call_bad, lost], reply="Done, Alice.",
+                          revisions=[Revision(by="claim_guard", kind="claim_guarded", original="All done!")])],
+        model_calls=[ModelCallRecord(turn=0, reasoning="The trigger came."), ModelCallRecord(turn=0)],
+    )
+    items = chat_items(trace, {"Alice Moreno": "creditor"}, lambda index: [])
+    assert [(i.kind, i.tool or i.text) for i in items] == [
+        (ItemKind.MESSAGE, "Please deploy api."),
+        (ItemKind.ASSISTANT, "I'll deploy it."),
+        (ItemKind.MESSAGE, "CI is green."),
+        (ItemKind.REASONING, "The trigger came."),
+        (ItemKind.CALL, "deploy"),
+        (ItemKind.CALL, "nope"),
+        (ItemKind.ASSISTANT, "Done, Alice."),
+        (ItemKind.CALL, "lookup"),  # its result event is missing: still shown, at the end of its turn
+        (ItemKind.REVISION, "Done, Alice."),
+    ]
+    assert items[0].party == "creditor" and items[1].message_index is None and items[6].message_index == 0
+    assert items[4].arguments == '{\n  "service": "api"\n}' and items[4].write
+    assert (items[5].ok, items[5].error_kind, items[5].arguments) == (False, "unknown_tool", "{oops")
+    assert items[8].original == "All done!" and items[8].by == "claim_guard"
+
+
+# ------------------------------------------------------------------------------ runs, sites, reports
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, _mock_server_process_wide: MockServer) -> Iterator[dict[str, Path]]:
+    server = _mock_server_process_wide
+    base = tmp_path_factory.mktemp("viewer-runs")
+    server.reset()
+    try:
+        standing = standing_run(server, base / "standing")
+        server.reset()
+        followup = followup_run(server, base / "followup")
+    finally:
+        server.reset()
+    yield {"standing": standing, "followup": followup}
+
+
+@pytest.fixture(scope="module")
+def sites(runs: dict[str, Path]) -> dict[str, Path]:
+    build_site(runs["standing"], runs["standing"] / "site", n_boot=N_BOOT)
+    build_site(runs["followup"], runs["followup"] / "site", judge=FOLLOWUP_JUDGE, n_boot=N_BOOT)
+    return {name: path / "site" for name, path in runs.items()}
+
+
+def report_json(run_dir: Path, judge: str | None = None) -> dict[str, Any]:
+    """What ``commitbench report RUN --json`` prints."""
+    out = io.StringIO()
+    args = ["report", str(run_dir), "--json", "--n-boot", str(N_BOOT), *(["--judge", judge] if judge else [])]
+    with contextlib.redirect_stdout(out):
+        assert main(args) == 0
+    return dict(json.loads(out.getvalue()))
+
+
+@pytest.fixture(scope="module")
+def reports(runs: dict[str, Path], sites: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    return {"standing": report_json(runs["standing"]), "followup": report_json(runs["followup"], FOLLOWUP_JUDGE)}
+
+
+def registered(path: Path) -> Any:
+    """The data a site script file hands to the registry: ``commitbench.NAME(args...);``."""
+    text = path.read_text(encoding="utf-8")
+    match = re.fullmatch(r"commitbench\.\w+\((.*)\);\n", text, re.DOTALL)
+    assert match, f"{path} is not a registry call"
+    return json.loads("[" + match.group(1) + "]")
+
+
+def index_rows(site: Path) -> list[dict[str, Any]]:
+    """The run index as rows: column values decoded, metric names the run counts for."""
+    (meta,) = registered(site / "data" / "meta.js")
+    (index,) = registered(site / "data" / "index.js")
+    metrics = [m["name"] for m in meta["metrics"]]
+    rows = []
+    for i, key in enumerate(index["keys"]):
+        row: dict[str, Any] = {"key": key}
+        for column in meta["columns"]:
+            data = index["columns"][column["name"]]
+            code = data["codes"][i]
+            row[column["name"]] = data["values"][code] if column["kind"] == "facet" else code
+        row["metrics"] = {name for bit, name in enumerate(metrics) if index["metrics"][i] >> bit & 1}
+        rows.append(row)
+    return rows
+
+
+def matching(rows: list[dict[str, Any]], metric: str | None = None, **fields: str | list[str]) -> list[dict[str, Any]]:
+    wanted = {k: [v] if isinstance(v, str) else v for k, v in fields.items()}
+    return [r for r in rows
+            if all(str(r[k]) in v for k, v in wanted.items()) and (metric is None or metric in r["metrics"])]
+
+
+@pytest.mark.slow
+def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
+    runs: dict[str, Path], sites: dict[str, Path], reports: dict[str, dict[str, Any]]
+) -> None:
+    for name, site in sites.items():
+        traces = latest_traces(runs[name], include_failed=True)
+        rows = index_rows(site)
+        assert [r["key"] for r in rows] == [t.run_key for t in traces]
+        pages = [p for path in sorted((site / "data" / "runs").glob("*.js")) for p in registered(path)[1]]
+        assert [p["key"] for p in pages] == [t.run_key for t in traces]
+        assert json.loads((site / "report.json").read_text()) == reports[name]
+        for asset in ("index.html", "assets/app.js", "assets/style.css"):
+            assert (site / asset).stat().st_size > 0
+        page = (site / "index.html").read_text()
+        assert "http://" not in page and "https://" not in page  # nothing from the network
+    standing = index_rows(sites["standing"])
+    doc = reports["standing"]
+    checked = 0
+    for value in doc["metrics"] + doc["by_gap"] + doc["by_cell"]:
+        behind = matching(standing, value["metric"], **value["group"])
+        assert len(behind) == value["n"] + value["excluded"], value
+        checked += 1
+    assert checked > 100
+    followup = index_rows(sites["followup"])
+    records = latest_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord)
+    frame = to_frame(responses_from_records(list(records.values()))[0])
+    group = ("setup", "variant", "persona", "model", "arm")
+    for record in reports["followup"]["headline"]:
+        part = frame
+        for column in group:
+            part = part[part[column].astype(str) == str(record[column])]
+        for metric in HEADLINE:
+            inside = int((FOLLOWUP_METRICS[metric].denominator(part).astype(float) > 0).sum())
+            assert len(matching(followup, metric, **{c: str(record[c]) for c in group})) == inside
+    for record in reports["followup"]["outcomes"]:
+        for label in OUTCOME_COLUMNS:
+            shown = matching(followup, **{c: str(record[c]) for c in group}, outcome=label)
+            assert len(shown) == round(record[label] * record["n"])
+
+
+@pytest.mark.slow
+def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / "manifest.json").write_bytes((runs["followup"] / "manifest.json").read_bytes())
+    broken = [t.model_copy(update={"infra_error": "timeout: the endpoint did not answer", "turns": []})
+              for t in latest_traces(runs["followup"])]
+    (failed / "traces.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in broken))
+    build_site(failed, failed / "site", n_boot=20)
+    rows = index_rows(failed / "site")
+    assert len(rows) == len(broken) and {r["status"] for r in rows} == {"infra error"}
+    assert all(not r["metrics"] for r in rows)
+    (meta,) = registered(failed / "site" / "data" / "meta.js")
+    assert meta["overview"]["summary"][0].startswith("No report:") and meta["finished"] == 0
+    pages = registered(failed / "site" / "data" / "runs" / "00000.js")[1]
+    assert {p["infra_error"] for p in pages} == {"timeout: the endpoint did not answer"}
+
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "data").mkdir()
+    (foreign / "data" / "mine.txt").write_text("keep me")
+    assert main(["view", str(runs["followup"]), "--out", str(foreign), "--n-boot", "20"]) == 2
+    assert "holds no site written by commitbench view" in capsys.readouterr().err
+    assert (foreign / "data" / "mine.txt").read_text() == "keep me"
+
+
+# ------------------------------------------------------------------------------ the browser
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Browser]:
+    if find_chromium() is None:
+        pytest.fail(install_hint(), pytrace=False)
+    try:
+        instance = Browser(width=1280, height=900).start()
+    except BrowserError as exc:
+        pytest.fail(f"Chromium did not start: {exc}", pytrace=False)
+    try:
+        yield instance
+    finally:
+        pid = instance.pid
+        instance.close()
+        if pid is not None:  # the browser and everything it started are gone
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pid, 0)
+
+
+def page_url(site: Path, route: str = "#/") -> str:
+    return (site / "index.html").resolve().as_uri() + route
+
+
+def open_site(chrome: Browser, site: Path, route: str = "#/") -> None:
+    chrome.goto(page_url(site, route), ready=route_ready(route))
+
+
+def assert_clean(chrome: Browser) -> None:
+    assert chrome.problems() == [], "the page reported errors"
+
+
+def shot(chrome: Browser, path: Path, capsys: pytest.CaptureFixture[str], full_page: bool = True) -> Path:
+    written = chrome.screenshot(path, full_page=full_page)
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and written.stat().st_size > 5_000
+    with capsys.disabled():
+        print(f"\nscreenshot: {written}")
+    return written
+
+
+TABLES_JS = """Array.from(document.querySelectorAll('main table.data')).map(t => ({
+  caption: t.caption ? t.caption.textContent : '',
+  head: Array.from(t.tHead.rows[0].cells).map(c => c.textContent.trim()),
+  rows: Array.from(t.tBodies[0].rows).map(r => Array.from(r.cells).map(c => c.textContent.trim())),
+  links: Array.from(t.tBodies[0].rows).map(r => Array.from(r.cells).map(c => {
+    const a = c.querySelector('a'); return a ? a.getAttribute('href') : null; })),
+}))"""
+
+
+def pct(value: float | None, signed: bool = False) -> str:
+    return "-" if value is None else (f"{100 * value:+.0f}" if signed else f"{100 * value:.0f}")
+
+
+def interval(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+    if estimate is None:
+        return "-"
+    text = pct(estimate, signed)
+    return text + (f" [{pct(low, signed)},{pct(high, signed)}]" if low is not None and high is not None else "")
+
+
+def cell(tables: list[dict[str, Any]], caption: str, row_key: tuple[str, ...], column: str) -> tuple[str, str | None]:
+    table = next(t for t in tables if t["caption"] == caption)
+    j = table["head"].index(column)
+    for row, links in zip(table["rows"], table["links"], strict=True):
+        if tuple(row[: len(row_key)]) == row_key:
+            return row[j], links[j]
+    raise AssertionError(f"no row {row_key} in {caption!r}")
+
+
+@pytest.mark.slow
+def test_overview_numbers_equal_report_json_and_link_to_their_runs(
+    chrome: Browser, sites: dict[str, Path], reports: dict[str, dict[str, Any]], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = reports["standing"]
+    open_site(chrome, sites["standing"])
+    tables = chrome.evaluate(TABLES_JS)
+    links: list[tuple[str, int]] = []
+    for v in doc["metrics"]:
+        g = v["group"]
+        text, link = cell(tables, f"{g['agent']}: metrics (%)", (g["interventions"], g["policy"]), SHORT[v["metric"]])
+        assert text == interval(v["estimate"], v["low"], v["high"]) + (f" +{v['excluded']}" if v["excluded"] else "")
+        if link:
+            links.append((link, v["n"] + v["excluded"]))
+    for v in doc["by_gap"]:
+        g = v["group"]
+        caption = f"{g['agent']}: metrics per gap (%)"
+        text, _ = cell(tables, caption, (g["interventions"], g["policy"], g["gap"]), SHORT[v["metric"]])
+        assert text == interval(v["estimate"], v["low"], v["high"]) + (f" +{v['excluded']}" if v["excluded"] else "")
+    for v in doc["by_cell"]:
+        g = v["group"]
+        text, link = cell(tables, f"{g['agent']}: strict accuracy by cell (%)", (g["cell"],),
+                          f"{g['interventions']} ({g['policy'][:4]})")
+        assert text == pct(v["estimate"])
+        links.append((str(link), v["n"] + v["excluded"]))
+    assert doc["paired"] and doc["policy_effect"]
+    for p in doc["paired"]:
+        g = p["group"]
+        text, _ = cell(tables, f"{g['agent']}: difference from '{doc['baseline']}' on the same episodes (pp)",
+                       (p["arm"], g["policy"]), SHORT[p["metric"]])
+        assert text == interval(p["estimate"], p["low"], p["high"], signed=True)
+    for p in doc["policy_effect"]:
+        g = p["group"]
+        text, _ = cell(tables, "Explicit minus silent policy, same chats (pp)", (g["agent"], g["interventions"]),
+                       SHORT[p["metric"]])
+        assert text == interval(p["estimate"], p["low"], p["high"], signed=True)
+    assert chrome.evaluate("document.querySelector('figure img').naturalWidth") > 100  # the heatmap
+    shot(chrome, tmp_path / "standing-overview.png", capsys)
+    assert len(links) > 50
+    for href, expected in links[:: max(1, len(links) // 40)]:  # follow a spread of them
+        show(chrome, href)
+        assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == expected, href
+    assert_clean(chrome)
+
+    doc = reports["followup"]
+    open_site(chrome, sites["followup"])
+    tables = chrome.evaluate(TABLES_JS)
+    group = ("setup", "variant", "persona", "model", "arm")
+    for r in doc["headline"]:
+        for metric, label in HEADLINE.items():
+            text, _ = cell(tables, "Headline rates (%, 95% intervals clustered by request)",
+                           tuple(str(r[c]) for c in group), label)
+            assert text == interval(r[metric], r[f"{metric}_low"], r[f"{metric}_high"])
+    for r in doc["outcomes"]:
+        caption = "Outcomes (%), labels by the LLM checker"
+        text, link = cell(tables, caption, tuple(str(r[c]) for c in group), "n")
+        assert text == str(r["n"])
+        show(chrome, str(link))
+        assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == r["n"]
+        show(chrome, "#/")
+        for label in OUTCOME_COLUMNS:
+            text, _ = cell(tables, caption, tuple(str(r[c]) for c in group), label)
+            assert text == pct(r[label])
+    assert doc["fix_differences"]
+    for r in doc["fix_differences"]:
+        text, _ = cell(tables, "Each arm minus 'none' on the same requests (pp, paired bootstrap)",
+                       (*(str(r[c]) for c in group[:4]), r["arm_a"], r["metric"]), "difference")
+        assert text == interval(r["difference"], r["low"], r["high"], signed=True)
+    assert chrome.evaluate("document.querySelector('figure img').naturalWidth") > 100
+    assert_clean(chrome)
+
+
+def keys_shown(chrome: Browser) -> list[str]:
+    """The runs the list shows, on every one of its pages."""
+    rows = "Array.from(document.querySelectorAll('#runs-table tbody tr')).map(r => r.dataset.key)"
+    keys = list(chrome.evaluate(rows))
+    while chrome.evaluate("!!document.getElementById('next-page') && !document.getElementById('next-page').disabled"):
+        before = chrome.evaluate("document.getElementById('main').dataset.renderedAt")
+        chrome.evaluate("document.getElementById('next-page').click()")
+        chrome.wait_for(f"document.getElementById('main').dataset.renderedAt !== {before!r}")
+        keys += chrome.evaluate(rows)
+    assert len(keys) == chrome.evaluate("Number(document.getElementById('run-count').dataset.count)")
+    return keys
+
+
+@pytest.mark.slow
+def test_filters_reduce_the_list_to_the_expected_runs(
+    chrome: Browser, runs: dict[str, Path], sites: dict[str, Path]
+) -> None:
+    traces = latest_traces(runs["standing"])
+    open_site(chrome, sites["standing"], "#/runs")
+    assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(traces)
+
+    route = "#/runs?agent=chat%3Amock-thinking&cell=PEER-DIRECT,CRED-DIRECT"
+    show(chrome, route)
+    expected = {t.run_key for t in traces if t.agent and t.agent.name == "chat:mock-thinking"
+                and t.factors["cell"] in ("PEER-DIRECT", "CRED-DIRECT")}
+    assert 0 < len(expected) < len(traces)
+    assert set(keys_shown(chrome)) == expected
+
+    # A click in the filter panel narrows further; the address keeps the state, so a link reproduces the view.
+    box = chrome.evaluate("""(() => { const f = Array.from(document.querySelectorAll('fieldset.facet'))
+        .find(f => f.querySelector('legend').textContent === 'arm');
+      const label = Array.from(f.querySelectorAll('label')).find(l => l.querySelector('.value').textContent === 'none');
+      return label.getAttribute('for'); })()""")
+    chrome.evaluate(f"document.getElementById({box!r}).click()")
+    chrome.wait_for("location.hash.includes('interventions=none')")
+    chrome.wait_for(route_ready(chrome.evaluate("location.hash")))
+    narrowed = {t.run_key for t in traces if t.run_key in expected and not t.interventions}
+    assert set(keys_shown(chrome)) == narrowed and 0 < len(narrowed) < len(expected)
+    link = chrome.evaluate("location.hash")
+    open_site(chrome, sites["standing"], link)  # a fresh load of the same address
+    assert set(keys_shown(chrome)) == narrowed
+    counts = chrome.evaluate("""Object.fromEntries(Array.from(Array.from(document.querySelectorAll('fieldset.facet'))
+        .find(f => f.querySelector('legend').textContent === 'arm').querySelectorAll('.option'))
+        .map(o => [o.querySelector('.value').textContent, Number(o.querySelector('.count').textContent)]))""")
+    assert counts == {"none": len(narrowed), "oracle:B3+": len(expected) - len(narrowed)}  # counts follow the filter
+
+    # Free text over the messages, tool calls and reasoning (search text loads on demand).
+    show(chrome, "#/runs?q=promise%20is%20met")
+    hits = {t.run_key for t in traces if any("promise is met" in c.reasoning for c in t.model_calls)}
+    assert hits and set(keys_shown(chrome)) == hits
+    show(chrome, "#/runs?q=running%20club&agent=creditor-rule")  # words of the script, shared by an episode's runs
+    club = {t.run_key for t in traces if t.agent and t.agent.name == "creditor-rule"
+            and any("running club" in e.text.lower() for e in t.events)}
+    assert club and set(keys_shown(chrome)) == club
+
+    # A signal filter and a sort.
+    show(chrome, "#/runs?executed=yes&sort=-tool_errors")
+    episodes = episodes_by_id()
+    executed = {t.run_key for t in traces if any(c.tool == episodes[t.episode_id].action_tool.name
+                                                  and c.error_kind in ("", "failed") for c in t.tool_calls())}
+    assert 0 < len(executed) < len(traces) and set(keys_shown(chrome)) == executed
+    assert_clean(chrome)
+
+
+@pytest.mark.slow
+def test_the_keyboard_reaches_the_search_a_run_and_back(chrome: Browser, sites: dict[str, Path]) -> None:
+    open_site(chrome, sites["standing"], "#/runs")
+
+    def press(key: str, code: str, text: str = "", key_code: int = 0) -> None:
+        for kind in ("keyDown", "keyUp"):
+            event = {"type": kind, "key": key, "code": code, "windowsVirtualKeyCode": key_code,
+                     "text": text if kind == "keyDown" else ""}
+            chrome.command("Input.dispatchKeyEvent", event)
+
+    press("/", "Slash", "/", 191)
+    assert chrome.evaluate("document.activeElement.id") == "q"
+    press("Escape", "Escape", "", 27)
+    press("j", "KeyJ", "j", 74)
+    first = chrome.evaluate("document.activeElement.getAttribute('href')")
+    assert first and first.startswith("#/run/")
+    press("Enter", "Enter", "\r", 13)
+    chrome.wait_for(route_ready(first))
+    press("u", "KeyU", "u", 85)
+    chrome.wait_for("document.getElementById('main').dataset.route.startsWith('#/runs')")
+    assert_clean(chrome)
+
+
+def _text(chrome: Browser) -> str:
+    return str(chrome.evaluate("document.getElementById('main').innerText"))
+
+
+@pytest.mark.slow
+def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects(
+    chrome: Browser, runs: dict[str, Path], sites: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = latest_traces(runs["standing"])
+    run = next(t for t in traces if t.agent and t.agent.kind == "chat" and t.model_calls
+               and any(c.is_write and c.tool != "post_message" for c in t.tool_calls()))
+    labels = latest_labels(labels_path(runs["standing"], "rules"), StandingLabelRecord)[run.run_key].labels
+    open_site(chrome, sites["standing"], f"#/run/{run.run_key}")
+    text = _text(chrome)
+    for call in run.tool_calls():  # every call inline, with its arguments and result (a silent end of turn in brief)
+        assert call.tool in text
+        if call.tool != "end_turn":
+            assert call.result in text and all(str(value) in text for value in (call.arguments or {}).values())
+    shown = chrome.evaluate("document.querySelectorAll('ol.chat > li[data-kind=call]').length")
+    assert shown == sum(1 for _ in run.tool_calls())
+    assert labels and all(label.rationale in text for label in labels)
+    assert "Expected behaviour" in text and run.factors["cell"] in text
+    rows = chrome.evaluate("document.querySelectorAll('#model-calls tbody tr').length")
+    assert rows == len(run.model_calls)
+    assert chrome.evaluate("document.querySelectorAll('.item.reasoning details').length") >= 1
+    assert chrome.evaluate("document.querySelector('details.system-prompt summary').textContent") == "System prompt"
+    assert chrome.evaluate("document.querySelectorAll('#labels-table tbody tr').length") == len(labels)
+    shot(chrome, tmp_path / "standing-transcript.png", capsys)
+
+    # Channels and direct messages apart: pick the DM thread, and only it is shown.
+    dm_run = next(t for t in traces if any(e.channel.startswith("dm:") for e in t.events))
+    dm = next(e.channel for e in dm_run.events if e.channel.startswith("dm:"))
+    open_site(chrome, sites["standing"], f"#/run/{dm_run.run_key}")
+    chrome.evaluate(f"document.querySelector('.channels button[data-channel=\"{dm}\"]').click()")
+    visible = chrome.evaluate("""Array.from(document.querySelectorAll('ol.chat > li')).filter(li => !li.hidden)
+        .map(li => li.querySelector('.channel') ? li.querySelector('.channel').textContent : '')""")
+    assert visible and set(visible) <= {dm, ""}
+    assert len(visible) >= sum(1 for e in dm_run.events if e.channel == dm)
+    assert chrome.evaluate(f"document.querySelector('.channels button[data-channel=\"{dm}\"]')"
+                           ".getAttribute('aria-pressed')") == "true"
+    assert_clean(chrome)
+
+    followup = latest_traces(runs["followup"])
+    records = latest_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord)
+    anchored = next(t for t in followup if t.episode_id.startswith("del-001:C2") and not t.interventions)
+    record = records[anchored.run_key]
+    open_site(chrome, sites["followup"], f"#/run/{anchored.run_key}")
+    text = _text(chrome)
+    assert record.turn.user_message in text and "create_reminder" in text and "remind_at" in text
+    assert record.result.outcome is not None and record.result.rule in text
+    assert chrome.evaluate("document.querySelector('.outcome-label').textContent") == record.result.outcome.value
+    marks = chrome.evaluate(
+        "Array.from(document.querySelectorAll('blockquote.reply mark')).map(m => m.lastChild.textContent)")
+    assert marks == [c.commitment.span for c in record.result.commitments]
+    assert record.result.response is not None
+    assert record.result.response.false_action_claim.rationale in text
+    tools = chrome.evaluate("Array.from(document.querySelectorAll('#tools-table tbody th')).map(c => c.textContent)")
+    assert "create_reminder" in tools and "schedule_task" in tools
+    shot(chrome, tmp_path / "followup-transcript.png", capsys)
+
+    guarded = next(t for t in followup if any(turn.revisions for turn in t.turns))
+    open_site(chrome, sites["followup"], f"#/run/{guarded.run_key}")
+    revision = guarded.turns[-1].revisions[0]
+    assert revision.original in _text(chrome)
+    assert chrome.evaluate("document.querySelectorAll('.item.revision').length") == 1
+    assert_clean(chrome)
+
+
+@pytest.mark.slow
+def test_side_by_side_shows_one_episode_in_two_columns(
+    chrome: Browser, runs: dict[str, Path], sites: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = latest_traces(runs["standing"])
+    thinking = next(t for t in traces if t.agent and t.agent.name == "chat:mock-thinking" and t.model_calls
+                    and any(c.reasoning for c in t.model_calls))
+    other = next(t for t in traces if t.agent and t.agent.name == "chat:mock-no-thinking"
+                 and t.episode_id == thinking.episode_id and t.interventions == thinking.interventions)
+    open_site(chrome, sites["standing"], f"#/run/{thinking.run_key}")
+    link = first_href(chrome, ".compare-link")  # the transcript offers the same episode in the other runs
+    assert link.startswith(f"#/compare/{thinking.run_key}/")
+    route = f"#/compare/{thinking.run_key}/{other.run_key}"
+    show(chrome, route)
+    sides = chrome.evaluate("""['left', 'right'].map(s => ({
+        title: document.querySelector('#side-' + s + ' h2').textContent,
+        items: document.querySelectorAll('#side-' + s + ' ol.chat > li').length }))""")
+    assert "chat:mock-thinking" in sides[0]["title"] and "chat:mock-no-thinking" in sides[1]["title"]
+    assert all(side["items"] > 3 for side in sides)
+    columns = "getComputedStyle(document.querySelector('.columns')).gridTemplateColumns.split(' ').length"
+    assert chrome.evaluate(columns) == 2
+    shot(chrome, tmp_path / "side-by-side.png", capsys)
+    # Every page, through the code that draws the README's pictures (scripts/viewer_screenshots.py).
+    pages = capture_pages(chrome, page_url(sites["standing"], ""), tmp_path / "pages", "standing",
+                          f"#/run/{thinking.run_key}", route)
+    assert sorted(pages) == ["compare", "overview", "runs", "transcript"]
+    with capsys.disabled():
+        for path in pages.values():
+            assert path.read_bytes()[:4] == b"\x89PNG"
+            print(f"\nscreenshot: {path}")
+
+    followup = latest_traces(runs["followup"])
+    plain = next(t for t in followup if not t.interventions and t.episode_id.startswith("mem-001:C0"))
+    guarded = next(t for t in followup if t.interventions and t.episode_id == plain.episode_id)
+    open_site(chrome, sites["followup"], f"#/compare/{plain.run_key}/{guarded.run_key}")
+    assert chrome.evaluate("document.querySelectorAll('.side').length") == 2
+    assert "claim_guard" in chrome.evaluate("document.querySelector('#side-right h2').textContent")
+    assert_clean(chrome)
+
+
+@pytest.mark.slow
+def test_the_served_site_works_and_the_server_stops_with_the_test(
+    chrome: Browser, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    command = [sys.executable, "-m", "commitbench.cli", "view", str(runs["followup"]), "--out", str(tmp_path / "site"),
+               "--judge", FOLLOWUP_JUDGE, "--n-boot", "50", "--serve", "0"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        url = None
+        deadline = time.monotonic() + 180
+        assert server.stdout is not None
+        while url is None and time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
+            url = found.group(1) if found else None
+        assert url, "the server did not say where it serves"
+        chrome.goto(url + "#/", ready=route_ready("#/"))
+        show(chrome, "#/runs")
+        assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(
+            latest_traces(runs["followup"], include_failed=True))
+        key = latest_traces(runs["followup"])[0].run_key
+        show(chrome, f"#/run/{key}")
+        assert chrome.evaluate("document.querySelectorAll('ol.chat > li').length") >= 2
+        assert_clean(chrome)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+    assert server.returncode is not None
+
+
+def test_view_refuses_a_directory_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["view", str(tmp_path)]) == 2
+    assert "neither manifest.json nor traces.jsonl" in capsys.readouterr().err
