@@ -47,7 +47,7 @@ import json
 from collections import deque
 from typing import Any
 
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
@@ -295,14 +295,18 @@ class ChatAgent:
             error = f"refusal: {response.refusal}"
         else:
             error = ""
+        reasoning_tokens, estimated = reasoning_token_count(response.usage.reasoning_tokens, response.reasoning)
         return ModelCallRecord(
             turn=self._turn_index(),
             purpose="agent",
             cache_key=response.cache_key,
             cache_hit=response.cache_hit,
             latency_s=response.latency_s,
+            model_time_s=response.model_time_s,
             prompt_tokens=response.usage.prompt_tokens,
             completion_tokens=response.usage.completion_tokens,
+            reasoning_tokens=reasoning_tokens,
+            reasoning_tokens_estimated=estimated,
             finish_reason=response.finish_reason or "",
             text=response.text or "",
             reasoning=response.reasoning or "",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -64,6 +65,7 @@ __all__ = [
     "backoff_delay",
     "parse_completion",
     "parse_tool_arguments",
+    "reasoning_token_count",
     "redact_credentials",
     "split_credentials",
 ]
@@ -266,6 +268,11 @@ class ModelResponse(BaseModel):
     refusal: str | None = Field(default=None, description="Refusal text, when the model refused.")
     usage: Usage = Field(default_factory=Usage, description="Token counts.")
     latency_s: float = Field(default=0.0, description="Wall time of the call, retries and backoff included.")
+    model_time_s: float | None = Field(
+        default=None,
+        description="Wall time of the server call that produced this completion: this call's for an answered "
+        "call, the original call's for a cache hit (kept in the cache entry), null when the entry predates that.",
+    )
     attempts: int = Field(default=0, description="HTTP attempts made (0 for a cache hit).")
     cache_hit: bool = Field(default=False, description="Served from the cache.")
     cache_key: str = Field(description="Content address of the call.")
@@ -285,7 +292,30 @@ class ModelResponse(BaseModel):
             "finish_reason": self.finish_reason,
             "refusal": self.refusal,
             "usage": self.usage.model_dump(),
+            "latency_s": self.model_time_s if self.model_time_s is not None else self.latency_s,
         }
+
+
+CHARS_PER_TOKEN = 4  # a rough mean for English text under common BPE vocabularies
+
+
+def reasoning_token_count(reported: int, reasoning: str | None) -> tuple[int, bool]:
+    """Reasoning tokens of a completion and whether the number is estimated.
+
+    The server's count (``completion_tokens_details.reasoning_tokens``) when it gives one; otherwise,
+    when reasoning text came back, an estimate of one token per :data:`CHARS_PER_TOKEN` characters.
+    """
+    if reported > 0 or not reasoning:
+        return reported, False
+    return math.ceil(len(reasoning) / CHARS_PER_TOKEN), True
+
+
+def _stored_seconds(value: Any) -> float | None:
+    """A latency read back from a cache entry: a finite non-negative number, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -702,6 +732,7 @@ class ModelClient:
             refusal=_text_of(stored.get("refusal")),
             usage=Usage.model_validate(stored.get("usage") or {}),
             latency_s=time.perf_counter() - started,
+            model_time_s=_stored_seconds(stored.get("latency_s")),
             attempts=0,
             cache_hit=True,
             cache_key=key,
@@ -757,11 +788,9 @@ class ModelClient:
                 usage: Usage = outcome.fields["usage"]
                 self._prompt_tokens += usage.prompt_tokens
                 self._completion_tokens += usage.completion_tokens
+                elapsed = time.perf_counter() - started
                 return ModelResponse(
-                    **outcome.fields,
-                    latency_s=time.perf_counter() - started,
-                    attempts=attempt,
-                    cache_key=key,
+                    **outcome.fields, latency_s=elapsed, model_time_s=elapsed, attempts=attempt, cache_key=key,
                 )
             error = outcome.error
             if error.kind is ModelErrorKind.RATE_LIMITED:
@@ -772,9 +801,11 @@ class ModelClient:
                     error = error.model_copy(
                         update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
                     )
+                elapsed = time.perf_counter() - started
                 return ModelResponse(
                     model=(outcome.fields or {}).get("model") or self.settings.model,
-                    latency_s=time.perf_counter() - started,
+                    latency_s=elapsed,
+                    model_time_s=elapsed,
                     attempts=attempt,
                     cache_key=key,
                     error=error,

@@ -142,6 +142,10 @@ class ReplySpec(BaseModel):
     )
     prompt_tokens: int | None = Field(default=None, ge=0, description="Reported prompt tokens override.")
     completion_tokens: int | None = Field(default=None, ge=0, description="Reported completion tokens override.")
+    report_reasoning_tokens: bool = Field(
+        default=True,
+        description="Report the reasoning's token count in usage.completion_tokens_details (some servers do not).",
+    )
 
 
 class FaultConfig(BaseModel):
@@ -702,7 +706,7 @@ class MockServer:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        if reply.reasoning:
+        if reply.reasoning and reply.report_reasoning_tokens:
             usage["completion_tokens_details"] = {"reasoning_tokens": _word_count(reply.reasoning)}
         n = request.get("n") or 1
         return {

@@ -48,9 +48,20 @@ class ModelCallRecord(BaseModel):
     purpose: str = Field(default="agent", description="agent, judge, rewrite, ...")
     cache_key: str = Field(default="", description="Content hash of the request.")
     cache_hit: bool = Field(default=False, description="Served from the cache without an HTTP call.")
-    latency_s: float = Field(default=0.0, description="Wall time of the call.")
+    latency_s: float = Field(default=0.0, description="Wall time of the call (a cache hit: the lookup).")
+    model_time_s: float | None = Field(
+        default=None,
+        description="Wall time of the server call that produced the completion (for a cache hit, the original "
+        "call's, so a resumed or replayed run reports what its calls cost); null when unknown.",
+    )
     prompt_tokens: int = Field(default=0, description="Prompt tokens reported by the server.")
     completion_tokens: int = Field(default=0, description="Completion tokens reported by the server.")
+    reasoning_tokens: int = Field(
+        default=0, description="Reasoning tokens: the server's count, or an estimate from the reasoning text."
+    )
+    reasoning_tokens_estimated: bool = Field(
+        default=False, description="Whether reasoning_tokens is estimated (the server reported none)."
+    )
     finish_reason: str = Field(default="", description="Server finish reason.")
     text: str = Field(default="", description="Reply text.")
     reasoning: str = Field(default="", description="Reasoning text, kept apart from the reply.")

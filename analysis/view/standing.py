@@ -221,7 +221,8 @@ def _plain(value: Any) -> bool | int | str | None:
 
 def episode_texts(episode: Episode) -> frozenset[str]:
     """What every run of the episode may show of its script: its messages and the creditor's answers."""
-    return script_texts([*(m.text for m in episode.script), episode.creditor_reply, episode.acknowledgement])
+    answers = [reply.text for reply in episode.creditor_replies]
+    return script_texts([*(m.text for m in episode.script), *answers, episode.acknowledgement])
 
 
 def standing_records(

@@ -1,0 +1,99 @@
+"""What playing a run cost, from its traces: model calls, tokens (reasoning apart) and model time.
+
+Model time is the server time of the call that produced each completion. A cache hit carries the
+original call's time (kept in the cache entry), so a resumed or replayed run reports what its calls
+cost, not how long the lookups took; a call whose original time is unknown (a cache entry written
+before times were kept) is counted in ``model_time_unknown_calls`` and left out of the time figures.
+Reasoning tokens are the server's count where it reports one, otherwise estimated from the reasoning
+text (``reasoning_estimated``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from commitbench.traces import EpisodeTrace
+
+# The columns :func:`run_cost` adds to a run's row.
+COST_COLUMNS: tuple[str, ...] = (
+    "model_calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "reasoning_estimated",
+    "model_time_s", "model_time_unknown_calls", "reasoning_calls", "reasoning_returned",
+)
+
+
+def run_cost(trace: EpisodeTrace) -> dict[str, Any]:
+    """The cost columns of one run (model calls that reached a model or the cache; notices left out)."""
+    calls = [c for c in trace.model_calls if c.purpose != "notice"]
+    known = [c.model_time_s for c in calls if c.model_time_s is not None]
+    reasoning_calls = sum(1 for c in calls if c.reasoning)
+    return {
+        "model_calls": len(calls),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+        "reasoning_tokens": sum(c.reasoning_tokens for c in calls),
+        "reasoning_estimated": any(c.reasoning_tokens_estimated for c in calls),
+        "model_time_s": float(sum(known)),
+        "model_time_unknown_calls": len(calls) - len(known),
+        "reasoning_calls": reasoning_calls,
+        "reasoning_returned": reasoning_calls > 0,
+    }
+
+
+class CostRow(BaseModel):
+    """What one model (and arm) cost over the runs of a report."""
+
+    group: dict[str, str] = Field(description="The model (player) and the intervention arm.")
+    runs: int = Field(description="Runs (episodes x samples) played.")
+    model_calls: int = Field(description="Model calls, cache hits included.")
+    calls_per_run: float = Field(description="Mean model calls per run.")
+    prompt_tokens: int = Field(description="Prompt tokens in all.")
+    completion_tokens: int = Field(description="Completion tokens in all (reasoning included, as servers count).")
+    reasoning_tokens: int = Field(description="Reasoning tokens in all.")
+    reasoning_estimated: bool = Field(description="Some reasoning counts were estimated from the text.")
+    tokens_per_run: float = Field(description="Mean prompt + completion tokens per run.")
+    model_time_median_s: float | None = Field(description="Median model time per run (null: unknown).")
+    model_time_p95_s: float | None = Field(description="95th percentile of model time per run.")
+    model_time_unknown_calls: int = Field(description="Calls whose original time is unknown (left out of times).")
+    reasoning_calls: int = Field(description="Calls that returned reasoning text.")
+
+
+def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
+    """Per group of ``by`` (e.g. model and arm), the cost of its runs (rows carrying :data:`COST_COLUMNS`)."""
+    out: list[CostRow] = []
+    if rows.empty or "model_calls" not in rows.columns:
+        return out
+    for key, part in rows.groupby(list(by), sort=True):
+        keys = key if isinstance(key, tuple) else (key,)
+        times = part.loc[part["model_calls"] > part["model_time_unknown_calls"], "model_time_s"].to_numpy(float)
+        n = len(part)
+        prompt, completion = int(part["prompt_tokens"].sum()), int(part["completion_tokens"].sum())
+        out.append(CostRow(
+            group={col: str(val) for col, val in zip(by, keys, strict=True)},
+            runs=n,
+            model_calls=int(part["model_calls"].sum()),
+            calls_per_run=float(part["model_calls"].mean()),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            reasoning_tokens=int(part["reasoning_tokens"].sum()),
+            reasoning_estimated=bool(part["reasoning_estimated"].any()),
+            tokens_per_run=(prompt + completion) / n,
+            model_time_median_s=float(np.median(times)) if times.size else None,
+            model_time_p95_s=float(np.percentile(times, 95)) if times.size else None,
+            model_time_unknown_calls=int(part["model_time_unknown_calls"].sum()),
+            reasoning_calls=int(part["reasoning_calls"].sum()),
+        ))
+    return out
+
+
+def cost_frame(traces: Iterable[EpisodeTrace], keys: Mapping[str, Any]) -> pd.DataFrame:
+    """One row of cost columns per trace, with the identifying columns ``keys`` computes from it
+    (``{"model": callable(trace) -> str, ...}``)."""
+    records = []
+    for trace in traces:
+        records.append({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)})
+    return pd.DataFrame.from_records(records, columns=[*keys, *COST_COLUMNS])
