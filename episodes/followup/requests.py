@@ -151,7 +151,10 @@ class FollowupRequest(BaseModel):
 
     id: str = Field(description="Stable id: category prefix and a number, e.g. 'rem-007'.", pattern=r"^[a-z]+-\d{3}$")
     category: RequestCategory = Field(description="Reminder, monitoring, callback, deferred delivery or memory.")
-    persona: Persona = Field(description="The persona the request is written for (experiments may cross both).")
+    persona: Persona = Field(
+        description="The persona the request's text is written for; every selection plays it under both personas "
+        "unless it names one."
+    )
     text: str = Field(description="The request as the user types it.", min_length=8)
     context: str = Field(description="One or two sentences sent before the request; no tools, nothing on persistence.")
     required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
