@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commitbench.judges.labelling import LabelRecord, labels_path, latest_labels
+from commitbench.judges.labelling import LabelRecord, labels_path, one_labeller_labels
 from commitbench.traces import EpisodeTrace, latest_traces
 
 if TYPE_CHECKING:
@@ -23,10 +23,11 @@ def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelR
 
     An offline labeller (no model) can label at any time, so callers compute its labels instead;
     any other judge must have been stored by ``commitbench label``, else FileNotFoundError says how.
+    A labels file that holds another labeller's records too is refused (MixedLabellersError, a ValueError).
     """
     path = labels_path(run_dir, judge)
     if path.exists():
-        return dict(latest_labels(path, suite.label_record))
+        return dict(one_labeller_labels(path, suite.label_record, judge))
     if judge == suite.offline_labeller:
         return None
     raise FileNotFoundError(
