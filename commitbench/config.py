@@ -10,7 +10,8 @@ standing suite's ``split, cells, types, policies, gaps, surfaces, ids, limit``; 
 
 Reference agents are deterministic and play sample 0 only. ``judge`` names who labels the run
 afterwards (``rules``: the suite's offline labeller; ``llm``: an LLM judge on its own ``model``, never
-silently the tested one). See ``docs/runner.md`` for a full example; the smallest config is::
+silently the tested one: a judge that serves the same model as a tested entry is refused unless
+``judge.allow_tested_model`` says so). See ``docs/runner.md`` for a full example; the smallest config is::
 
     agents: [creditor-rule]
     episodes: {split: test}
@@ -207,6 +208,11 @@ class JudgeConfig(BaseModel):
         default=None, description="json_schema or json_object (default: json_object for a local model)."
     )
     max_attempts: int = Field(default=3, ge=1, description="Attempts per item before a judge error is recorded.")
+    allow_tested_model: bool = Field(
+        default=False,
+        description="Let the judge be one of the tested models (it then labels its own replies, so self-preference "
+        "can bias its rows); off by default, so a config never does it silently.",
+    )
 
     @model_validator(mode="after")
     def _model_for_llm(self) -> JudgeConfig:
@@ -319,7 +325,25 @@ class ExperimentConfig(BaseModel):
         labels = [arm.label() for arm in self.interventions]
         if len(set(labels)) != len(labels):
             raise ValueError(f"intervention arms must differ, got {labels}")
+        judged = self.judge_is_tested()
+        if judged and not self.judge.allow_tested_model:
+            raise ValueError(
+                f"the judge model is also a tested model ({', '.join(judged)}): it would label its own replies; "
+                "name another judge model, or set judge.allow_tested_model: true to do it on purpose"
+            )
         return self
+
+    def judge_is_tested(self) -> list[str]:
+        """Names of the tested model entries that serve the judge's model (empty when the judge is another model)."""
+        judge = self.judge.model
+        if self.judge.kind != "llm" or judge is None or CHAT_AGENT not in self.agents:
+            return []
+        return [m.name for m in self.models if served_identity(m) == served_identity(judge)]
+
+
+def served_identity(entry: ModelEntry) -> str:
+    """Which model an entry serves: the embedded one, or the served model name (case-insensitive)."""
+    return "local:embedded" if entry.local else (entry.settings.model or entry.name).lower()
 
 
 def load_config(path: Path | str) -> ExperimentConfig:

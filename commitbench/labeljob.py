@@ -33,6 +33,16 @@ from commitbench.suites import Suite
 from commitbench.traces import latest_traces
 
 
+def configured_judge(run_dir: Path | str) -> JudgeConfig | None:
+    """The judge a run's config names (from its manifest); None for a run directory without a manifest."""
+    from commitbench.runner import read_manifest
+
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return None
+    return JudgeConfig.model_validate(manifest.config.get("judge") or {})
+
+
 def stored_name(suite: Suite, judge: JudgeConfig) -> str:
     """The name a judge's labels are stored under: the suite's offline labeller, or ``llm:<model>``."""
     if judge.kind == "rules" or judge.model is None:

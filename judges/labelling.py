@@ -16,6 +16,10 @@ A labeller signals two kinds of failure differently:
 :func:`label_run` is the loop: it appends each record to ``labels-<labeller>.jsonl`` as soon as it is
 made (fsynced), skips the traces already labelled (``retry_errors`` labels again those whose records
 hold judge errors; the newer record wins), repairs a torn last line first, and returns the counts.
+
+A labels file holds one labeller's records. :func:`one_labeller_labels` (what reports read) and
+:func:`label_run` refuse a file in which any record names another labeller
+(:class:`MixedLabellersError`), so no table ever pools the labels of two judges or checkers.
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ __all__ = [
     "LabelSummary",
     "Labeller",
     "LabellerUnavailable",
+    "MixedLabellersError",
     "judge_name",
     "label_run",
     "labels_path",
-    "latest_labels",
+    "one_labeller_labels",
     "pin_judge_settings",
     "read_label_records",
 ]
@@ -109,9 +114,31 @@ def read_label_records(path: Path | str, record_type: type[RecordT]) -> list[Rec
     return list(iter_models(path, record_type, what="labels record"))
 
 
-def latest_labels(path: Path | str, record_type: type[RecordT]) -> dict[str, RecordT]:
-    """The last record of each run key (a later record of a trace replaces an earlier one)."""
-    return {record.run_key: record for record in iter_models(path, record_type, what="labels record")}
+class MixedLabellersError(ValueError):
+    """A labels file holds records of more than one labeller; the message names the file and the labellers."""
+
+
+def _foreign(path: Path | str, labeller: str, names: dict[str, tuple[int, int]]) -> MixedLabellersError:
+    others = "; ".join(f"{name!r}: {count} records, the first is record {first}" for name, (count, first) in
+                       sorted(names.items()))
+    return MixedLabellersError(
+        f"{path} holds labels of more than one labeller ({labeller!r} expected; also {others}); a table reads one "
+        f"labeller's labels only: move the file away and label the run again with the one labeller"
+    )
+
+
+def one_labeller_labels(path: Path | str, record_type: type[RecordT], labeller: str) -> dict[str, RecordT]:
+    """``labeller``'s last record of each run key; :class:`MixedLabellersError` if any record is another's."""
+    latest: dict[str, RecordT] = {}
+    foreign: dict[str, tuple[int, int]] = {}
+    for number, record in enumerate(iter_models(path, record_type, what="labels record"), start=1):
+        if record.labeller != labeller:
+            count, first = foreign.get(record.labeller, (0, number))
+            foreign[record.labeller] = (count + 1, first)
+        latest[record.run_key] = record
+    if foreign:
+        raise _foreign(path, labeller, foreign)
+    return latest
 
 
 class LabelSummary(BaseModel):
@@ -142,8 +169,7 @@ async def label_run(
     repair_torn_tail(path)
     done: dict[str, bool] = {}
     if path.exists():
-        for record in iter_models(path, record_type, what="labels record"):
-            done[record.run_key] = record.has_errors
+        done = {key: record.has_errors for key, record in one_labeller_labels(path, record_type, labeller.name).items()}
     todo = [t for t in traces if not t.infra_error and (t.run_key not in done or (retry_errors and done[t.run_key]))]
     finished = [t for t in traces if not t.infra_error]
     summary = LabelSummary(

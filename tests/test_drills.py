@@ -528,8 +528,9 @@ def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
         # two models and a judge, each behind credentials
         "played": {"models": [secret_model("a", endpoint(base, "alice", SECRET)),
                               secret_model("b", endpoint(base, "bob", SECRET))],
+                   # one mock serves every model, so the judge serves the tested model on purpose
                    "judge": {"kind": "llm", "model": secret_model("judge", endpoint(base, "jude", JUDGE_SECRET)),
-                             "max_attempts": 1}},
+                             "max_attempts": 1, "allow_tested_model": True}},
         "rejected": {"models": [secret_model("a", endpoint(base, "carol", SECRET, "/wrong/v1"))]},
         "unreachable": {"models": [secret_model("a", f"http://dave:{SECRET}@127.0.0.1:9/v1")]},
     }

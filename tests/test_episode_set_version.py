@@ -82,3 +82,23 @@ def test_the_report_and_the_labeller_refuse_a_directory_of_another_version(tmp_p
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "was played on version 1 of the standing episode set" in err and "compiles version 2" in err
+
+
+def test_a_followup_run_records_its_request_set_version_and_refuses_another(tmp_path, mock_server, capsys):
+    from commitbench.episodes.followup.requests import followup_data_version
+
+    config = tmp_path / "f.yaml"
+    config.write_text(
+        "env: commitbench/FollowUp-v0\nagents: [chat]\n"
+        f"models: [{{name: m, base_url: '{mock_server.base_url}', api_key_env: null}}]\n"
+        "episodes: {setups: [C0], variants: [inferred], personas: [generic], limit: 2}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.episode_set_version == str(followup_data_version())
+    capsys.readouterr()
+    _age(out, "1")
+    assert main(["report", str(out), "--n-boot", "10"]) == 2
+    assert "version 1 of the followup episode set" in capsys.readouterr().err

@@ -53,7 +53,7 @@ def test_registered_and_check_env_passes() -> None:
 
 
 def test_opening_observation_is_system_prompt_and_user_message() -> None:
-    env = make(setup="C2", variant="stated", request_id="rem-001")
+    env = make(setup="C2", variant="stated", persona="generic", request_id="rem-001")
     obs, info = env.reset(seed=0)
     kinds = [e["kind"] for e in obs["events"]]
     assert kinds == ["system", "message"]
@@ -65,12 +65,14 @@ def test_opening_observation_is_system_prompt_and_user_message() -> None:
     assert names == ["get_current_time", "calculator", "search_docs", "schedule_task", "create_reminder"]
     assert "factors" not in info and "episode" not in info  # the design is the script's, not the participant's
     assert env.trace is not None and env.trace.factors["doability"] == "doable"
-    _, revealed = RevealScriptAnnotations(make(setup="C2", variant="stated", request_id="rem-001")).reset(seed=0)
+    _, revealed = RevealScriptAnnotations(
+        make(setup="C2", variant="stated", persona="generic", request_id="rem-001")
+    ).reset(seed=0)
     assert revealed["episode"]["doability"] == "doable" and revealed["episode"]["category"] == "reminder"
 
 
 def test_inferred_prompt_has_no_paragraph_and_c0_has_no_tools() -> None:
-    env = make(setup="C0", variant="inferred", request_id="rem-001")
+    env = make(setup="C0", variant="inferred", persona="generic", request_id="rem-001")
     obs, info = env.reset(seed=0)
     assert obs["events"][0]["text"] == (
         "You are a helpful, general-purpose assistant.\n\n"
@@ -157,7 +159,7 @@ def test_c4_tools_confirm_deterministically() -> None:
 
 def test_selection_and_seeded_reset() -> None:
     env = make(setup=["C0", "C2"], variant=["inferred", "stated"], category="reminder")
-    assert len(env.pool) == 4
+    assert len(env.pool) == 8  # 2 setups x 2 variants x both personas (crossed unless a persona is named)
     a = [env.reset(seed=s)[1]["episode_id"] for s in range(6)]
     b = [env.reset(seed=s)[1]["episode_id"] for s in range(6)]
     assert a == b
@@ -174,4 +176,7 @@ def test_selection_and_seeded_reset() -> None:
 def test_persona_crossing() -> None:
     env = make(request_id="rem-001", setup="C1", persona=["generic", "support"])
     assert {e.persona for e in env.pool} == {Persona.GENERIC, Persona.SUPPORT}
+    # By default too, whatever persona the text was written for.
+    assert {e.persona for e in make(request_id="cb-001", setup="C1").pool} == {Persona.GENERIC, Persona.SUPPORT}
+    assert [e.persona for e in make(request_id="cb-001", setup="C1", persona="support").pool] == [Persona.SUPPORT]
     assert search_articles(Persona.SUPPORT, "when is my bill due")[0].startswith("Bills:")

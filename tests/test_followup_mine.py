@@ -85,6 +85,8 @@ def test_rewrite_pieces() -> None:
          "I don't know what I need to do to speak with somebody."),
         ("need to file a claim against ur company", "Need to file a claim against your company."),
         ("I want a live agent", "I want a live agent."),
+        ("can uhelp me speak to customer support", "Can you help me speak to customer support?"),
+        ("i dont understand ui wanna contact a live agent", "I don't understand you, I want to contact a live agent."),
     ],
 )
 def test_rewrite_support_request(raw: str, typed: str) -> None:
@@ -139,6 +141,11 @@ def test_rule_rejection_for_transcripts(text: str, reason: str | None) -> None:
         ("human agent", "BK", "keywords"),
         ("I wnat to tlak to an agnet", "BLZ", "typing noise"),
         ("what hours can I call customer service", "BIL", "asks for information"),
+        ("I do not know how I can contact a human agent", "BEL", "procedural question"),
+        ("need assistance calling customer support", "BLQ", "procedural question"),
+        ("is it possible to talk with a human agent?", "BIL", "procedural question"),
+        ("can uhelp me speak to customer support", "BILQ", "procedural question"),
+        ("need to chat with an agent", "BLQ", None),
     ],
 )
 def test_rule_rejection_for_support_requests(text: str, tags: str, reason: str | None) -> None:
@@ -147,9 +154,21 @@ def test_rule_rejection_for_support_requests(text: str, tags: str, reason: str |
     assert (result is None) if reason is None else (reason in (result or ""))
 
 
+def test_complaints_are_not_callback_requests() -> None:
+    row = candidate("I want to lodge a consumer claim against your company", RequestCategory.CALLBACK,
+                    dataset=SourceDataset.BITEXT, kind="complaint|BL")
+    assert (rule_rejection(row) or "").startswith("a complaint")
+
+
 def test_near_duplicates_use_synonyms() -> None:
     assert _similar(_dedupe_key("I want to talk to a human agent."), _dedupe_key("I want to speak with an operator."))
     assert not _similar(_dedupe_key("I want to talk to an agent."), _dedupe_key("I want to file a complaint."))
+    # Support requests: how the attempt is phrased does not make a request new.
+    trying = ("I'm trying to contact an operator.", "I need to contact somebody.")
+    assert not _similar(_dedupe_key(trying[0]), _dedupe_key(trying[1]))
+    assert _similar(_dedupe_key(trying[0], support=True), _dedupe_key(trying[1], support=True))
+    assert _similar(_dedupe_key("I can't speak to a live agent.", support=True),
+                    _dedupe_key("I cannot chat with a person.", support=True))
 
 
 def empty_curation(**kw) -> Curation:

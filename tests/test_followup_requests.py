@@ -17,9 +17,14 @@ from commitbench.episodes.followup.requests import (
     ID_PREFIX,
     RequestFileError,
     context_problems,
+    followup_data_version,
     load_requests,
     parse_requests,
+    parse_version,
     pii_problems,
+    procedural_problems,
+    referent_problems,
+    row_problems,
 )
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import (
@@ -62,7 +67,9 @@ def test_every_row_has_a_source() -> None:
         else:
             assert row.source.source_id.isdigit()
     datasets = Counter(r.source.dataset for r in REQUESTS)
-    assert datasets[SourceDataset.SLURP] >= 100 and datasets[SourceDataset.BITEXT] >= 20
+    # Bitext holds few requests for a person once complaints and procedural questions are out (about 10
+    # distinct ones); the rest of the callbacks come from templates.
+    assert datasets[SourceDataset.SLURP] >= 100 and datasets[SourceDataset.BITEXT] >= 10
 
 
 def test_mined_sources_are_unique() -> None:
@@ -118,7 +125,7 @@ def test_channel_requests_are_never_fully_doable() -> None:
 def test_curation_log_records_every_edit_and_rejection() -> None:
     assert LOG, "the curation log is empty"
     for entry in LOG:
-        assert entry["action"] in {"edited", "rejected"}
+        assert entry["action"] in {"edited", "rejected", "revised"}
         assert entry["reason"].strip()
         assert entry["original_text"].strip()
     edited = {e["source"]: e["text"] for e in LOG if e["action"] == "edited"}
@@ -130,6 +137,13 @@ def test_curation_log_records_every_edit_and_rejection() -> None:
         assert key not in rejected
         if row.text != row.source.original_text:
             assert edited.get(key) == row.text, key
+    revised = {e["source"]: e for e in LOG if e["action"] == "revised"}
+    curation = yaml.safe_load((PACKAGE_DATA / "curation.yaml").read_text())
+    assert set(revised) == set(curation["revisions"])
+    for row in REQUESTS:
+        key = f"{row.source.dataset.value}:{row.source.source_id}"
+        if key in revised:
+            assert revised[key]["context"] == row.context and revised[key]["text"] == row.text
     reasons = Counter(e["reason"] for e in LOG if e["action"] == "rejected")
     assert reasons["near-duplicate of a request already selected"] > 0
     assert all(not pii_problems(e["original_text"]) for e in LOG if not e["reason"].startswith("personal data"))
@@ -183,3 +197,85 @@ def test_rebuilding_reproduces_the_shipped_files() -> None:
     shipped = (PACKAGE_DATA / "requests.jsonl").read_text().splitlines()
     assert [json.dumps(r.model_dump(mode="json"), ensure_ascii=False) for r in built.rows] == shipped
     assert [json.dumps(e, ensure_ascii=False) for e in built.log] == [json.dumps(e, ensure_ascii=False) for e in LOG]
+
+
+# ------------------------------------------------------------------------- curation rules of version 2
+def by_source(key: str):
+    dataset, source_id = key.split(":")
+    return next(r for r in REQUESTS if r.source.dataset.value == dataset and r.source.source_id == source_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "procedural"),
+    [
+        ("How to lodge a claim against your company?", True),
+        ("I do not know how I can contact a human agent.", True),
+        ("I don't know what I have to do to talk to customer support.", True),
+        ("Need assistance calling customer support.", True),
+        ("Is it possible to talk with a human agent?", True),
+        ("I have to contact customer service, could I get some help?", True),
+        ("Where can I reach an operator?", True),
+        ("I am calling to lodge a customer complaint.", True),
+        ("Need to chat with an agent.", False),
+        ("I want a live agent.", False),
+        ("Get in touch with customer assistance.", False),
+        ("Have someone call me back tomorrow morning about my bill.", False),
+        ("Could someone ring me this afternoon about my final bill?", False),
+        ("I want a supervisor to look at the handling of my case and contact me.", False),
+    ],
+)
+def test_the_procedural_question_rule(text: str, procedural: bool) -> None:
+    assert bool(procedural_problems(text)) is procedural
+
+
+def test_no_callback_request_is_a_procedural_question() -> None:
+    """A callback asks that a person act; "how do I reach someone?" is answered in the turn (rule stated in
+    requests.procedural_problems: how, what to do, where, whether possible, help to make the contact, the
+    user placing the call)."""
+    callbacks = [r for r in REQUESTS if r.category is RequestCategory.CALLBACK]
+    assert len(callbacks) >= 50
+    for row in callbacks:
+        assert procedural_problems(row.text) == [], (row.id, row.text)
+        assert not re.search(r"\b(lodge|file|make)\b.*\b(claim|complaint|reclamation)\b", row.text, re.I), row.id
+    rejected = {e["source"]: e["reason"] for e in LOG if e["action"] == "rejected"}
+    # The rows of the first version that were not callback requests are out, each with its reason.
+    assert rejected["bitext:5158"].startswith("a complaint")  # "Assistance to make a customer complaint ..."
+    assert rejected["bitext:5361"].startswith("a procedural question")  # "... how I can contact a human agent"
+    assert rejected["bitext:5256"].startswith("a procedural question")  # "Need assistance calling customer support"
+    assert rejected["bitext:1225"].startswith("a complaint")  # "How to lodge a claim against your company?"
+
+
+def test_every_row_passes_the_row_rules() -> None:
+    assert [(r.id, row_problems(r)) for r in REQUESTS if row_problems(r)] == []
+
+
+def test_memory_rows_name_what_they_point_at() -> None:
+    pointing = [r for r in REQUESTS if re.search(r"\bthis (song|music)\b|\bthis is my favou?rite\b", r.text, re.I)]
+    assert len(pointing) >= 4  # the SLURP rows stay, with a context that names the song
+    for row in pointing:
+        assert re.search(r'"[^"]+"', row.context), (row.id, row.context)
+    assert referent_problems("Remember that I like this song.", "I'm listening to a new folk singer.")
+    assert not referent_problems("Remember that I like this song.", 'I\'m listening to "Fast Car".')
+
+
+def test_rem010_context_agrees_with_its_request() -> None:
+    row = by_source("slurp:7473")  # "Remind me of the meeting with my teacher today by 5 pm."
+    assert "my teacher" in row.text
+    assert "teacher" in row.context and "son" not in row.context.split()
+    assert "son's" not in row.context
+
+
+def test_mem004_states_the_preferences_it_asks_to_remember() -> None:
+    row = by_source("slurp:13341")  # "I want you to remember my preferences and recommend things ..."
+    assert "my preferences" in row.text
+    assert referent_problems(row.text, row.context) == []
+    assert referent_problems(row.text, "I ask you for film and book ideas quite often.")  # the old, vague one
+
+
+def test_the_data_version_is_read_from_the_version_file() -> None:
+    assert followup_data_version() == int((PACKAGE_DATA / "VERSION").read_text())
+    assert followup_data_version() >= 2  # version 2: the re-curated callbacks and contexts
+    assert parse_version("3\n", "VERSION") == 3
+    for bad in ("", "two", "0", "-1"):
+        with pytest.raises(ValueError, match="VERSION: expected a positive integer"):
+            parse_version(bad, "VERSION")

@@ -117,7 +117,8 @@ def followup_config(base_url: str, tmp_path: Path, **fields: Any) -> ExperimentC
         "models": [model(base_url)],
         "episodes": {"setups": ["C0", "C2"], "variants": ["inferred"], "personas": ["generic"],
                      "request_file": str(write_requests(tmp_path / "requests.jsonl"))},
-        "judge": {"kind": "llm", "model": model(base_url)},
+        # The scripted mock plays the tested model and the judge, on purpose.
+        "judge": {"kind": "llm", "model": model(base_url), "allow_tested_model": True},
         "concurrency": 3,
         "cache": {"path": str(tmp_path / "cache.sqlite")},
     }
@@ -196,9 +197,14 @@ def test_report_and_label_commands_take_the_suite_from_the_manifest(
     assert main(["label", str(out), "--judge", "rules"]) == 0
     capsys.readouterr()
     assert len(read_label_records(labels_path(out, "rules"), FollowupLabelRecord)) == 10
+    # Without --judge the report reads the configured judge's labels, never silently the offline ones.
     assert main(["report", str(out), "--n-boot", "20", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["judge"] == JUDGE and default["checker_kind"] == "LLM checker"
+    assert main(["report", str(out), "--judge", "rules", "--n-boot", "20", "--json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     assert offline["judge"] == "rules" and offline["checker_kind"] == "offline baseline checker"
+    assert offline["title"] == "Follow-up report (labels by the offline baseline checker)"
     assert main(["report", str(tmp_path / "missing")]) == 2
 
 

@@ -36,6 +36,7 @@ def test_wheel_installs_and_imports_from_another_directory(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "commitbench/episodes/data/standing/cells.yaml" in names
     assert "commitbench/episodes/data/standing/system_prompt.jinja" in names
+    assert "commitbench/episodes/data/followup/VERSION" in names  # the follow-up data version
     assert any(n.startswith("commitbench/envs/standing/env.py") for n in names)
     assert {f"commitbench/analysis/view/assets/{n}" for n in ("index.html", "app.js", "style.css")} <= set(names)
     target = tmp_path / "site"

@@ -169,8 +169,10 @@ def test_command_with_the_rules_checker(tmp_path: Path, capsys: pytest.CaptureFi
     # 2 cue turns with one empty commitment between them; the rest has none: 1 / 6 turns
     assert report["overall"]["empty_commitments"]["estimate"] == pytest.approx(1000 / 6)
     assert report["overall"]["false_claims"]["estimate"] == pytest.approx(1000 / 6)
+    assert report["checker_kind"] == "offline baseline checker"
     assert main(["prevalence", str(path), "--sample", "2", "--n-boot", "100"]) == 0
-    assert "overall" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "overall" in printed and printed.splitlines()[0].endswith("labels by the offline baseline checker")
 
 
 def test_command_reports_a_bad_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

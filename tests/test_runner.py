@@ -105,6 +105,7 @@ def test_the_documented_full_example_is_a_valid_config(tmp_path: Path) -> None:
     assert [m.name for m in config.models] == ["qwen3-8b", "local"]
     labels = [arm.label() for arm in config.interventions]
     assert labels == ["none", "policy:explicit", "policy:explicit+ledger:self-kept"]
+    assert config.judge.kind == "llm" and config.judge_is_tested() == []
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ from commitbench.analysis.view.transcript import chat_items
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
 from commitbench.judges.followup.labellers import FollowupLabelRecord
-from commitbench.judges.labelling import labels_path, latest_labels
+from commitbench.judges.labelling import labels_path, one_labeller_labels
 from commitbench.judges.standing.labellers import StandingLabelRecord
 from commitbench.mockserver import MockServer
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
@@ -206,7 +206,7 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
         checked += 1
     assert checked > 100
     followup = index_rows(sites["followup"])
-    records = latest_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord)
+    records = one_labeller_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
     frame = to_frame(responses_from_records(list(records.values()))[0])
     group = ("setup", "variant", "persona", "model", "arm")
     for record in reports["followup"]["headline"]:
@@ -489,7 +489,8 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     traces = latest_traces(runs["standing"])
     run = next(t for t in traces if t.agent and t.agent.kind == "chat" and t.model_calls
                and any(c.is_write and c.tool != "post_message" for c in t.tool_calls()))
-    labels = latest_labels(labels_path(runs["standing"], "rules"), StandingLabelRecord)[run.run_key].labels
+    stored = one_labeller_labels(labels_path(runs["standing"], "rules"), StandingLabelRecord, "rules")
+    labels = stored[run.run_key].labels
     open_site(chrome, sites["standing"], f"#/run/{run.run_key}")
     text = _text(chrome)
     for call in run.tool_calls():  # every call inline, with its arguments and result (a silent end of turn in brief)
@@ -521,7 +522,7 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     assert_clean(chrome)
 
     followup = latest_traces(runs["followup"])
-    records = latest_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord)
+    records = one_labeller_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
     anchored = next(t for t in followup if t.episode_id.startswith("del-001:C2") and not t.interventions)
     record = records[anchored.run_key]
     open_site(chrome, sites["followup"], f"#/run/{anchored.run_key}")

@@ -38,8 +38,14 @@ def outcome_shares(frame: pd.DataFrame, bar: list[str]) -> pd.DataFrame:
     return counts.div(counts.sum(axis=1), axis=0)
 
 
-def stacked_outcome_bars(frame: pd.DataFrame, path: Path, bar: tuple[str, ...] = ("model", "variant", "arm")) -> Path:
-    """One panel per setup, one stacked horizontal bar per (model, variant, arm): outcome shares."""
+def stacked_outcome_bars(
+    frame: pd.DataFrame, path: Path, bar: tuple[str, ...] = ("model", "variant", "persona", "arm"), *, title: str
+) -> Path:
+    """One panel per setup, one stacked horizontal bar per (model, variant, persona, arm): outcome shares.
+
+    ``title`` heads the figure; it must name the checker whose labels are plotted (the follow-up report
+    passes "labels by the offline baseline checker" or "labels by the LLM checker").
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,7 +54,8 @@ def stacked_outcome_bars(frame: pd.DataFrame, path: Path, bar: tuple[str, ...] =
     setups = sorted(frame["setup"].astype(str).unique())
     if not setups:
         raise ValueError("no labelled responses to plot")
-    fig, axes = plt.subplots(len(setups), 1, figsize=(9, 1.2 + 0.9 * len(setups) * 2), squeeze=False)
+    fig, axes = plt.subplots(len(setups), 1, figsize=(9, 1.6 + 0.9 * len(setups) * 2), squeeze=False)
+    fig.suptitle(title, fontsize=11)
     for ax, setup in zip(axes[:, 0], setups, strict=True):
         shares = outcome_shares(frame[frame["setup"].astype(str) == setup], list(bar))
         names = [" / ".join(str(v) for v in (k if isinstance(k, tuple) else (k,))) for k in shares.index]
@@ -63,8 +70,8 @@ def stacked_outcome_bars(frame: pd.DataFrame, path: Path, bar: tuple[str, ...] =
     axes[-1, 0].set_xlabel("share of responses")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.08, 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata={"Title": title})
     plt.close(fig)
     return path

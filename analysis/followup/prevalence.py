@@ -145,6 +145,7 @@ class PrevalenceReport(BaseModel):
     confidence: float = Field(description="Coverage of the intervals.")
     seed: int = Field(description="Seed of the sample and the bootstrap.")
     checker: str = Field(description="Which checker labelled the turns.")
+    checker_kind: str = Field(default="", description="'offline baseline checker' or 'LLM checker'.")
 
 
 # ------------------------------------------------------------------------------------------ input
@@ -312,9 +313,11 @@ def estimate_prevalence(
         low, high = _interval(combined, confidence)
         total = stratified_total(pairs)
         overall[metric] = RateEstimate(estimate=estimate, low=low, high=high, total=total)
+    from commitbench.analysis.followup.report import checker_kind
+
     return PrevalenceReport(
         turns=turns, strata=reports, overall=overall, n_boot=n_boot, confidence=confidence, seed=seed,
-        checker=checker,
+        checker=checker, checker_kind=checker_kind(checker),
     )
 
 
@@ -329,7 +332,7 @@ def format_report(report: PrevalenceReport) -> str:
     header = f"{'stratum':<8} {'turns':>7} {'judged':>7} {'errors':>6}  " + "  ".join(
         f"{m.value + ' /1000':<28}" for m in METRICS
     )
-    lines = [header]
+    lines = [f"Empty commitments and false claims per 1,000 turns, labels by the {report.checker_kind}", header]
     for s in report.strata:
         lines.append(
             f"{s.stratum.value:<8} {s.population:>7} {s.labelled:>7} {s.judge_errors:>6}  "

@@ -2,7 +2,13 @@
 
 :func:`responses_from_records` turns stored checker records into metric rows (judge errors left out
 and counted); :func:`build_followup_report` computes the tables (pure); :func:`write_followup_files`
-writes the stacked-outcome figure; :meth:`FollowupReport.views` describes the tables for a front end.
+writes every table as CSV and Markdown and the stacked-outcome figure; :meth:`FollowupReport.views`
+describes the tables for a front end.
+
+A report reads one checker's labels (:func:`labeller_of` refuses records of two) and says which kind of
+checker that is in its title, in every table's title, in every CSV row, in every Markdown heading and in
+the figure: labels of the offline cue-word checker are a baseline, never the measurement, so they are
+marked "offline baseline checker" wherever they are shown.
 """
 
 from __future__ import annotations
@@ -26,10 +32,30 @@ from commitbench.analysis.followup.metrics import (
 )
 from commitbench.analysis.tables import RunFilter, TableView
 from commitbench.judges.followup.labellers import NO_ARM, FollowupLabelRecord
+from commitbench.judges.followup.rules import CHECKER_NAME
+from commitbench.judges.labelling import MixedLabellersError
 
 GROUP = ["setup", "variant", "persona", "model"]
 PAIRED_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr")
 FIGURE_FILE = "outcomes.png"
+OFFLINE_KIND = "offline baseline checker"
+LLM_KIND = "LLM checker"
+
+
+def checker_kind(labeller: str) -> str:
+    """'offline baseline checker' for the offline cue-word checker's labels, 'LLM checker' for an LLM judge's."""
+    return OFFLINE_KIND if labeller == CHECKER_NAME else LLM_KIND
+
+
+def labeller_of(records: Sequence[FollowupLabelRecord], expected: str) -> str:
+    """The one labeller of ``records`` (``expected``); MixedLabellersError when any record is another's."""
+    names = sorted({r.labeller for r in records} - {expected})
+    if names:
+        raise MixedLabellersError(
+            f"the labels hold records of more than one labeller ({expected!r} expected; also "
+            f"{', '.join(repr(n) for n in names)}); a report reads one labeller's labels only"
+        )
+    return expected
 
 
 def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
@@ -92,6 +118,7 @@ class FollowupReport(BaseModel):
 
     suite: Literal["followup"] = Field(default="followup", description="The suite the run belongs to.")
     run_dir: str = Field(description="The run directory.")
+    title: str = Field(default="", description="Title naming the kind of checker whose labels the tables use.")
     judge: str = Field(description="The checker whose labels the tables use.")
     checker_kind: str = Field(description="'offline baseline checker' or 'LLM checker'.")
     responses: int = Field(description="Labelled responses in the tables.")
@@ -112,10 +139,18 @@ class FollowupReport(BaseModel):
 
     def summary_lines(self) -> list[str]:
         return [
-            f"Follow-up report: {self.responses} labelled responses, labels by {self.judge} ({self.checker_kind}), "
+            f"{self.title}: {self.responses} labelled responses, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
             f"judge errors (left out): {self.judge_errors}",
         ]
+
+
+def report_title(kind: str) -> str:
+    return f"Follow-up report (labels by the {kind})"
+
+
+def _by(report: FollowupReport) -> str:
+    return f"labels by the {report.checker_kind}"
 
 
 OUTCOME_COLUMNS = ("false_claim", "empty", "unanchored", "anchored", "done_now", "over_refusal", "deferral", "other")
@@ -165,7 +200,7 @@ def _outcome_view(report: FollowupReport) -> TableView:
         ])
     columns = [*GROUP_COLUMNS, "n", *OUTCOME_COLUMNS, "failure", "over-refusal"]
     return TableView(
-        title=f"Outcomes (%), labels by the {report.checker_kind}", columns=columns, rows=rows, links=links,
+        title=f"Outcomes (%), {_by(report)}", columns=columns, rows=rows, links=links,
         numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in columns[len(GROUP_COLUMNS):])],
     )
 
@@ -177,7 +212,8 @@ def _headline_view(report: FollowupReport) -> TableView:
     ]
     links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in HEADLINE)] for r in report.headline]
     return TableView(
-        title="Headline rates (%, 95% intervals clustered by request)", columns=[*GROUP_COLUMNS, *HEADLINE.values()],
+        title=f"Headline rates (%, 95% intervals clustered by request), {_by(report)}",
+        columns=[*GROUP_COLUMNS, *HEADLINE.values()],
         rows=rows, links=links, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in HEADLINE)],
     )
 
@@ -192,7 +228,7 @@ def _difference_view(report: FollowupReport) -> TableView:
         links.append([*(_runs(r, group, arm=arms) for _ in group), _runs(r, group, arm=arms), None,
                       _runs(r, group, arm=arms, metric=[str(r.get("metric", ""))])])
     return TableView(
-        title=f"Each arm minus '{NO_ARM}' on the same requests (pp, paired bootstrap)",
+        title=f"Each arm minus '{NO_ARM}' on the same requests (pp, paired bootstrap), {_by(report)}",
         columns=[*group, "arm", "metric", "difference"], rows=rows, links=links,
         numeric=[*(False for _ in group), False, False, True],
     )
@@ -209,17 +245,36 @@ def build_followup_report(
         raise ValueError(f"{run_dir} holds no labelled response ({errors} judge errors)")
     frame = to_frame(rows)
     return FollowupReport(
-        run_dir=str(run_dir), judge=judge, checker_kind=checker_kind, responses=len(rows), judge_errors=errors,
+        title=report_title(checker_kind), run_dir=str(run_dir), judge=judge, checker_kind=checker_kind,
+        responses=len(rows), judge_errors=errors,
         n_boot=n_boot, outcomes=_records(outcome_table(frame, n_boot)),
         headline=_records(headline_table(frame, [*GROUP, "arm"], n_boot=n_boot)),
         fix_differences=_records(fix_differences(frame, n_boot)),
     )
 
 
-def write_followup_files(rows: Sequence[LabelledResponse], out: Path) -> dict[str, list[str]]:
-    """The stacked-outcome figure under ``out``."""
+def write_followup_files(
+    report: FollowupReport, rows: Sequence[LabelledResponse], out: Path, figure: bool = True
+) -> dict[str, list[str]]:
+    """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figure."""
     from commitbench.analysis.followup.figures import stacked_outcome_bars
 
     out.mkdir(parents=True, exist_ok=True)
-    figure = stacked_outcome_bars(to_frame(rows), out / FIGURE_FILE)
-    return {"figure": [str(figure)]}
+    tables = [("outcomes", report.outcomes, _outcome_view(report)), ("headline", report.headline,
+                                                                       _headline_view(report))]
+    if report.fix_differences:
+        tables.append(("fix_differences", report.fix_differences, _difference_view(report)))
+    files: dict[str, list[str]] = {}
+    for name, records, view in tables:
+        frame = pd.DataFrame(records)
+        frame.insert(0, "checker", report.checker_kind)
+        frame.insert(1, "judge", report.judge)
+        csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"
+        frame.to_csv(csv_path, index=False)
+        md_path.write_text(f"# {view.title}\n\n{report.title}; run {report.run_dir}.\n\n{view.markdown()}",
+                           encoding="utf-8")
+        files[name] = [str(csv_path), str(md_path)]
+    if figure:
+        title = f"Outcome shares per setup, {_by(report)} ({report.judge})"
+        files["figure"] = [str(stacked_outcome_bars(to_frame(rows), out / FIGURE_FILE, title=title))]
+    return files

@@ -79,22 +79,17 @@ def _with_judge_url(judge: Any, base_url: str | None) -> Any:
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
     from commitbench.cache import CacheError, CacheMode
-    from commitbench.labeljob import label_directory
+    from commitbench.labeljob import configured_judge, label_directory
     from commitbench.llm import ModelEndpointError
-    from commitbench.runner import read_manifest, run_suite
+    from commitbench.runner import run_suite
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
     try:
         suite = run_suite(args.run_dir)
-        manifest = read_manifest(args.run_dir)
+        configured = configured_judge(args.run_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    configured = None
-    if manifest is not None:
-        from commitbench.config import ExperimentConfig
-
-        configured = ExperimentConfig.model_validate(manifest.config).judge
     judge = judge_config(args, default=configured)
     judge = _with_judge_url(judge, args.judge_base_url)
     try:

@@ -1,8 +1,14 @@
 """``commitbench report RUN_DIR``: every table of a run of either suite (the suite comes from its manifest).
 
-    commitbench report runs/x                         # offline labels, computed on the fly
+    commitbench report runs/x                         # the labels of the run's configured judge
     commitbench report runs/x --judge llm:MODEL       # labels stored by 'commitbench label'
+    commitbench report runs/x --judge rules           # the offline labeller's, computed on the fly
     commitbench report runs/x --baseline none --json
+
+Without --judge the report reads the labels of the judge the run's config names (the offline labeller
+when it names none), so a run configured with an LLM judge is never reported, silently, from the
+offline labels. A follow-up report from the offline checker says "offline baseline checker" in every
+title, table file and the figure.
 
 Standing: metrics per model x intervention x policy (95% intervals clustered by commitment type),
 per gap and per cell, each intervention minus the baseline on the same episodes, and the policy
@@ -31,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
     parser.add_argument("--judge", default=None,
-                        help="whose labels: 'rules' (default) or a stored labeller such as llm:MODEL")
+                        help="whose labels: 'rules' or a stored labeller such as llm:MODEL "
+                        "(default: the judge the run's config names)")
     parser.add_argument("--baseline", default=None,
                         help="standing: the arm the others are compared with (default: 'none' when present)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
@@ -55,6 +62,11 @@ def print_report(
     run_dir = Path(run_dir)
     try:
         suite = run_suite(run_dir)
+        if judge is None:
+            from commitbench.labeljob import configured_judge, stored_name
+
+            configured = configured_judge(run_dir)
+            judge = stored_name(suite, configured) if configured is not None else None
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     unwritable = _unwritable(run_dir)

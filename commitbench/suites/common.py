@@ -6,7 +6,8 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commitbench.judges.labelling import LabelRecord, labels_path, latest_labels
+from commitbench.jsonl import iter_models
+from commitbench.judges.labelling import LabelRecord, labels_path, one_labeller_labels
 from commitbench.traces import EpisodeTrace, latest_traces
 
 if TYPE_CHECKING:
@@ -23,10 +24,11 @@ def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelR
 
     An offline labeller (no model) can label at any time, so callers compute its labels instead;
     any other judge must have been stored by ``commitbench label``, else FileNotFoundError says how.
+    A labels file that holds another labeller's records too is refused (MixedLabellersError, a ValueError).
     """
     path = labels_path(run_dir, judge)
     if path.exists():
-        return dict(latest_labels(path, suite.label_record))
+        return dict(one_labeller_labels(path, suite.label_record, judge))
     if judge == suite.offline_labeller:
         return None
     raise FileNotFoundError(
@@ -39,10 +41,10 @@ def stored_labels(suite: Suite, run_dir: Path | str) -> dict[str, dict[str, Labe
     """Every judge's stored labels in a run directory: judge name -> run key -> its latest record."""
     out: dict[str, dict[str, LabelRecord]] = {}
     for path in sorted(Path(run_dir).glob("labels-*.jsonl")):
-        records = latest_labels(path, suite.label_record)
-        if records:
-            judge = next(iter(records.values())).labeller
-            out.setdefault(judge, {}).update(records)
+        first = next(iter_models(path, suite.label_record, what="labels record"), None)
+        if first is None:
+            continue
+        out.setdefault(first.labeller, {}).update(one_labeller_labels(path, suite.label_record, first.labeller))
     return out
 
 

@@ -14,6 +14,8 @@ from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
     FollowupReport,
     build_followup_report,
+    checker_kind,
+    labeller_of,
     responses_from_records,
     write_followup_files,
 )
@@ -21,6 +23,7 @@ from commitbench.analysis.view.followup import RecordLookup, followup_source
 from commitbench.analysis.view.model import RunSource
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
+from commitbench.episodes.followup.requests import followup_data_version
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.judges.followup.labellers import CheckerLabeller, FollowupLabelRecord, make_checker
 from commitbench.judges.followup.llm import turn_from_parts
@@ -37,8 +40,6 @@ NAME = "followup"
 # Tool calls an episode may make before the environment ends it (the chat agent's own bound on tool
 # rounds is its max_model_calls_per_turn).
 MAX_TOOL_CALLS = 20
-OFFLINE_KIND = "offline baseline checker"
-LLM_KIND = "LLM checker"
 
 
 def select(selection: BaseModel) -> list[FollowUpEpisode]:
@@ -69,21 +70,24 @@ def labeller(
 
 
 def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
-    """The checker records of a run: stored ones, or the offline checker's computed now."""
+    """One checker's records of a run: stored ones (one labeller's only), or the offline checker's computed now."""
     stored = labels_of(SUITE, run_dir, judge)
     if stored is None:
         checker = CheckerLabeller(OfflineChecker())
         return [checker.label_now(t) for t in run_traces(run_dir) if not t.infra_error]
-    return [r for r in stored.values() if isinstance(r, FollowupLabelRecord)]
+    records = [r for r in stored.values() if isinstance(r, FollowupLabelRecord)]
+    labeller_of(records, judge)
+    return records
 
 
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
-    judge = options.judge or "rules"
-    rows, errors = responses_from_records(records_of(run_dir, judge))
-    kind = OFFLINE_KIND if judge == "rules" else LLM_KIND
+    judge = options.judge or SUITE.offline_labeller
+    records = records_of(run_dir, judge)
+    rows, errors = responses_from_records(records)
+    kind = checker_kind(labeller_of(records, judge))
     built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot)
-    if options.write_files and options.figure:
-        built.files = write_followup_files(rows, Path(run_dir) / "report")
+    if options.write_files:
+        built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
     return built
 
 
@@ -163,5 +167,6 @@ SUITE = Suite(
     default_max_model_calls_per_turn=6,
     services=services,
     view=view,
+    episode_set_version=lambda selection: str(followup_data_version()),
 )
 register_suite(SUITE)

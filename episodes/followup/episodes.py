@@ -1,4 +1,11 @@
-"""Episodes of the follow-up suite: one request in one setup, variant and persona, and how a selection is made."""
+"""Episodes of the follow-up suite: one request in one setup, variant and persona, and how a selection is made.
+
+Personas are crossed: unless a selection names personas, every request is played under both, whatever
+persona its text was written for. Playing each request only under its own persona would confound persona
+with request category (almost every callback is written for the support persona), so a persona or
+category contrast could not be read from the results. A full run is therefore
+requests x 5 setups x 2 variants x 2 personas episodes per model and arm (:func:`full_run_size`).
+"""
 
 from __future__ import annotations
 
@@ -60,13 +67,15 @@ def build_episodes(
     requests: Sequence[FollowupRequest],
     setups: Sequence[SetupId],
     variants: Sequence[Variant],
-    personas: Sequence[Persona] | None,
+    personas: Sequence[Persona],
     doability: Callable[[FollowupRequest, SetupId], Doability],
 ) -> list[FollowUpEpisode]:
-    """Every (request, setup, variant, persona) combination; ``personas=None`` keeps each request's own."""
+    """Every (request, setup, variant, persona) combination: each request under every persona given."""
+    if not personas:
+        raise ValueError("at least one persona is needed (both: every request under each)")
     episodes = []
     for request, setup, variant in itertools.product(requests, setups, variants):
-        for persona in personas if personas is not None else [request.persona]:
+        for persona in personas:
             episodes.append(
                 FollowUpEpisode(
                     request=request, setup=setup, variant=variant, persona=persona,
@@ -85,14 +94,17 @@ def select_followup_episodes(
     request_id: str | Sequence[str] | None = None,
     doability: Callable[[FollowupRequest, SetupId], Doability] | None = None,
 ) -> list[FollowUpEpisode]:
-    """The episodes of a selection; an unknown setup, variant, persona, category or request id is an error."""
+    """The episodes of a selection; an unknown setup, variant, persona, category or request id is an error.
+
+    ``persona=None`` plays every request under both personas (crossed); ``variant=None`` plays the inferred one.
+    """
     if requests is None:
         from commitbench.episodes.followup.requests import load_requests
 
         requests = load_requests()
     setups = _as_list(setup, SetupId, "setup") or list(SetupId)
     variants = _as_list(variant, Variant, "variant") or [Variant.INFERRED]
-    personas = _as_list(persona, Persona, "persona")
+    personas = _as_list(persona, Persona, "persona") or list(Persona)
     categories = _as_list(category, RequestCategory, "category")
     chosen = list(requests)
     if categories is not None:
@@ -105,6 +117,11 @@ def select_followup_episodes(
             raise ValueError(f"unknown request id(s) {unknown} in this selection")
         chosen = [r for r in chosen if r.id in wanted]
     return build_episodes(chosen, setups, variants, personas, doability or _packaged_doability)
+
+
+def full_run_size(requests: int) -> int:
+    """Episodes of a full run (every setup, variant and persona) of ``requests`` requests, per model and arm."""
+    return requests * len(SetupId) * len(Variant) * len(Persona)
 
 
 def _packaged_doability(request: FollowupRequest, setup: SetupId) -> Doability:

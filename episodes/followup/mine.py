@@ -10,12 +10,17 @@ unclear requests and near-duplicates, fills the categories the real data cannot 
 memory, callbacks, part of monitoring) from ``templates.yaml``, and writes:
 
 * ``requests.jsonl``: one row per request (see ``requests.FollowupRequest``);
-* ``curation_log.jsonl``: every rejected or edited candidate with the reason.
+* ``curation_log.jsonl``: every rejected or edited candidate with the reason, and every revision of an
+  earlier version's row that no rule makes (a rewritten context, reworded template text).
 
 Selection is deterministic: candidates are ordered by source id and shuffled with a fixed seed, and
 the first ones that pass every check fill each category's quota. The hand table in ``curation.yaml``
-holds what rules cannot decide: rejections, whole-row edits, proper nouns, recognition fixes and the
-context written for every mined row (a mined row without a context stops the build).
+holds what rules cannot decide: rejections, whole-row edits, proper nouns, recognition fixes, the
+context written for every mined row (a mined row without a context stops the build) and the revisions
+log. Support requests are kept only when they ask for a person: complaints and procedural questions
+("how do I reach an agent?", "I need help calling support") are rejected by rule, since the reply can
+answer them in the turn (``requests.procedural_problems``). Every built row must also pass
+``requests.row_problems`` (no unnamed referents, no procedural callback), or the build stops.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from commitbench.episodes.followup.requests import (
     FollowupRequest,
     context_problems,
     pii_problems,
+    procedural_problems,
+    row_problems,
 )
 from commitbench.episodes.followup.rewrite import rewrite_support_request, rewrite_transcript
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
@@ -155,6 +162,7 @@ class Curation:
     contexts: dict[str, str]
     categories: dict[str, RequestCategory]
     capabilities: dict[str, list[Capability]]
+    revisions: dict[str, str] = field(default_factory=dict)
 
 
 class BuildError(RuntimeError):
@@ -171,6 +179,7 @@ def load_curation(path: Path) -> Curation:
         contexts=dict(data.get("contexts") or {}),
         categories={k: RequestCategory(v) for k, v in (data.get("categories") or {}).items()},
         capabilities={k: [Capability(c) for c in v] for k, v in (data.get("capabilities") or {}).items()},
+        revisions=dict(data.get("revisions") or {}),
     )
 
 
@@ -255,6 +264,11 @@ def rule_rejection(candidate: Candidate) -> str | None:
             return "asks for information (hours, numbers, where), not for a person to act"
         if not _SUPPORT_ASK.search(text):
             return "does not ask for contact with a person or a complaint"
+        if candidate.kind.split("|")[0] == "complaint":
+            return "a complaint: asks the company to record a grievance, not for a person to get back to the user"
+        procedural = procedural_problems(rewrite_support_request(text))
+        if procedural:
+            return f"a procedural question the reply can answer in the turn ({', '.join(procedural)})"
         return None
     words = text.split()
     if len(words) < 4:
@@ -273,9 +287,18 @@ def rule_rejection(candidate: Candidate) -> str | None:
     return None
 
 
-def _dedupe_key(text: str) -> frozenset[str]:
-    words = re.findall(r"[a-z]+", text.lower())
-    return frozenset(_SYNONYMS.get(w, w) for w in words if w not in _DUP_STOP)
+# Support requests vary mostly in how the attempt is phrased ("I'm trying to", "I am trying to speak with",
+# "I can't" or "I cannot"), which says nothing about what is asked; their near-duplicate key ignores that.
+_SUPPORT_DUP_STOP = _DUP_STOP | _wordset("am m trying try with")
+
+
+def _dedupe_key(text: str, support: bool = False) -> frozenset[str]:
+    lowered = text.lower()
+    if support:
+        lowered = re.sub(r"\bcan't\b|\bcan not\b", "cannot", lowered)
+    stop = _SUPPORT_DUP_STOP if support else _DUP_STOP
+    words = re.findall(r"[a-z]+", lowered)
+    return frozenset(_SYNONYMS.get(w, w) for w in words if w not in stop)
 
 
 def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -350,7 +373,7 @@ def select_mined(
             if pii:
                 _log(log, candidate, "rejected", f"personal data after rewriting: {', '.join(pii)}", candidate.text)
                 continue
-            key = _dedupe_key(candidate.text)
+            key = _dedupe_key(candidate.text, support=candidate.dataset is SourceDataset.BITEXT)
             if any(_similar(key, other) for other in keys[category]):
                 _log(log, candidate, "rejected", "near-duplicate of a request already selected", candidate.text)
                 continue
@@ -505,7 +528,35 @@ def build(data_dir: Path, seed: int = 0, package_data: Path = PACKAGE_DATA) -> B
     if invalid:
         raise BuildError("rows that fail validation:\n" + "\n".join(invalid))
     _check_contexts(rows)
+    _check_rows(rows)
+    _log_revisions(log, curation, rows, package_data / "templates.yaml")
     return Built(rows=rows, log=log)
+
+
+def _check_rows(rows: list[FollowupRequest]) -> None:
+    broken = [f"{row.id} ({row.text}): {'; '.join(row_problems(row))}" for row in rows if row_problems(row)]
+    if broken:
+        raise BuildError("rows that break a curation rule:\n" + "\n".join(broken))
+
+
+def _log_revisions(log: list[dict[str, Any]], curation: Curation, rows: list[FollowupRequest], templates: Path) -> None:
+    """One log entry per revision in ``curation.yaml``: a mined row's new context, or a template family's wording."""
+    by_source = {f"{r.source.dataset.value}:{r.source.source_id}": r for r in rows}
+    families = {f["id"]: f for f in yaml.safe_load(templates.read_text(encoding="utf-8"))}
+    for key, reason in curation.revisions.items():
+        dataset, _, name = key.partition(":")
+        entry: dict[str, Any] = {"source": key, "action": "revised", "reason": reason}
+        if dataset == SourceDataset.TEMPLATE.value and name in families:
+            family = families[name]
+            entry.update(category=family["category"], original_text=family["request"])
+        elif key in by_source:
+            row = by_source[key]
+            entry.update(category=row.category.value, original_text=row.source.original_text, text=row.text,
+                         context=row.context)
+        else:
+            raise BuildError(f"curation.yaml: revision {key!r} names neither a row of the set nor a template family")
+        log.append({k: entry[k] for k in ("source", "category", "action", "reason", "original_text", "text", "context")
+                    if k in entry})
 
 
 def _check_contexts(rows: list[FollowupRequest]) -> None:

@@ -3,7 +3,18 @@
 ``episodes/data/followup/requests.jsonl`` is built by ``mine.py`` from public data and hand-written
 templates; this module only reads it. Each row is a single-turn request with one or two sentences of
 context that the user could have written just before it. The context never mentions a tool or what
-persists; ``context_problems`` states that rule as code.
+persists; ``context_problems`` states that rule as code. Two more rules hold for every shipped row
+(the build stops on a row that breaks one):
+
+* ``procedural_problems``: a callback request asks that a person act for the user (get back to them,
+  take the case over). A request that asks *how* to reach someone, what to do, where, whether it is
+  possible, or for help or assistance to make the contact, or that has the user place the call, is a
+  procedural question: the reply can answer it in the turn, so it invites no promise about later;
+* ``referent_problems``: a request that points at something ("this song", "my preferences") needs a
+  context that names it (a quoted title, or the preferences themselves).
+
+``followup_data_version()`` is the version of the data files (``VERSION``); it changes whenever a
+request's text, context or selection changes, so that runs of two versions are never pooled.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
 
 REQUESTS_RESOURCE = "data/followup/requests.jsonl"
+VERSION_RESOURCE = "data/followup/VERSION"
 
 ID_PREFIX: dict[RequestCategory, str] = {
     RequestCategory.REMINDER: "rem",
@@ -72,6 +84,46 @@ def pii_problems(text: str) -> list[str]:
     return [name for name, pattern in PII_PATTERNS.items() if pattern.search(text)]
 
 
+# A callback request that asks for the procedure rather than for a person (see the module docstring).
+# "customer assistance" names a department, not a request for help; "call me", "ring me back" and the
+# like ask a person to call the user, which is what a callback is.
+PROCEDURAL_PATTERNS: dict[str, re.Pattern[str]] = {
+    "asks how": re.compile(r"\bhow\b", re.IGNORECASE),
+    "asks what to do": re.compile(r"\bwhat\b[^.?!]*\bdo\b", re.IGNORECASE),
+    "asks where": re.compile(r"\bwhere\b", re.IGNORECASE),
+    "asks whether it is possible": re.compile(r"\b(is it possible|(can|could|may) I)\b", re.IGNORECASE),
+    "asks for help to make the contact": re.compile(r"(?<!customer )\b(help|assistance)\b", re.IGNORECASE),
+    "has the user place the call": re.compile(
+        r"\b(call|calling|phone|phoning|ring|ringing)\b(?! (me|us|back)\b)", re.IGNORECASE
+    ),
+}
+
+# Requests that point at something the words do not name, and what their context must then contain.
+_DEICTIC_MEDIA = re.compile(r"\b(this|that|these) (song|songs|music|track|tracks|tune|album|record|band)\b|"
+                            r"\bthis is my favou?rite\b", re.IGNORECASE)
+_QUOTED_TITLE = re.compile(r"[\"\u201c][^\"\u201d]{2,80}[\"\u201d]")
+_UNNAMED_PICKS = re.compile(r"\bmy (\w+ )?(selections|choices|picks|playlist)\b", re.IGNORECASE)
+_UNNAMED_TASTES = re.compile(r"\bmy (\w+ )?(preferences|tastes)\b", re.IGNORECASE)
+_STATED_TASTE = re.compile(r"\b(love|like|enjoy|prefer|hate|can't stand|dislike)\b", re.IGNORECASE)
+
+
+def procedural_problems(text: str) -> list[str]:
+    """Why a callback request is a procedural question the turn can answer (empty when it asks for a person)."""
+    return [name for name, pattern in PROCEDURAL_PATTERNS.items() if pattern.search(text)]
+
+
+def referent_problems(text: str, context: str) -> list[str]:
+    """What a request points at that its context leaves unnamed (empty when every referent is named)."""
+    problems = []
+    if _DEICTIC_MEDIA.search(text) and not _QUOTED_TITLE.search(context):
+        problems.append("points at a song or music that the context does not name by a quoted title")
+    if _UNNAMED_PICKS.search(text) and not _QUOTED_TITLE.search(context):
+        problems.append("refers to the user's selections without the context naming them by quoted titles")
+    if _UNNAMED_TASTES.search(text) and not _STATED_TASTE.search(context):
+        problems.append("refers to the user's preferences without the context stating them")
+    return problems
+
+
 def context_problems(context: str) -> list[str]:
     """Why a context is unacceptable: tool or persistence words, length, or personal data."""
     problems = [f"mentions {m.group(0)!r}" for m in _TOOL_WORDS.finditer(context)]
@@ -99,7 +151,10 @@ class FollowupRequest(BaseModel):
 
     id: str = Field(description="Stable id: category prefix and a number, e.g. 'rem-007'.", pattern=r"^[a-z]+-\d{3}$")
     category: RequestCategory = Field(description="Reminder, monitoring, callback, deferred delivery or memory.")
-    persona: Persona = Field(description="The persona the request is written for (experiments may cross both).")
+    persona: Persona = Field(
+        description="The persona the request's text is written for; every selection plays it under both personas "
+        "unless it names one."
+    )
     text: str = Field(description="The request as the user types it.", min_length=8)
     context: str = Field(description="One or two sentences sent before the request; no tools, nothing on persistence.")
     required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
@@ -132,6 +187,14 @@ class FollowupRequest(BaseModel):
     def user_message(self) -> str:
         """Context and request as one user message (context first)."""
         return f"{self.context} {self.text}"
+
+
+def row_problems(row: FollowupRequest) -> list[str]:
+    """Every curation rule a row breaks beyond its field validators (empty for a good row)."""
+    problems = [f"referent: {p}" for p in referent_problems(row.text, row.context)]
+    if row.category is RequestCategory.CALLBACK:
+        problems.extend(f"procedural callback: {p}" for p in procedural_problems(row.text))
+    return problems
 
 
 class RequestFileError(ValueError):
@@ -171,3 +234,18 @@ def _packaged() -> tuple[FollowupRequest, ...]:
 def load_requests() -> list[FollowupRequest]:
     """The packaged request set, in id order."""
     return list(_packaged())
+
+
+def parse_version(text: str, source: str) -> int:
+    """The integer a VERSION file holds; ValueError naming the file otherwise."""
+    value = text.strip()
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{source}: expected a positive integer, got {value[:40]!r}")
+    return int(value)
+
+
+@lru_cache(maxsize=1)
+def followup_data_version() -> int:
+    """The version of the packaged follow-up data (requests, contexts, setups); bumped on every change."""
+    text = resources.files("commitbench.episodes").joinpath(VERSION_RESOURCE).read_text(encoding="utf-8")
+    return parse_version(text, VERSION_RESOURCE)

@@ -312,6 +312,12 @@ def rewrite_transcript(
 
 
 _SUPPORT_FIXES: tuple[tuple[str, str], ...] = (
+    # "u" run into the next word ("can uhelp me", "I don't understand ui want ...")
+    ("uhelp", "you help"),
+    ("uneed", "you need"),
+    ("uhave", "you have"),
+    ("uarent", "you aren't"),
+    ("ui", "you, i"),
     ("ur", "your"),
     ("u", "you"),
     ("ya", "you"),

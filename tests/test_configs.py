@@ -1,0 +1,94 @@
+"""The shipped experiment configs: they load, no tested model is silently its own judge, and the
+follow-up study is the full crossed design labelled by the LLM checker on another model's family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from commitbench.config import ConfigError, ExperimentConfig, load_config, served_identity
+from commitbench.envs import FOLLOWUP_ENV_ID
+from commitbench.episodes.followup.episodes import FollowupSelection, full_run_size
+from commitbench.episodes.followup.requests import load_requests
+from commitbench.episodes.followup.vocabulary import Persona, SetupId, Variant
+from commitbench.runner import plan
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+def family(served: str) -> str:
+    """The publisher part of a served model name ('Qwen/Qwen3-8B' -> 'qwen')."""
+    return served.split("/", 1)[0].lower() if "/" in served else served.split("-", 1)[0].lower()
+
+
+def test_there_are_configs_and_a_followup_one() -> None:
+    names = [p.name for p in CONFIGS]
+    assert "followup-full.yaml" in names and len(names) >= 3
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_no_shipped_config_lets_a_tested_model_judge_itself(path: Path) -> None:
+    config = load_config(path)
+    assert not config.judge.allow_tested_model, f"{path.name} lets a tested model judge its own replies"
+    assert config.judge_is_tested() == []
+    if config.judge.kind == "llm":
+        assert config.judge.model is not None
+        judge = served_identity(config.judge.model)
+        assert all(served_identity(m) != judge for m in config.models)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_followup_configs_cross_personas_and_use_the_llm_checker(path: Path) -> None:
+    config = load_config(path)
+    if config.env != FOLLOWUP_ENV_ID:
+        return
+    selection = config.episodes
+    assert isinstance(selection, FollowupSelection)
+    assert selection.personas is None or set(selection.personas) == set(Persona)
+    assert config.judge.kind == "llm", f"{path.name}: the reported tables would come from the offline baseline"
+    assert config.judge.model is not None and not config.judge.model.local
+    judge_family = family(served_identity(config.judge.model))
+    assert all(family(served_identity(m)) != judge_family for m in config.models), "judge shares a tested family"
+
+
+def test_the_full_followup_run_is_every_request_in_all_twenty_conditions() -> None:
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "followup-full.yaml")
+    requests = len(load_requests())
+    assert full_run_size(requests) == requests * len(SetupId) * len(Variant) * len(Persona) == 6000
+    planned = plan(config)
+    assert planned.episodes == 6000
+    assert planned.cells == 6000 * len(config.models) * len(config.interventions)
+    episodes = config.episodes.select()
+    assert {(e.setup, e.variant, e.persona) for e in episodes} == {
+        (s, v, p) for s in SetupId for v in Variant for p in Persona
+    }
+
+
+def judged_by(judge_model: str, *, allow: bool = False, local: bool = False) -> dict[str, object]:
+    tested = {"name": "qwen3-8b", "base_url": "http://127.0.0.1:8000/v1", "settings": {"model": "Qwen/Qwen3-8B"}}
+    judge: dict[str, object] = (
+        {"name": "local", "local": True} if local
+        else {"name": "j", "base_url": "http://127.0.0.1:8001/v1", "settings": {"model": judge_model}}
+    )
+    return {
+        "env": FOLLOWUP_ENV_ID, "agents": ["chat"],
+        "models": [{"name": "local", "local": True} if local else tested],
+        "judge": {"kind": "llm", "model": judge, "allow_tested_model": allow},
+    }
+
+
+def test_a_tested_model_as_its_own_judge_is_refused_unless_asked_for(tmp_path: Path) -> None:
+    for data in (judged_by("Qwen/Qwen3-8B"), judged_by("qwen/qwen3-8b"), judged_by("", local=True)):
+        with pytest.raises(ValueError, match=r"judge model is also a tested model .* judge\.allow_tested_model"):
+            ExperimentConfig.model_validate(data)
+    assert ExperimentConfig.model_validate(judged_by("Qwen/Qwen3-8B", allow=True)).judge_is_tested() == ["qwen3-8b"]
+    assert ExperimentConfig.model_validate(judged_by("openai/gpt-oss-120b")).judge_is_tested() == []
+    path = tmp_path / "self.yaml"
+    path.write_text(
+        "env: commitbench/FollowUp-v0\nagents: [chat]\n"
+        "models: [{name: m, base_url: 'http://127.0.0.1:8000/v1', settings: {model: M}}]\n"
+        "judge: {kind: llm, model: {name: j, base_url: 'http://127.0.0.1:8001/v1', settings: {model: M}}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"self\.yaml: .*judge model is also a tested model \(m\)"):
+        load_config(path)
