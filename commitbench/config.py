@@ -22,6 +22,7 @@ Relative paths (the cache file) are resolved against the current directory.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,75 @@ class ModelEntry(BaseModel):
             extra_body=s.extra_body,
             timeout=s.timeout,
         )
+
+
+# ------------------------------------------------------------------------- thinking pairs
+THINKING_SWITCH = "extra_body.chat_template_kwargs.enable_thinking"
+# What thinking needs besides the switch: room to think (and time, which is not part of the identity).
+THINKING_NEEDS = frozenset({"max_tokens", "timeout"})
+
+
+def thinking_state(settings: GenerationSettings) -> bool | None:
+    """Whether the settings switch thinking on (True), off (False), or leave it to the server (None).
+
+    The switch is ``chat_template_kwargs.enable_thinking`` in ``extra_body`` (vLLM, SGLang), else
+    ``reasoning_effort`` ("none" is off, any other effort is on).
+    """
+    kwargs = settings.extra_body.get("chat_template_kwargs")
+    if isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
+        return bool(kwargs["enable_thinking"])
+    if settings.reasoning_effort is not None:
+        return settings.reasoning_effort.lower() != "none"
+    return None
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def setting_differences(a: GenerationSettings, b: GenerationSettings) -> list[str]:
+    """The settings two model variants differ in, besides the thinking switch and what thinking needs."""
+    flat_a, flat_b = _flat(a.model_dump(mode="json"), ""), _flat(b.model_dump(mode="json"), "")
+    ignored = set(THINKING_NEEDS) | {THINKING_SWITCH}
+    if "chat_template_kwargs" not in a.extra_body and "chat_template_kwargs" not in b.extra_body:
+        ignored.add("reasoning_effort")  # the switch is the effort itself
+    return sorted(k for k in set(flat_a) | set(flat_b) if k not in ignored and flat_a.get(k) != flat_b.get(k))
+
+
+class ThinkingPair(BaseModel):
+    """Two model entries of one served model, thinking on and off."""
+
+    on: str = Field(description="The entry with thinking on.")
+    off: str = Field(description="The entry with thinking off.")
+    confounds: list[str] = Field(description="Other settings they differ in (empty: a clean comparison).")
+
+    def warning(self) -> str:
+        return (
+            f"models {self.on!r} (thinking on) and {self.off!r} (off) also differ in {', '.join(self.confounds)}: "
+            "a thinking on/off comparison between them would mix those effects in; make them differ only in "
+            "the thinking switch (and max_tokens)"
+        )
+
+
+def thinking_pairs(models: Sequence[ModelEntry]) -> list[ThinkingPair]:
+    """Every pair of entries serving the same model, one with thinking on and one off, in config order."""
+    pairs: list[ThinkingPair] = []
+    for i, first in enumerate(models):
+        for second in models[i + 1 :]:
+            if served_identity(first) != served_identity(second):
+                continue
+            states = (thinking_state(first.settings), thinking_state(second.settings))
+            if set(states) != {True, False}:
+                continue
+            on, off = (first, second) if states[0] else (second, first)
+            pairs.append(ThinkingPair(on=on.name, off=off.name,
+                                      confounds=setting_differences(on.settings, off.settings)))
+    return pairs
 
 
 def _spec(value: Any) -> Any:
@@ -332,6 +402,10 @@ class ExperimentConfig(BaseModel):
                 "name another judge model, or set judge.allow_tested_model: true to do it on purpose"
             )
         return self
+
+    def warnings(self) -> list[str]:
+        """Things about the config a user should know before playing it (it still plays)."""
+        return [pair.warning() for pair in thinking_pairs(self.models) if pair.confounds]
 
     def judge_is_tested(self) -> list[str]:
         """Names of the tested model entries that serve the judge's model (empty when the judge is another model)."""

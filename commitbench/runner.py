@@ -203,6 +203,7 @@ class Plan(BaseModel):
     model_calls: int = Field(description="Model calls at least, in all.")
     judge: str = Field(description="Who labels the run afterwards.")
     episode_set_version: str | None = Field(default=None, description="Version of the suite's episode set.")
+    warnings: list[str] = Field(default_factory=list, description="What the config's author should know.")
 
     def text(self, out_dir: Path) -> str:
         version = f" (episode set version {self.episode_set_version})" if self.episode_set_version else ""
@@ -214,6 +215,7 @@ class Plan(BaseModel):
         lines.extend(f"{r.player:<32} {r.arm:<40} {r.cells:>8} {r.model_calls:>10}" for r in self.rows)
         lines.append(f"{'in all':<73} {self.cells:>8} {self.model_calls:>10}")
         lines.append(f"judge: {self.judge}; run directory: {out_dir} (nothing was played: --dry-run)")
+        lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
 
@@ -232,7 +234,7 @@ def plan(config: ExperimentConfig) -> Plan:
     return Plan(
         name=config.name, suite=suite.name, env=config.env, episodes=len(episodes), samples=config.samples, rows=rows,
         cells=sum(r.cells for r in rows), model_calls=sum(r.model_calls for r in rows), judge=judge,
-        episode_set_version=episode_set_version(suite, config.episodes),
+        episode_set_version=episode_set_version(suite, config.episodes), warnings=config.warnings(),
     )
 
 

@@ -59,7 +59,13 @@ def _tool_name_of(messages: list[dict[str, Any]], call_id: str) -> str:
     return ""
 
 
-def standing_responder(episodes: Sequence[Episode]) -> Callable[[dict[str, Any]], ReplySpec]:
+def standing_responder(
+    episodes: Sequence[Episode],
+    executes: Callable[[dict[str, Any], str], bool] | None = None,
+    reasoning: Callable[[dict[str, Any]], str | None] | None = None,
+) -> Callable[[dict[str, Any]], ReplySpec]:
+    """``executes(request, action_tool)`` decides whether the model acts at the trigger (default: always);
+    ``reasoning(request)`` the reasoning text it returns then (default: a fixed sentence)."""
     table = promise_table(episodes)
 
     def respond(request: dict[str, Any]) -> ReplySpec:
@@ -80,9 +86,11 @@ def standing_responder(episodes: Sequence[Episode]) -> Callable[[dict[str, Any]]
             return ReplySpec(text="")
         line = parse_line(str(last.get("content", "")).splitlines()[-1]) or {}
         text = line.get("text", "")
-        if promise is not None and text in promise.triggers:
+        acts = executes is None or (promise is not None and executes(request, promise.action_tool))
+        if promise is not None and text in promise.triggers and acts:
             return ReplySpec(
-                reasoning="The condition of my promise is met, so I carry it out now.",
+                reasoning=(reasoning(request) if reasoning is not None
+                           else "The condition of my promise is met, so I carry it out now."),
                 tool_calls=[
                     ToolCallSpec(name=promise.action_tool, arguments=promise.arguments),
                     ToolCallSpec(name="post_message", arguments={"channel": line.get("channel", ""), "text": "On it."}),

@@ -226,7 +226,8 @@ def _metric(metric: str | RateMetric) -> RateMetric:
         raise ValueError(f"unknown metric {metric!r}; known: {sorted(METRICS)}") from None
 
 
-def _pairs(frame: pd.DataFrame, metric: RateMetric) -> np.ndarray:
+def rate_columns(frame: pd.DataFrame, metric: RateMetric) -> np.ndarray:
+    """Per response: the rate's numerator and denominator, as two columns (the bootstrap's value columns)."""
     numerator = np.asarray(metric.numerator(frame), dtype=float)
     denominator = np.asarray(metric.denominator(frame), dtype=float)
     return np.column_stack([numerator, denominator])
@@ -256,7 +257,7 @@ def rate_table(
     spec = _metric(metric)
     records = []
     for key, group in _groups(frame, by):
-        pairs = _pairs(group, spec)
+        pairs = rate_columns(group, spec)
         numerator, denominator = pairs.sum(axis=0)
         record: dict[str, object] = dict(zip(by, key, strict=True))
         record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(group))
@@ -363,8 +364,8 @@ def paired_difference(
         record.update(metric=spec.name, arm_a=arm_a, arm_b=arm_b, n_a=len(a), n_b=len(b))
         if len(a) and len(b):
             result = paired_bootstrap(
-                _pairs(a, spec), a[CLUSTER_COLUMN].to_numpy(), _pairs(b, spec), b[CLUSTER_COLUMN].to_numpy(),
-                ratio_stat, n_boot=n_boot, seed=seed,
+                rate_columns(a, spec), a[CLUSTER_COLUMN].to_numpy(),
+                rate_columns(b, spec), b[CLUSTER_COLUMN].to_numpy(), ratio_stat, n_boot=n_boot, seed=seed,
             )
             record.update(difference=result.estimate, low=result.low, high=result.high)
         else:

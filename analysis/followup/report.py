@@ -14,20 +14,36 @@ marked "offline baseline checker" wherever they are shown.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.bootstrap import ratio_stat
+from commitbench.analysis.comparisons import (
+    Comparison,
+    ModelPair,
+    PairedMetric,
+    compare_all,
+    comparison_flags,
+    comparison_frame,
+    comparison_views,
+)
+from commitbench.analysis.cost import CostRow
 from commitbench.analysis.followup.metrics import (
+    CLUSTER_COLUMN,
+    METRICS,
     LabelledResponse,
+    RateMetric,
     commitment_counts,
     failure_summary,
     headline_table,
     outcome_distribution,
     paired_difference,
+    rate_columns,
     to_frame,
 )
 from commitbench.analysis.tables import RunFilter, TableView
@@ -38,6 +54,11 @@ from commitbench.judges.labelling import MixedLabellersError
 GROUP = ["setup", "variant", "persona", "model"]
 PAIRED_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr")
 FIGURE_FILE = "outcomes.png"
+FOREST_FILE = "comparisons.png"
+# The metrics model comparisons report, and what makes two runs the same episode.
+COMPARED_METRICS = ("failure_rate", "ecr", "false_claim_rate", "unanchored_rate", "deferral_rate",
+                    "over_refusal_rate", "incidence")
+PAIR_KEY = ("request_id", "setup", "variant", "persona", "sample")
 OFFLINE_KIND = "offline baseline checker"
 LLM_KIND = "LLM checker"
 
@@ -127,6 +148,15 @@ class FollowupReport(BaseModel):
     outcomes: list[dict[str, Any]] = Field(description="Outcome shares, failure and over-refusal rates per group.")
     headline: list[dict[str, Any]] = Field(description="Headline rates with 95% intervals clustered by request.")
     fix_differences: list[dict[str, Any]] = Field(description="Each arm minus the plain arm on the same requests.")
+    comparisons: list[Comparison] = Field(
+        default_factory=list,
+        description="Model a minus model b per setup x variant for every headline rate (pairs asked for, thinking "
+        "pairs), on the same requests, personas and samples; intervals clustered by request.",
+    )
+    comparisons_by_setup: list[Comparison] = Field(
+        default_factory=list, description="The same pairs per setup (variants and personas together)."
+    )
+    cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written for the report.")
 
     def views(self, detail: bool = False) -> list[TableView]:
@@ -135,6 +165,7 @@ class FollowupReport(BaseModel):
         views.append(_headline_view(self))
         if self.fix_differences:
             views.append(_difference_view(self))
+        views.extend(comparison_views(self.comparisons, self.cost, ("model", "arm")))
         return views
 
     def summary_lines(self) -> list[str]:
@@ -142,6 +173,7 @@ class FollowupReport(BaseModel):
             f"{self.title}: {self.responses} labelled responses, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
             f"judge errors (left out): {self.judge_errors}",
+            *(f"flag: {flag}" for flag in comparison_flags(self.comparisons)),
         ]
 
 
@@ -236,7 +268,7 @@ def _difference_view(report: FollowupReport) -> TableView:
 
 def build_followup_report(
     rows: Sequence[LabelledResponse], errors: int, run_dir: Path | str, judge: str, checker_kind: str,
-    n_boot: int = 1000,
+    n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (),
 ) -> FollowupReport:
     """Every table of the labelled responses (pure)."""
     if n_boot < 1:
@@ -250,7 +282,35 @@ def build_followup_report(
         n_boot=n_boot, outcomes=_records(outcome_table(frame, n_boot)),
         headline=_records(headline_table(frame, [*GROUP, "arm"], n_boot=n_boot)),
         fix_differences=_records(fix_differences(frame, n_boot)),
+        cost=list(cost),
+        comparisons=model_comparisons(frame, pairs, cost, ("setup", "variant"), n_boot),
+        comparisons_by_setup=model_comparisons(frame, pairs, cost, ("setup",), n_boot),
     )
+
+
+def model_comparisons(
+    frame: pd.DataFrame, pairs: Sequence[ModelPair], cost: Sequence[CostRow], by: Sequence[str], n_boot: int = 1000,
+) -> list[Comparison]:
+    """Each pair, a minus b, for every headline rate per group of ``by``, on the same episodes."""
+    if not pairs:
+        return []
+    metrics = [PairedMetric(name, _rate_values(METRICS[name]), ratio_stat) for name in COMPARED_METRICS]
+    plain = frame.assign(**{c: frame[c].map(_text) for c in ("setup", "variant", "persona")})
+    return compare_all(plain, pairs, metrics, cost, model_column="model", arm_column="arm", group_by=by,
+                       pair_key=PAIR_KEY, n_boot=n_boot)
+
+
+def _rate_values(spec: RateMetric) -> Callable[[pd.DataFrame], tuple[np.ndarray, np.ndarray, int]]:
+    """A rate's numerator and denominator columns and its clusters (requests), as comparisons need them."""
+
+    def values(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+        return rate_columns(frame, spec), frame[CLUSTER_COLUMN].to_numpy(), 0
+
+    return values
+
+
+def _text(value: Any) -> str:
+    return str(getattr(value, "value", value))
 
 
 def write_followup_files(
@@ -274,7 +334,25 @@ def write_followup_files(
         md_path.write_text(f"# {view.title}\n\n{report.title}; run {report.run_dir}.\n\n{view.markdown()}",
                            encoding="utf-8")
         files[name] = [str(csv_path), str(md_path)]
+    for name, compared in (("comparisons", report.comparisons), ("comparisons_by_setup", report.comparisons_by_setup)):
+        if compared:
+            frame = comparison_frame(compared)
+            frame.insert(0, "checker", report.checker_kind)
+            frame.insert(1, "judge", report.judge)
+            frame.to_csv(out / f"{name}.csv", index=False)
+            files[name] = [str(out / f"{name}.csv")]
+    if report.cost:
+        frame = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
+        frame.insert(0, "checker", report.checker_kind)
+        frame.insert(1, "judge", report.judge)
+        frame.to_csv(out / "cost.csv", index=False)
+        files["cost"] = [str(out / "cost.csv")]
     if figure:
         title = f"Outcome shares per setup, {_by(report)} ({report.judge})"
         files["figure"] = [str(stacked_outcome_bars(to_frame(rows), out / FIGURE_FILE, title=title))]
+        if any(c.estimate is not None for c in report.comparisons):
+            from commitbench.analysis.forest import forest_plot
+
+            forest_title = f"Model comparisons, a minus b, {_by(report)} ({report.judge})"
+            files["comparisons_figure"] = [str(forest_plot(report.comparisons, out / FOREST_FILE, forest_title))]
     return files

@@ -18,6 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import BootstrapResult, cluster_bootstrap, paired_bootstrap
+from commitbench.analysis.cost import run_cost
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.grading import strict_correct
 from commitbench.judges.standing.labels import MessageLabel, aggregate
@@ -52,6 +53,7 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
         "judge_errors": run_labels.judge_errors,
         "strict": strict_correct(signals, run_labels, episode.expected),
         "infra_error": trace.infra_error or "",
+        **run_cost(trace),
     }
 
 

@@ -9,6 +9,10 @@ per-cell heatmap; :meth:`StandingReport.views` describes them as plain tables fo
 * ``by_gap``: the same per gap; ``by_cell``: strict accuracy per cell;
 * ``paired``: each intervention minus the baseline arm on the same episodes (paired bootstrap);
 * ``policy_effect``: explicit minus silent on the same chats, per model and intervention;
+* ``comparisons`` / ``comparisons_by_cell``: model a minus model b on the same episodes and samples (pairs
+  asked for, and thinking pairs found in the config), every headline metric per policy, and strict
+  accuracy per policy and cell, with the cost ratio beside each (see :mod:`commitbench.analysis.comparisons`);
+* ``cost``: calls, tokens and model time per model and arm;
 * ``rank_effect``: drops on a manager's word minus drops on a peer's, per model, intervention and
   policy (the silent policy included), on twin chats (see :mod:`commitbench.analysis.standing.rank`).
 """
@@ -21,13 +25,25 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.comparisons import (
+    Comparison,
+    ModelPair,
+    PairedMetric,
+    compare_all,
+    comparison_flags,
+    comparison_frame,
+    comparison_views,
+)
+from commitbench.analysis.cost import CostRow, cost_table
 from commitbench.analysis.standing import tables as st
-from commitbench.analysis.standing.metrics import MetricValue, strict_by_cell
+from commitbench.analysis.standing.metrics import METRICS, MetricValue, strict_by_cell
 from commitbench.analysis.standing.rank import RankEffect, RankMeasure, rank_effect_table, rank_frame
 from commitbench.analysis.tables import RunFilter, TableView
 
 REPORT_DIR = "report"
 FIGURE_FILE = "strict_by_cell.png"
+FOREST_FILE = "comparisons.png"
+PAIR_KEY: tuple[str, ...] = ("episode_id", "sample")
 
 SHORT = {
     "override": "O",
@@ -52,6 +68,9 @@ _TITLES = {
     "cells": "Strict accuracy per cell",
     "paired": "Differences from the baseline intervention on the same episodes (percentage points)",
     "policy": "Effect of the explicit release policy: explicit minus silent, same chats (percentage points)",
+    "comparisons": "Model comparisons: a minus b on the same episodes and samples (percentage points)",
+    "comparisons_by_cell": "Model comparisons per cell: strict accuracy, a minus b (percentage points)",
+    "cost": "Cost per model and arm: calls, tokens and model time",
     "rank_effect": "Rank effect: drops on a manager's word minus drops on a peer's, twin chats (percentage points)",
 }
 
@@ -83,6 +102,14 @@ class StandingReport(BaseModel):
         description="Manager-minus-peer drop rates per model x intervention x policy (silent included), on twin "
         "chats; empty when the run holds no MGR/PEER twins.",
     )
+    comparisons: list[Comparison] = Field(
+        default_factory=list,
+        description="Model a minus model b per policy for every headline metric (pairs asked for, thinking pairs).",
+    )
+    comparisons_by_cell: list[Comparison] = Field(
+        default_factory=list, description="The same pairs: strict accuracy per policy and cell."
+    )
+    cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written under RUN_DIR/report/.")
 
     def note(self) -> str:
@@ -101,7 +128,7 @@ class StandingReport(BaseModel):
         """
         gap = _gap_views(self) if detail else []
         return [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
-                *_rank_views(self)]
+                *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions"))]
 
     def summary_lines(self) -> list[str]:
         head = (
@@ -112,12 +139,12 @@ class StandingReport(BaseModel):
             f"judge errors: {self.judge_errors} messages in {self.runs_with_judge_errors} runs "
             f"(excluded where a grade needs them)   tool errors: {self.tool_errors}"
         )
-        return [head, LEGEND, tail]
+        return [head, LEGEND, tail, *(f"flag: {flag}" for flag in comparison_flags(self.comparisons))]
 
 
 def build_standing_report(
     rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
-    baseline: str | None = None,
+    baseline: str | None = None, pairs: list[ModelPair] | None = None,
 ) -> StandingReport:
     """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
     if n_boot < 1:
@@ -141,7 +168,23 @@ def build_standing_report(
         paired=st.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else [],
         policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),
         rank_effect=rank_effect_table(rows, n_boot=n_boot, seed=seed),
+        cost=(cost := cost_table(rows, ("agent", "interventions"))),
+        comparisons=model_comparisons(rows, pairs or [], cost, n_boot=n_boot, seed=seed),
+        comparisons_by_cell=model_comparisons(rows, pairs or [], cost, by_cell=True, n_boot=n_boot, seed=seed),
     )
+
+
+def model_comparisons(
+    rows: pd.DataFrame, pairs: list[ModelPair], cost: list[CostRow], by_cell: bool = False, n_boot: int = 1000,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Each pair, a minus b: every headline metric per policy, or strict accuracy per policy and cell."""
+    wanted = ("strict_accuracy",) if by_cell else st.MAIN_METRICS
+    metrics = sorted((PairedMetric(m.name, m.values, m.stat) for m in METRICS if m.name in wanted),
+                     key=lambda m: wanted.index(m.name))
+    return compare_all(rows, pairs, metrics, cost, model_column="agent", arm_column="interventions",
+                       group_by=("policy", "cell") if by_cell else ("policy",), pair_key=PAIR_KEY, n_boot=n_boot,
+                       seed=seed)
 
 
 def _strict_by_cell(rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -180,6 +223,16 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
             difference=[st.interval_text(r.estimate, r.low, r.high, signed=True) for r in report.rank_effect],
         ).drop(columns=["low", "high"])
         tables["rank_effect"] = (frame, text)
+    for name, compared in (("comparisons", report.comparisons), ("comparisons_by_cell", report.comparisons_by_cell)):
+        if compared:
+            frame = comparison_frame(compared)
+            text = frame.assign(
+                difference=[st.interval_text(c.estimate, c.low, c.high, signed=True) for c in compared]
+            ).drop(columns=["low", "high"])
+            tables[name] = (frame, text)
+    if report.cost:
+        frame = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
+        tables["cost"] = (frame, frame)
     files: dict[str, list[str]] = {}
     for name, (long, wide) in tables.items():
         long.to_csv(out / f"{name}.csv", index=False)
@@ -192,6 +245,11 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
         title = f"Strict accuracy by cell (judge: {report.judge})"
         path = strict_heatmap(report.by_cell, out / FIGURE_FILE, title=title)
         files["figure"] = [str(path)]
+    if figure and any(c.estimate is not None for c in report.comparisons):
+        from commitbench.analysis.forest import forest_plot
+
+        title = f"Model comparisons, a minus b (judge: {report.judge})"
+        files["comparisons_figure"] = [str(forest_plot(report.comparisons, out / FOREST_FILE, title=title))]
     return files
 
 
@@ -365,3 +423,4 @@ def _rank_views(report: StandingReport) -> list[TableView]:
         columns=["model", "intervention", "policy", "measure", "manager", "peer", "difference", "pairs"], rows=body,
         numeric=[False, False, False, False, True, True, True, True],
     )]
+

@@ -4,6 +4,7 @@
     commitbench report runs/x --judge llm:MODEL       # labels stored by 'commitbench label'
     commitbench report runs/x --judge rules           # the offline labeller's, computed on the fly
     commitbench report runs/x --baseline none --json
+    commitbench report runs/x --compare qwen3-8b-on qwen3-8b-off   # a minus b, paired, with cost ratios
 
 Without --judge the report reads the labels of the judge the run's config names (the offline labeller
 when it names none), so a run configured with an LLM judge is never reported, silently, from the
@@ -14,7 +15,9 @@ Standing: metrics per model x intervention x policy (95% intervals clustered by 
 per gap and per cell, each intervention minus the baseline on the same episodes, and the policy
 effect; CSV, Markdown and a heatmap under ``RUN_DIR/report/``. Follow-up: outcome shares, headline
 rates (intervals clustered by request), each intervention minus the plain arm on the same requests,
-and the stacked-outcome figure. ``--json`` prints one document (also saved as ``RUN_DIR/results.json``).
+and the stacked-outcome figure. Both suites: model comparisons (``--compare``, and thinking on/off pairs
+found in the config without being asked) with a forest plot, and the cost of each model and arm (calls,
+tokens, model time). ``--json`` prints one document (also saved as ``RUN_DIR/results.json``).
 On a directory that cannot be written (read-only, a full disk) the tables are printed all the same and
 a notice says that the files were not saved.
 """
@@ -43,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="standing: the arm the others are compared with (default: 'none' when present)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--compare", nargs=2, action="append", default=None, metavar=("A", "B"),
+                        help="compare two models, A minus B on the same episodes (labels like qwen3-8b, or "
+                        "label@arm); repeatable. Thinking on/off pairs of the config are compared unasked")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.set_defaults(func=_handle)
@@ -50,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
-    baseline: str | None = None, figure: bool = True,
+    baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
@@ -73,7 +79,7 @@ def print_report(
 
     def build(write_files: bool) -> Any:
         options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
-                                write_files=write_files)
+                                write_files=write_files, compare=list(compare or []))
         try:
             return suite.report(run_dir, options)
         except (FileNotFoundError, KeyError, ValueError) as exc:
@@ -123,4 +129,5 @@ def _handle(args: argparse.Namespace) -> int:
     return print_report(
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
+        compare=[(a, b) for a, b in args.compare or []],
     )

@@ -221,6 +221,8 @@ def _handle(args: argparse.Namespace) -> int:
     out_dir = args.out if args.out is not None else Path("runs") / config.name
     if args.dry_run:
         return _dry_run(config, out_dir)
+    for warning in config.warnings():
+        print(f"commitbench: warning: {warning}", file=sys.stderr)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)

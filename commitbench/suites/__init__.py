@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
@@ -78,6 +78,10 @@ class ReportOptions(BaseModel):
     baseline: str | None = None
     figure: bool = True
     write_files: bool = True
+    compare: list[tuple[str, str]] = Field(
+        default_factory=list,
+        description="Model pairs to compare, a minus b (labels, or label@arm); thinking pairs are added unasked.",
+    )
 
 
 @dataclass(frozen=True)

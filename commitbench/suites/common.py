@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, labels_path, one_labeller_labels
 from commitbench.traces import EpisodeTrace, latest_traces
@@ -57,3 +59,28 @@ def hash_tree(root: Path) -> str:
         digest.update(path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def model_pairs(
+    run_dir: Path | str, compare: Sequence[tuple[str, str]], players: Sequence[str], arms: Sequence[str],
+    player_of: Callable[[str], str] = lambda entry: f"chat:{entry}",
+) -> list[ModelPair]:
+    """The model comparisons of a report: those asked for (``--compare A B``), then the thinking pairs of
+    the run's config (two entries of one served model whose settings differ only in the thinking switch
+    and what thinking needs), on as side a, that the run played. ``player_of`` names an entry's player as
+    the suite's rows do."""
+    from commitbench.config import ExperimentConfig, thinking_pairs
+    from commitbench.runner import read_manifest
+
+    pairs = [ModelPair.parse(a, b, players, arms) for a, b in compare]
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return pairs
+    config = ExperimentConfig.model_validate(manifest.config)
+    asked = {(p.a.model, p.b.model) for p in pairs} | {(p.b.model, p.a.model) for p in pairs}
+    for pair in thinking_pairs(config.models):
+        on, off = player_of(pair.on), player_of(pair.off)
+        if pair.confounds or on not in players or off not in players or (on, off) in asked:
+            continue
+        pairs.append(ModelPair(a=Side(model=on), b=Side(model=off), kind=ComparisonKind.THINKING))
+    return pairs

@@ -10,6 +10,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
+from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
     FollowupReport,
@@ -25,7 +26,13 @@ from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
 from commitbench.episodes.followup.requests import followup_data_version
 from commitbench.episodes.followup.setups import load_setups
-from commitbench.judges.followup.labellers import CheckerLabeller, FollowupLabelRecord, make_checker
+from commitbench.judges.followup.labellers import (
+    CheckerLabeller,
+    FollowupLabelRecord,
+    arm_name,
+    make_checker,
+    trace_model,
+)
 from commitbench.judges.followup.llm import turn_from_parts
 from commitbench.judges.followup.rules import OfflineChecker, flags_reply
 from commitbench.judges.followup.schemas import ResponseFormatStyle
@@ -33,7 +40,7 @@ from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import ReplyDraft
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, run_traces, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
 from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 NAME = "followup"
@@ -85,7 +92,12 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     records = records_of(run_dir, judge)
     rows, errors = responses_from_records(records)
     kind = checker_kind(labeller_of(records, judge))
-    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot)
+    traces = iter_latest_traces(run_dir)
+    costs = cost_frame(traces, {"model": trace_model, "arm": lambda t: arm_name(t.interventions)})
+    cost = cost_table(costs, ("model", "arm"))
+    players = sorted({r.model for r in rows})
+    pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)
+    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost)
     if options.write_files:
         built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
     return built

@@ -31,7 +31,7 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.llm import ModelClient
 from commitbench.runner import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, run_traces, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
 from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 NAME = "standing"
@@ -90,8 +90,11 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
     rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir))
+    players = sorted(set(rows["agent"])) if not rows.empty else []
+    arms = sorted(set(rows["interventions"])) if not rows.empty else []
+    pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
-                                  baseline=options.baseline)
+                                  baseline=options.baseline, pairs=pairs)
     if options.write_files:
         built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
     return built

@@ -45,7 +45,10 @@ def arm_name(interventions: Sequence[str]) -> str:
 
 
 def trace_model(trace: EpisodeTrace) -> str:
-    """The tested model's name as the trace's agent identity records it."""
+    """The tested model's label in its run: the config entry's name (unique in a run, so two entries of one
+    served model, thinking on and off say, stay apart), as the trace's agent identity records it."""
+    if trace.agent is not None and trace.agent.name.startswith("chat:"):
+        return trace.agent.name.removeprefix("chat:")
     settings = trace.agent.settings if trace.agent else {}
     model = settings.get("model", {})
     if isinstance(model, dict):
