@@ -61,6 +61,7 @@ from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canon
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
+from commitbench.judges.labelling import judge_name
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy, redact_credentials
 from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import escape_surrogates
@@ -230,7 +231,9 @@ def plan(config: ExperimentConfig) -> Plan:
         for arm in config.interventions:
             calls = turns * samples if player.kind == "chat" else 0
             rows.append(PlanRow(player=player.name, arm=arm.label(), cells=len(episodes) * samples, model_calls=calls))
-    judge = config.judge.kind if config.judge.model is None else f"llm:{config.judge.model.name}"
+    # The name the labels will be stored under (commitbench.labeljob.stored_name).
+    judge = (suite.offline_labeller if config.judge.kind == "rules" or config.judge.model is None
+             else judge_name(config.judge.model.served_model(DEFAULT_ALIAS)))
     return Plan(
         name=config.name, suite=suite.name, env=config.env, episodes=len(episodes), samples=config.samples, rows=rows,
         cells=sum(r.cells for r in rows), model_calls=sum(r.model_calls for r in rows), judge=judge,
