@@ -200,7 +200,8 @@ def _close_occurrence(waive: bool):
         if result.outcome.value == "retry_noop":
             print(f"occurrence {_fmt_time(expected)} was already closed; nothing changed")
         else:
-            note = f"; skipped {result.skipped_count} missed occurrence(s)" if result.skipped_count else ""
+            count = f"{result.skipped_count:,}" if result.skipped_count_exact else f"at least {result.skipped_count:,}"
+            note = f"; skipped {count} missed occurrence(s)" if result.skipped_count else ""
             print(f"{verb} occurrence {_fmt_time(expected)}{note}")
         print(_describe(result.commitment))
         return 0

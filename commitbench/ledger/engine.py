@@ -35,6 +35,10 @@ from commitbench.ledger.store import LedgerStore
 from commitbench.ledger.transitions import Plan
 
 
+# Times an occurrence close is planned outside the write lock before it is planned under it.
+_PLAN_ATTEMPTS = 3
+
+
 class Ledger:
     """A commitment ledger stored at ``path`` (``":memory:"`` for a throwaway one).
 
@@ -75,6 +79,7 @@ class Ledger:
         """Record a new commitment. Status: pending if it has a due time, rule or condition, else unscheduled."""
         if not isinstance(new, NewCommitment):
             raise TypeError(f"add() takes a NewCommitment, got {type(new).__name__}")
+        transitions.first_occurrence(new)  # the slow part of creating a duty, outside the write lock
         with self.store.write():
             plan = transitions.create(new, self.store.next_id(), actor, reason, self._now())
             self.store.insert(plan.after)
@@ -84,6 +89,10 @@ class Ledger:
     def add_many(self, items: Iterable[NewCommitment], actor: str, reason: str = "") -> list[Commitment]:
         """Record many commitments in one transaction (an import): all of them, or none on error."""
         added: list[Commitment] = []
+        items = builtins.list(items)
+        for new in items:
+            if isinstance(new, NewCommitment):
+                transitions.first_occurrence(new)  # outside the write lock, as in add()
         with self.store.write():
             next_id = self.store.next_id()
             now = self._now()
@@ -227,17 +236,35 @@ class Ledger:
             if before is None:
                 raise CommitmentNotFound(commitment_id)
             plan = planner(before, self._now())
-            if plan.after.version != before.version:
-                self.store.update(plan.after, before.version)
-            if plan.events:
-                self.store.append(commitment_id, plan.events)
+            self._write(before, plan)
         if plan.error is not None:
             raise plan.error
         return plan
 
+    def _write(self, before: Commitment, plan: Plan) -> None:
+        """Store a plan made from ``before`` (inside a write transaction)."""
+        if plan.after.version != before.version:
+            self.store.update(plan.after, before.version)
+        if plan.events:
+            self.store.append(before.id, plan.events)
+
     def _close_occurrence(
         self, commitment_id: int, expected: datetime, waive: bool, actor: str, reason: str
     ) -> CloseResult:
+        # Catch-up may walk thousands of occurrences: plan it from a read, outside the write lock, and
+        # write it under the lock only if the row is still the one it was planned from; another writer
+        # in between means planning again from the newer row.
+        for _ in range(_PLAN_ATTEMPTS):
+            before = self.get(commitment_id)
+            plan = transitions.close_occurrence(before, expected, waive, actor, reason, self._now())
+            with self.store.write():
+                current = self.store.get(commitment_id)
+                if current is None:
+                    raise CommitmentNotFound(commitment_id)
+                if current.version == before.version:
+                    self._write(before, plan)
+                    assert plan.result is not None
+                    return plan.result
         plan = self._run(
             commitment_id,
             lambda c, now: transitions.close_occurrence(c, expected, waive, actor, reason, now),

@@ -271,5 +271,12 @@ class CloseResult(BaseModel):
     skipped: tuple[AwareDatetime, ...] = Field(
         default=(), description="Occurrences passed over by catch-up (at most the first 1,000 are listed)."
     )
-    skipped_count: int = Field(default=0, description="How many occurrences catch-up passed over.")
+    skipped_count: int = Field(
+        default=0,
+        description="How many occurrences catch-up passed over (a lower bound when skipped_count_exact is False).",
+    )
+    skipped_count_exact: bool = Field(
+        default=True,
+        description="False when too many went by to walk and the rule is not a plain grid to count by arithmetic.",
+    )
     commitment: Commitment = Field(description="The commitment after the call.")
