@@ -34,7 +34,6 @@ from commitbench.ledger.standing import CreditorRule, StandingPolicy
 from commitbench.ledger.store import LedgerStore
 from commitbench.ledger.transitions import Plan
 
-
 # Times an occurrence close is planned outside the write lock before it is planned under it.
 _PLAN_ATTEMPTS = 3
 
