@@ -213,8 +213,8 @@ class Recurrence:
         assert until is not None
         rule, _ = self._near(until)
         last = None
-        for last in _budgeted(rule):
-            pass
+        for occurrence in _budgeted(rule):
+            last = occurrence
         if last is None:
             raise InvalidCommitment(f"recurrence rule {self.text!r} has no occurrence before its UNTIL")
         return last
