@@ -71,7 +71,7 @@ def _in_range(value: Any) -> float | int:
         raise CalculatorError("the result is not a number")
     if abs(value) > _MAX_MAGNITUDE:  # exact for integers of any size; true for infinities
         raise CalculatorError(f"a number is out of range (magnitudes up to {_MAX_MAGNITUDE:g})")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _power(base: float | int, exponent: float | int) -> float | int:
@@ -80,7 +80,7 @@ def _power(base: float | int, exponent: float | int) -> float | int:
     # The result's size, predicted from logarithms before anything big is computed.
     if base != 0 and exponent * math.log10(abs(base)) > math.log10(_MAX_MAGNITUDE) + 1:
         raise CalculatorError(f"a number is out of range (magnitudes up to {_MAX_MAGNITUDE:g})")
-    return operator.pow(base, exponent)  # type: ignore[no-any-return]
+    return operator.pow(base, exponent)
 
 
 def _call(name: str, args: list[float | int]) -> float | int:
@@ -92,7 +92,7 @@ def _call(name: str, args: list[float | int]) -> float | int:
             raise CalculatorError(f"round: the number of digits must be between -{_MAX_NDIGITS} and {_MAX_NDIGITS}")
     if name in ("min", "max") and len(args) == 1:
         raise CalculatorError(f"{name} needs at least two numbers")
-    return _FUNCTIONS[name](*args)  # type: ignore[no-any-return]
+    return _FUNCTIONS[name](*args)
 
 
 def evaluate_arithmetic(expression: str) -> float | int:
