@@ -27,8 +27,10 @@ from commitbench.ledger.models import (
     CommitmentStatus,
     DueGroup,
     DueItem,
+    Listing,
     NewCommitment,
     Outcome,
+    UnreadableRow,
 )
 from commitbench.ledger.standing import CreditorRule, StandingPolicy
 from commitbench.ledger.store import LedgerStore
@@ -51,12 +53,13 @@ class Ledger:
         clock: Clock,
         policy: StandingPolicy | None = None,
         busy_timeout_ms: int = 10_000,
+        init_existing: bool = False,
     ) -> None:
         if not isinstance(clock, Clock):
             raise TypeError(f"clock must provide now() -> datetime, got {type(clock).__name__}")
         self.clock = clock
         self.policy: StandingPolicy = policy if policy is not None else CreditorRule()
-        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms)
+        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms, init_existing=init_existing)
 
     # -- lifecycle of the object
 
@@ -179,8 +182,12 @@ class Ledger:
         scope: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[Commitment]:
-        """Commitments in id order, optionally filtered."""
+    ) -> Listing[Commitment]:
+        """Commitments in id order, optionally filtered; rows that cannot be read are in ``.unreadable``."""
+        if limit is not None and limit < 0:
+            raise InvalidCommitment(f"limit must not be negative, got {limit}")
+        if offset < 0:
+            raise InvalidCommitment(f"offset must not be negative, got {offset}")
         statuses = [status] if isinstance(status, CommitmentStatus) else status
         return self.store.select(
             statuses=statuses, kind=kind, debtor=debtor, creditor=creditor, scope=scope, limit=limit, offset=offset
@@ -194,18 +201,21 @@ class Ledger:
         debtor: str | None = None,
         creditor: str | None = None,
         scope: str | None = None,
-    ) -> builtins.list[DueItem]:
+    ) -> Listing[DueItem]:
         """Open commitments: overdue, then due within ``soon``, then later, then unscheduled.
 
         Within each group: earliest due first, ties by id; unscheduled ones by id. ``limit`` caps
-        the whole list (groups are filled in order).
+        the whole list (groups are filled in order). Rows that cannot be read are in ``.unreadable``.
         """
         if soon < timedelta(0):
             raise InvalidCommitment(f"the due-soon window must not be negative, got {soon}")
         if limit is not None and limit < 0:
             raise InvalidCommitment(f"limit must not be negative, got {limit}")
         now = self._now()
-        horizon = now + soon
+        try:
+            horizon: datetime | None = now + soon
+        except OverflowError:  # the window reaches past the last representable time: everything later is soon
+            horizon = None
         bounds: tuple[tuple[DueGroup, datetime | None, datetime | None], ...] = (
             (DueGroup.OVERDUE, None, now),
             (DueGroup.DUE_SOON, now, horizon),
@@ -213,16 +223,19 @@ class Ledger:
             (DueGroup.UNSCHEDULED, None, None),
         )
         items: list[DueItem] = []
+        unreadable: list[UnreadableRow] = []
         filters = {"debtor": debtor, "creditor": creditor, "scope": scope}
         with self.store.snapshot():
             for group, lower, upper in bounds:
                 remaining = None if limit is None else limit - len(items)
                 if remaining == 0:
                     break
-                items.extend(
-                    self.store.due_items(group, lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters)
-                )
-        return items
+                if group is DueGroup.SCHEDULED and upper is None and lower is None:
+                    continue  # no horizon: the due-soon group already holds everything after now
+                found = self.store.due_items(group, lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters)
+                items.extend(found)
+                unreadable.extend(found.unreadable)
+        return Listing(items, tuple(unreadable))
 
     # -- internals
 

@@ -22,6 +22,7 @@ from commitbench.ledger.models import (
     NewCommitment,
     OccurrenceOutcome,
     Outcome,
+    check_time_range,
 )
 from commitbench.ledger.recurrence import FIRST_WITHIN_YEARS, SKIPPED_LIST_CAP, recurrence_for
 from commitbench.ledger.standing import StandingPolicy, standing_of
@@ -191,6 +192,10 @@ def acknowledge(before: Commitment, actor: str, reason: str, now: datetime) -> P
 def schedule(before: Commitment, due_at: datetime, actor: str, reason: str, now: datetime) -> Plan:
     """Give an unscheduled promise its due time, or move a scheduled one. Same time: no change."""
     due = require_aware(due_at, "due_at")
+    try:
+        check_time_range(due, "due_at")
+    except ValueError as exc:
+        raise InvalidCommitment(str(exc)) from None
     target = target_status(before, Operation.SCHEDULE)
     if before.due_at == due and target is before.status:
         return Plan(after=before)
