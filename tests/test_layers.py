@@ -32,6 +32,7 @@ BOTTOM = (
     "commitbench.ledger",
     "commitbench.mockserver",
     "commitbench.claimguard",
+    "commitbench.yamlfile",
 )
 ORCHESTRATION = ("commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.labeljob")
 COMMANDS = ("commitbench.cli", "commitbench.commands")

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from commitbench.episodes.followup.requests import (
@@ -42,6 +41,7 @@ from commitbench.episodes.followup.requests import (
 )
 from commitbench.episodes.followup.rewrite import rewrite_support_request, rewrite_transcript
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
+from commitbench.yamlfile import read_yaml
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "followup"
 
@@ -162,7 +162,7 @@ class BuildError(RuntimeError):
 
 
 def load_curation(path: Path) -> Curation:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path) or {}
     return Curation(
         proper_nouns=dict(data.get("proper_nouns") or {}),
         replacements=[(a, b) for a, b in data.get("replacements") or []],
@@ -392,7 +392,7 @@ def _fill(pattern: str, values: dict[str, Any]) -> str:
 
 def template_rows(path: Path, seed: int) -> dict[RequestCategory, list[list[TemplateRow]]]:
     """Every template family expanded into its rows, in a seeded order (one list per family)."""
-    families = yaml.safe_load(path.read_text(encoding="utf-8"))
+    families = read_yaml(path)
     out: dict[RequestCategory, list[list[TemplateRow]]] = {c: [] for c in RequestCategory}
     for family in families:
         category = RequestCategory(family["category"])
