@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from commitbench.claimguard.routing import (
     PROPOSAL_PATTERNS,
     RouteReason,
-    ThenInClause,
     TurnIntent,
     has_command_word,
     inherits_write_intent,
@@ -20,6 +19,7 @@ from commitbench.claimguard.routing import (
     looks_like_write_proposal,
     route_turn,
 )
+from commitbench.textscan import ThenInClause
 
 # text -> contains a command word
 COMMAND_WORD_CASES = [

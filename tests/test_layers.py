@@ -33,6 +33,7 @@ BOTTOM = (
     "commitbench.mockserver",
     "commitbench.claimguard",
     "commitbench.yamlfile",
+    "commitbench.textscan",
 )
 ORCHESTRATION = ("commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.labeljob")
 COMMANDS = ("commitbench.cli", "commitbench.commands")

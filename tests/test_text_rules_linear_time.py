@@ -32,6 +32,7 @@ from commitbench.judges.followup import cues, rules
 from commitbench.judges.followup.schemas import DetectorOutput, parse_model_json
 from commitbench.judges.standing import rules as standing_rules
 from commitbench.oracles.standing.ledger import normalise_entry_id
+from commitbench.textscan import ThenInClause
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +83,8 @@ SHAPES: dict[str, tuple[str, str]] = {
     "affirmations": ("yes ", ""),
     "full stops": (".", ""),
     "e-mail-like runs": ("a.", ""),
+    "requests to be told, no condition": ("let me know ", ""),
+    "requests for a delivery, no subject": ("give me an ", ""),
 }
 
 
@@ -111,6 +114,7 @@ TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "request context": requests.context_problems,
     "support rewrite": rewrite.rewrite_support_request,
     "ledger entry id": normalise_entry_id,
+    "request mining": lambda text: mine.slurp_category({"text": text, "intent": "general_quirky"}),
 }
 
 
@@ -127,6 +131,8 @@ def test_each_text_rule_checks_100_kb_of_any_shape_quickly(rule_name: str, shape
 def _patterns(value: Any) -> list[re.Pattern[str]]:
     if isinstance(value, re.Pattern):
         return [value]
+    if isinstance(value, ThenInClause):
+        return [value.head, value.tail, value.stops]
     if isinstance(value, (tuple, list)):
         return [p for item in value for p in _patterns(item)]
     if isinstance(value, dict):

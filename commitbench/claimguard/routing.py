@@ -14,12 +14,12 @@ Two rules from the write-claim incident:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.claimguard.guard import fold
+from commitbench.textscan import ThenInClause
 
 AFFIRMATION_MAX_WORDS = 5
 
@@ -90,38 +90,6 @@ _TR_STEM = rf"(?:{_words(COMMAND_STEMS_TR)}|iptal\s+ed|rezerve\s+ed)"
 
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ThenInClause:
-    """``head``, then ``tail`` later in the same clause: what ``head[^stops]*tail`` says, in linear time.
-
-    As one regular expression, every head rescans the rest of its clause looking for the tail, so a long
-    clause with many heads and no tail ("I can send I can send ...") takes quadratic time. Here the first
-    tail and the first stop after a head are found once and reused for the heads that follow.
-    """
-
-    head: re.Pattern[str]
-    tail: re.Pattern[str]
-    stops: re.Pattern[str]  # one character that ends a clause
-
-    def search(self, text: str) -> bool:
-        """Whether some head is followed, before the next stop character, by the start of a tail."""
-        tail_from, tail_at = -1, -1  # the first tail start at or after position tail_from (len + 1: none)
-        stop_from, stop_at = -1, -1
-        head = self.head.search(text)
-        while head is not None:
-            end = head.end()
-            if not tail_from <= end <= tail_at:
-                found = self.tail.search(text, end)
-                tail_from, tail_at = end, found.start() if found else len(text) + 1
-            if not stop_from <= end <= stop_at:
-                stop = self.stops.search(text, end)
-                stop_from, stop_at = end, stop.start() if stop else len(text)
-            if tail_at < stop_at:
-                return True
-            head = self.head.search(text, head.start() + 1)
-        return False
 
 
 _CLAUSE_STOPS = _compiled(r"[.!\n]")

@@ -41,6 +41,7 @@ from commitbench.episodes.followup.requests import (
 )
 from commitbench.episodes.followup.rewrite import rewrite_support_request, rewrite_transcript
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
+from commitbench.textscan import ThenInClause
 from commitbench.yamlfile import read_yaml
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "followup"
@@ -95,14 +96,19 @@ _NUMBER_WORDS = _wordset(
 _WEEKDAY_WORDS = frozenset(
     f"{d}{s}" for d in ("mon", "tues", "wednes", "thurs", "fri", "satur", "sun") for s in ("day", "days")
 )
-_MONITOR = re.compile(
-    r"\b(let me know|tell me|notify me|alert me|inform me|update me|warn me|ping me)\b.*"
-    r"\b(when|if|as soon as|once|whenever)\b|"
-    r"\bkeep me (posted|updated|informed|up to date)\b|\bwatch out\b|\bfollow news\b"
+# "let me know ... when ...": a request to be told, then a condition later on the line. (As one pattern with
+# ".*" between the two, every request rescanned the rest of the line: quadratic on a long line.)
+_MONITOR_REQUEST = ThenInClause(
+    head=re.compile(r"\b(let me know|tell me|notify me|alert me|inform me|update me|warn me|ping me)\b"),
+    tail=re.compile(r"\b(when|if|as soon as|once|whenever)\b"),
+    stops=re.compile(r"\n"),
 )
+_MONITOR_PHRASE = re.compile(r"\bkeep me (posted|updated|informed|up to date)\b|\bwatch out\b|\bfollow news\b")
 _MONITOR_QUERY = re.compile(r"\bwhen('s| is| was| are)\b|\bwas born\b|\bwhen (my|the next) \w+( \w+)? is\b")
-_DEFERRED = re.compile(
-    r"\b(give|send|read|email|text) me\b.*\b(update|summary|news|report|digest|briefing|scores?|forecast)\b"
+_DEFERRED = ThenInClause(
+    head=re.compile(r"\b(give|send|read|email|text) me\b"),
+    tail=re.compile(r"\b(update|summary|news|report|digest|briefing|scores?|forecast)\b"),
+    stops=re.compile(r"\n"),
 )
 _MEMORY = re.compile(r"\bremember\b")
 _SUPPORT_INTENTS = ("contact_human_agent", "contact_customer_service", "complaint")
@@ -200,7 +206,8 @@ def slurp_category(row: dict[str, Any]) -> tuple[RequestCategory, str] | None:
         return RequestCategory.REMINDER, "remind"
     if intent == "alarm_set" and re.search(r"\b(wake me( up)?|set (an|my|the|a) alarm|alarm (for|at))\b", text):
         return RequestCategory.REMINDER, "alarm"
-    if _MONITOR.search(text) and not _MONITOR_QUERY.search(text):
+    monitors = _MONITOR_REQUEST.search(text) or bool(_MONITOR_PHRASE.search(text))
+    if monitors and not _MONITOR_QUERY.search(text):
         return RequestCategory.MONITORING, "monitor"
     if _DEFERRED.search(text) and _TIME.search(text):
         return RequestCategory.DEFERRED_DELIVERY, "deliver"
