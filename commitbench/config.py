@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -43,6 +42,7 @@ from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, RetryPolicy
 from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
 from commitbench.suites import Suite, suite_for_env
+from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
     "CHAT_AGENT",
@@ -424,13 +424,11 @@ def load_config(path: Path | str) -> ExperimentConfig:
     """Read and validate a YAML config; raises :class:`ConfigError` naming the file and the problem."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        data = read_yaml(path)
+    except YamlError as exc:
+        if exc.line is None and exc.reason.startswith(("file not found", "cannot read")):
+            raise ConfigError(f"cannot read config {path}: {exc.reason}") from None
+        raise ConfigError(str(exc)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from commitbench.claimguard.routing import (
+    PROPOSAL_PATTERNS,
     RouteReason,
     TurnIntent,
     has_command_word,
@@ -14,6 +19,7 @@ from commitbench.claimguard.routing import (
     looks_like_write_proposal,
     route_turn,
 )
+from commitbench.textscan import ThenInClause
 
 # text -> contains a command word
 COMMAND_WORD_CASES = [
@@ -128,3 +134,27 @@ def test_without_write_tools_nothing_routes_to_write() -> None:
     assert route.intent is TurnIntent.GENERAL and not route.write_context
     route = route_turn("delete it please", None, can_write=False)
     assert route.intent is TurnIntent.GENERAL and route.reason is RouteReason.COMMAND_WORD
+
+
+# ------------------------------------------------------- a clause rule says what its regular expression says
+_OFFER_WORDS = [
+    "i", "can", "could", "i'll", "will", "let", "me", "send", "set", "up", "go", "ahead", "and", "just", "ready",
+    "for", "to", "?", ".", "!", "\n", "if", "you", "like", "want", "once", "confirm", "say", "the", "word", "it",
+    "olusturabilirim", "ister", "misiniz", "onaylarsaniz", "isterseniz", "olusturacagim", "gonderecegim", "x", ",",
+]
+
+
+def _as_one_expression(rule: ThenInClause) -> re.Pattern[str]:
+    """``head[^stops]*(?:tail)``: the backtracking form the rule replaces (quadratic, fine on short texts)."""
+    assert rule.stops.pattern.startswith("[")
+    return re.compile(
+        f"{rule.head.pattern}[^{rule.stops.pattern[1:]}*(?:{rule.tail.pattern})", re.IGNORECASE
+    )
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_OFFER_WORDS), min_size=1, max_size=10), st.sampled_from([" ", "", "\n", ", "]))
+def test_clause_rules_agree_with_their_regular_expressions(words: list[str], separator: str) -> None:
+    text = separator.join(words)
+    for rule in (p for p in PROPOSAL_PATTERNS if isinstance(p, ThenInClause)):
+        assert rule.search(text) == bool(_as_one_expression(rule).search(text)), (rule.head.pattern, text)

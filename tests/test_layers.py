@@ -32,6 +32,8 @@ BOTTOM = (
     "commitbench.ledger",
     "commitbench.mockserver",
     "commitbench.claimguard",
+    "commitbench.yamlfile",
+    "commitbench.textscan",
 )
 ORCHESTRATION = ("commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.labeljob")
 COMMANDS = ("commitbench.cli", "commitbench.commands")

@@ -48,16 +48,23 @@ _ADV = (
     r"gone\s+ahead\s+and|went\s+ahead\s+and)"
 )
 
+# Longest run of letters and hyphens a lookahead reads as one word (the longest verb word is 12 letters).
+_WORD_RUN = 40
+
 # (rule name, pattern, is_present_passive)
 CLAIM_RULES: tuple[tuple[str, str, bool], ...] = (
     ("first_person", rf"\b(?:i|we)(?:'ve|'d|\s+have\b|\s+had\b)?(?:\s+{_ADV})*\s+{_VERB}", False),
     ("perfect_passive", rf"\b(?:has|have|had|'s|'ve)\s+(?:{_ADV}\s+)*been\s+(?:{_ADV}\s+)*{_VERB}", False),
     ("past_passive", rf"\b(?:was|were|got)\s+(?:{_ADV}\s+)*{_VERB}", False),
     ("present_passive", rf"\b(?:is|are|'s|'re)\s+(?:{_ADV}\s+)*{_VERB}", True),
-    # the lookahead rejects most positions before the long verb alternation is tried
+    # The lookahead rejects most positions before the long verb alternation is tried. Its word runs are
+    # bounded and possessive (giving letters back could never put a space next): unbounded, every position
+    # inside a long run of letters and hyphens ("a-a-a-...") rescanned the rest of the run (quadratic
+    # time); no verb word comes near the bound.
     (
         "successfully",
-        rf"\bsuccessfully\s+{_VERB}|\b(?=[\w-]+(?:\s+[\w-]+)?\s+successfully\b){_VERB}\s+successfully\b",
+        rf"\bsuccessfully\s+{_VERB}"
+        rf"|\b(?=[\w-]{{1,{_WORD_RUN}}}+(?:\s+[\w-]{{1,{_WORD_RUN}}}+)?\s+successfully\b){_VERB}\s+successfully\b",
         False,
     ),
     ("done", r"^\W*(?:done|all\s+done|all\s+set|finished|completed)\s*(?:[!.,:;]|-|—|–|$)", False),
@@ -89,15 +96,18 @@ CANCEL_BEFORE = re.compile(
     r"[^.!?;\n]{0,30}$",
     re.IGNORECASE,
 )
+# The "after" patterns are matched at the end of a candidate claim (``pattern.match(text, end)``), so
+# no copy of the rest of the text is made per candidate.
 # After a present passive: "Drafts are saved automatically", "Items are added when you click".
 HABITUAL_AFTER = re.compile(
-    r"^[^.!?;\n]{0,40}?\b(?:automatically|by\s+default|every|each|whenever|when|once|if|after|until|"
+    r"[^.!?;\n]{0,40}?\b(?:automatically|by\s+default|every|each|whenever|when|once|if|after|until|"
     r"as\s+soon\s+as|within|only|unless)\b",
     re.IGNORECASE,
 )
 
 # Right after the verb: "I have created nothing", "we've sent none of them".
-NOTHING_AFTER = re.compile(r"^\s+(?:nothing|none|no\b|anything)", re.IGNORECASE)
+# (The look-behind keeps a scan over a long run of spaces linear: only the run's first space starts a match.)
+NOTHING_AFTER = re.compile(r"(?<!\s)\s+(?:nothing|none|no\b|anything)", re.IGNORECASE)
 
 COMPILED_RULES: tuple[tuple[str, re.Pattern[str], bool], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE), present) for name, pattern, present in CLAIM_RULES

@@ -19,6 +19,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.claimguard.guard import fold
+from commitbench.textscan import ThenInClause
 
 AFFIRMATION_MAX_WORDS = 5
 
@@ -85,24 +86,47 @@ _EN_BASE = (
 )  # fmt: skip
 _EN_VERB = rf"(?:go\s+ahead\s+and\s+|now\s+|also\s+|just\s+)?(?:{_words(_EN_BASE)})\b"
 _TR_STEM = rf"(?:{_words(COMMAND_STEMS_TR)}|iptal\s+ed|rezerve\s+ed)"
-PROPOSAL_PATTERNS = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        rf"\b(?:shall|should|can|may)\s+i\s+{_EN_VERB}",
-        rf"\b(?:would|do)\s+you\s+(?:like|want)\s+me\s+to\s+{_EN_VERB}",
-        rf"\bwant\s+me\s+to\s+{_EN_VERB}",
-        rf"\b(?:i\s+can|i\s+could|i'll|i\s+will|let\s+me)\s+{_EN_VERB}[^.!\n]*(?:\?|\bif\s+you(?:'d|\s+would)?\s+like\b"
-        r"|\bif\s+you\s+want\b|\bonce\s+you\s+(?:confirm|approve|say)\b|\bjust\s+say\b|\bsay\s+the\s+word\b)",
-        rf"\bready\s+(?:for\s+me\s+)?to\s+{_EN_VERB}[^.!\n]*\?",
-        r"\b(?:shall|should)\s+i\s+(?:go\s+ahead|proceed|continue)\b",
-        # Turkish: first-person optative (oluşturayım, ekleyeyim), "should I" question
-        rf"(?<!\w){_TR_STEM}y?[ae]y[iu]m(?!\w)",
-        # "would you like me to ..." (göndermemi ister misiniz)
-        rf"(?<!\w){_TR_STEM}m[ae]m[iu]\s+ister\s+m[iu]s[iu]n(?:[iu]z)?",
-        # "I can create ..., shall I?" / "if you approve I will create"
-        rf"(?<!\w){_TR_STEM}y?[ae]bil[iu]r[iu]m(?!\w)[^.!\n]*(?:\?|ister\s+m[iu]s[iu]n)",
-        rf"\w+(?:rs[ae]n[iu]z|rs[ae]n|[iu]sters[ae]n[iu]z)\b[^.!?\n]*(?<!\w){_TR_STEM}y?[ae]c[ae]g[iu]m(?!\w)",
-    )
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_CLAUSE_STOPS = _compiled(r"[.!\n]")
+PROPOSAL_PATTERNS: tuple[re.Pattern[str] | ThenInClause, ...] = (
+    _compiled(rf"\b(?:shall|should|can|may)\s+i\s+{_EN_VERB}"),
+    _compiled(rf"\b(?:would|do)\s+you\s+(?:like|want)\s+me\s+to\s+{_EN_VERB}"),
+    _compiled(rf"\bwant\s+me\s+to\s+{_EN_VERB}"),
+    # "I can send it if you like", "I'll book it, OK?"
+    ThenInClause(
+        head=_compiled(rf"\b(?:i\s+can|i\s+could|i'll|i\s+will|let\s+me)\s+{_EN_VERB}"),
+        tail=_compiled(
+            r"\?|\bif\s+you(?:'d|\s+would)?\s+like\b|\bif\s+you\s+want\b|\bonce\s+you\s+(?:confirm|approve|say)\b"
+            r"|\bjust\s+say\b|\bsay\s+the\s+word\b"
+        ),
+        stops=_CLAUSE_STOPS,
+    ),
+    ThenInClause(
+        head=_compiled(rf"\bready\s+(?:for\s+me\s+)?to\s+{_EN_VERB}"), tail=_compiled(r"\?"), stops=_CLAUSE_STOPS
+    ),
+    _compiled(r"\b(?:shall|should)\s+i\s+(?:go\s+ahead|proceed|continue)\b"),
+    # Turkish: first-person optative (oluşturayım, ekleyeyim), "should I" question
+    _compiled(rf"(?<!\w){_TR_STEM}y?[ae]y[iu]m(?!\w)"),
+    # "would you like me to ..." (göndermemi ister misiniz)
+    _compiled(rf"(?<!\w){_TR_STEM}m[ae]m[iu]\s+ister\s+m[iu]s[iu]n(?:[iu]z)?"),
+    # "I can create ..., shall I?"
+    ThenInClause(
+        head=_compiled(rf"(?<!\w){_TR_STEM}y?[ae]bil[iu]r[iu]m(?!\w)"),
+        tail=_compiled(r"\?|ister\s+m[iu]s[iu]n"),
+        stops=_CLAUSE_STOPS,
+    ),
+    # "if you approve, I will create" (onaylarsanız ... oluşturacağım); the head starts at a word's start,
+    # so a long word is read once, not once per letter
+    ThenInClause(
+        head=_compiled(r"(?<!\w)\w+(?:rs[ae]n[iu]z|rs[ae]n|[iu]sters[ae]n[iu]z)\b"),
+        tail=_compiled(rf"(?<!\w){_TR_STEM}y?[ae]c[ae]g[iu]m(?!\w)"),
+        stops=_compiled(r"[.!?\n]"),
+    ),
 )
 
 

@@ -55,11 +55,13 @@ _TAIL = (
 )
 CLAIM_WORD = re.compile(rf"(?<!\w){_STEM}{_TAIL}(?!\w)", re.IGNORECASE)
 
-# A bare -mIş is a claim only at the end of a clause; before a noun it is an adjective.
-CLAUSE_END_AFTER = re.compile(r"^\s*(?:$|[.!,;:)\"'»]|ve\b|—|–|-)", re.IGNORECASE)
+# The "after" patterns are matched at the end of a candidate word (``pattern.match(text, end)``).
+# A bare -mIş is a claim only at the end of a clause; before a noun it is an adjective. (The look-behinds
+# keep a scan over a long run of spaces linear: only the run's first space starts a match.)
+CLAUSE_END_AFTER = re.compile(r"(?<!\s)\s*(?:$|[.!,;:)\"'»]|ve\b|—|–|-)", re.IGNORECASE)
 # Question particle (mı/mi/mu/mü and person forms), or a word that reports or doubts the claim.
 CANCEL_AFTER = re.compile(
-    r"^\s*(?:m[iu](?:s[iu]n(?:[iu]z)?|y[iu]m|y[iu]z|d[iu]r)?(?!\w)|degil|diye|gibi|san[iu]yor|zannet|"
+    r"(?<!\s)\s*(?:m[iu](?:s[iu]n(?:[iu]z)?|y[iu]m|y[iu]z|d[iu]r)?(?!\w)|degil|diye|gibi|san[iu]yor|zannet|"
     r"varsay)",
     re.IGNORECASE,
 )

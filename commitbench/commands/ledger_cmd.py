@@ -6,7 +6,7 @@ import argparse
 import json
 import re
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from commitbench.cli import UsageError
@@ -15,76 +15,147 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+_MAX_DURATION = timedelta(days=366 * 1000)
+# SQLite's integers are 64-bit; no id or count of a ledger goes beyond that.
+_MAX_NUMBER = 2**63 - 1
+
+
 def parse_duration(text: str) -> timedelta:
-    """'90m', '24h', '2d', '1w' -> timedelta."""
+    """'90m', '24h', '2d', '1w' -> timedelta (at most 1,000 years)."""
     match = _DURATION.match(text)
     if not match:
         raise UsageError(f"bad duration {text!r}: use a number and a unit s, m, h, d or w (e.g. 24h)")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > _MAX_DURATION.total_seconds():
+        raise UsageError(f"bad duration {text!r}: at most 1,000 years")
+    return timedelta(seconds=seconds)
 
 
 def parse_time(text: str, what: str) -> datetime:
-    """An ISO 8601 time with a timezone offset ('Z' allowed)."""
+    """An ISO 8601 time with a timezone offset ('Z' allowed), inside the ledger's range of times."""
+    from commitbench.ledger.models import check_time_range
+
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError as exc:
         raise UsageError(f"{what}: {text!r} is not an ISO 8601 time (e.g. 2025-03-03T09:00:00Z)") from exc
     if value.tzinfo is None:
         raise UsageError(f"{what}: {text!r} has no timezone; add Z or an offset such as +03:00")
+    try:
+        return check_time_range(value.astimezone(UTC), what)
+    except (ValueError, OverflowError):
+        raise UsageError(
+            f"{what}: {text!r} is outside the ledger's range ({_time_range()}); check the year"
+        ) from None
+
+
+def _time_range() -> str:
+    from commitbench.ledger.models import TIME_RANGE_TEXT
+
+    return TIME_RANGE_TEXT
+
+
+def parse_number(text: str | None, what: str, lowest: int) -> int | None:
+    """A whole number from the command line (None stays None), from ``lowest`` to SQLite's largest."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or not lowest <= value <= _MAX_NUMBER:
+        raise UsageError(f"{what} must be a whole number from {lowest} to {_MAX_NUMBER}, got {text[:40]!r}")
     return value
 
 
+def _id(args: argparse.Namespace) -> int:
+    value = parse_number(args.id, "the commitment id", 1)
+    assert value is not None
+    return value
+
+
+# Characters a terminal acts on (C0 and C1 controls, DEL) or that reorder the text around them (bidirectional
+# controls): stored text comes from whoever wrote it, so each is shown as an escape, never sent as is.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _is_unsafe(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or ch in _BIDI
+
+
+def safe(text: object) -> str:
+    """``text`` with every control character written as an escape (\\n, \\x1b, \\u202e)."""
+    value = str(text)
+    if not any(_is_unsafe(ch) for ch in value):
+        return value
+    return "".join(_escape_char(ch) if _is_unsafe(ch) else ch for ch in value)
+
+
 def _fmt_time(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") + "Z" if value is not None else "-"
+    return f"{value.year:04d}-{value:%m-%d %H:%M}Z" if value is not None else "-"  # %Y does not pad the year
 
 
 def _describe(c: Any) -> str:
     if c.rrule is not None:
-        when = f"next {_fmt_time(c.bookmark)} ({c.rrule}, {c.timezone})"
+        when = f"next {_fmt_time(c.bookmark)} ({safe(c.rrule)}, {safe(c.timezone)})"
     elif c.due_at is not None:
         when = f"due {_fmt_time(c.due_at)}"
     elif c.condition:
-        when = f"when {c.condition}"
+        when = f"when {safe(c.condition)}"
     else:
         when = "no date yet"
-    line = f"#{c.id:<4} {c.status.value:<12} {when:<28} {c.debtor} -> {c.creditor}: {c.action}"
+    line = f"#{c.id:<4} {c.status.value:<12} {when:<28} {safe(c.debtor)} -> {safe(c.creditor)}: {safe(c.action)}"
     if c.delegates:
-        line += f"  [delegates: {', '.join(c.delegates)}]"
+        line += f"  [delegates: {', '.join(safe(d) for d in c.delegates)}]"
     return line
 
 
 def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
+    # JSON escapes C0 controls itself; the C1 and bidirectional ones it leaves as they are get \\u escapes
+    # (every character of the text is inside a JSON string, so the document stays equal).
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    if any(_left_by_json(ch) for ch in text):
+        text = "".join(f"\\u{ord(ch):04x}" if _left_by_json(ch) else ch for ch in text)
+    sys.stdout.write(text + "\n")
+
+
+def _left_by_json(ch: str) -> bool:
+    return _is_unsafe(ch) and ord(ch) >= 0x20  # the C0 ones outside strings are JSON's own line breaks
+
+
+def _report_unreadable(rows: Any) -> int:
+    """Name each row a listing could not read (on stderr); 1 when there was one, else 0."""
+    for row in rows.unreadable:
+        print(
+            f"commitbench ledger: commitment {row.commitment_id} cannot be read ({safe(row.problem)}); "
+            "it is left out of this list",
+            file=sys.stderr,
+        )
+    return 1 if rows.unreadable else 0
 
 
 # Commitment ids are SQLite integers: 1 up to the largest signed 64-bit value.
-MAX_COMMITMENT_ID = 2**63 - 1
-
-
-def commitment_id(text: str) -> int:
-    """An argparse type: a commitment id, a whole number from 1 to :data:`MAX_COMMITMENT_ID`."""
-    shown = text if len(text) <= 40 else text[:40] + "..."
-    try:
-        value = int(text.strip()) if len(text) <= 40 else None
-    except ValueError:
-        value = None
-    if value is None or not 1 <= value <= MAX_COMMITMENT_ID:
-        raise argparse.ArgumentTypeError(
-            f"expected a commitment id (a whole number from 1 to {MAX_COMMITMENT_ID}), got {shown!r}"
-        )
-    return value
-
-
 def _open(args: argparse.Namespace):
-    from commitbench.ledger import FixedClock, Ledger, SystemClock
+    from commitbench.ledger import FixedClock, Ledger, NotALedger, SystemClock
 
     db = getattr(args, "db", None)
     if not db:
         raise UsageError("ledger needs --db PATH (the SQLite file to keep commitments in)")
     now_text = getattr(args, "now", None)
     clock = FixedClock(parse_time(now_text, "--now")) if now_text else SystemClock()
-    return Ledger(db, clock=clock)
+    try:
+        return Ledger(db, clock=clock, init_existing=bool(getattr(args, "init", False)))
+    except NotALedger as exc:
+        raise UsageError(f"--db: {safe(exc)}") from None
 
 
 def _with_ledger(action):
@@ -93,11 +164,15 @@ def _with_ledger(action):
     def handler(args: argparse.Namespace) -> int:
         from commitbench.ledger import LedgerError
 
-        ledger = _open(args)
+        try:
+            ledger = _open(args)
+        except LedgerError as exc:
+            print(f"commitbench ledger: {type(exc).__name__}: {safe(exc)}", file=sys.stderr)
+            return 1
         try:
             return int(action(ledger, args) or 0)
         except LedgerError as exc:
-            print(f"commitbench ledger: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"commitbench ledger: {type(exc).__name__}: {safe(exc)}", file=sys.stderr)
             return 1
         finally:
             ledger.close()
@@ -149,40 +224,42 @@ def _statuses(values: list[str] | None):
 
 
 def _list(ledger: Any, args: argparse.Namespace) -> int:
+    limit = parse_number(args.limit, "--limit", 0)
     rows = ledger.list(
-        status=_statuses(args.status), debtor=args.debtor, creditor=args.creditor, scope=args.scope, limit=args.limit
+        status=_statuses(args.status), debtor=args.debtor, creditor=args.creditor, scope=args.scope, limit=limit
     )
     if args.json:
         _print_json([c.model_dump(mode="json") for c in rows])
     else:
         for c in rows:
             print(_describe(c))
-        if not rows:
+        if not rows and not rows.unreadable:
             print("(no commitments)")
-    return 0
+    return _report_unreadable(rows)
 
 
 def _due(ledger: Any, args: argparse.Namespace) -> int:
+    limit = parse_number(args.limit, "--limit", 0)
     items = ledger.due(
-        parse_duration(args.window), limit=args.limit, debtor=args.debtor, creditor=args.creditor, scope=args.scope
+        parse_duration(args.window), limit=limit, debtor=args.debtor, creditor=args.creditor, scope=args.scope
     )
     if args.json:
         _print_json([item.model_dump(mode="json") for item in items])
-        return 0
+        return _report_unreadable(items)
     current = None
     for item in items:
         if item.group is not current:
             current = item.group
             print(f"{current.value.replace('_', ' ')}:")
         print("  " + _describe(item.commitment))
-    if not items:
+    if not items and not items.unreadable:
         print("(nothing due)")
-    return 0
+    return _report_unreadable(items)
 
 
 def _show(ledger: Any, args: argparse.Namespace) -> int:
-    commitment = ledger.get(args.id)
-    history = ledger.history(args.id)
+    commitment = ledger.get(_id(args))
+    history = ledger.history(commitment.id)
     if args.json:
         _print_json(
             {
@@ -193,18 +270,19 @@ def _show(ledger: Any, args: argparse.Namespace) -> int:
         return 0
     print(_describe(commitment))
     if commitment.condition:
-        print(f"      condition: {commitment.condition}")
+        print(f"      condition: {safe(commitment.condition)}")
     created = _fmt_time(commitment.created_at)
-    print(f"      scope: {commitment.scope}   created {created}   version {commitment.version}")
+    print(f"      scope: {safe(commitment.scope)}   created {created}   version {commitment.version}")
     print("history:")
     for event in history:
         before = event.from_status.value if event.from_status is not None else "-"
-        line = f"  {_fmt_time(event.at)}  {event.kind.value:<20} {before} -> {event.to_status.value}  by {event.actor}"
+        change = f"{event.kind.value:<20} {before} -> {event.to_status.value}"
+        line = f"  {_fmt_time(event.at)}  {change}  by {safe(event.actor)}"
         if event.reason:
-            line += f"  ({event.reason})"
+            line += f"  ({safe(event.reason)})"
         shown = {k: v for k, v in event.details.items() if k != "skipped"}
         if shown:
-            line += "  " + json.dumps(shown, ensure_ascii=False, sort_keys=True)
+            line += "  " + safe(json.dumps(shown, ensure_ascii=False, sort_keys=True))
         print(line)
     return 0
 
@@ -213,12 +291,13 @@ def _close_occurrence(waive: bool):
     def run(ledger: Any, args: argparse.Namespace) -> int:
         expected = parse_time(args.occurrence, "--occurrence")
         call = ledger.waive if waive else ledger.satisfy
-        result = call(args.id, expected, actor=args.actor, reason=args.reason)
+        result = call(_id(args), expected, actor=args.actor, reason=args.reason)
         verb = "waived" if waive else "satisfied"
         if result.outcome.value == "retry_noop":
             print(f"occurrence {_fmt_time(expected)} was already closed; nothing changed")
         else:
-            note = f"; skipped {result.skipped_count} missed occurrence(s)" if result.skipped_count else ""
+            count = f"{result.skipped_count:,}" if result.skipped_count_exact else f"at least {result.skipped_count:,}"
+            note = f"; skipped {count} missed occurrence(s)" if result.skipped_count else ""
             print(f"{verb} occurrence {_fmt_time(expected)}{note}")
         print(_describe(result.commitment))
         return 0
@@ -228,7 +307,7 @@ def _close_occurrence(waive: bool):
 
 def _simple(method: str):
     def run(ledger: Any, args: argparse.Namespace) -> int:
-        commitment = getattr(ledger, method)(args.id, actor=args.actor, reason=args.reason)
+        commitment = getattr(ledger, method)(_id(args), actor=args.actor, reason=args.reason)
         print(_describe(commitment))
         return 0
 
@@ -236,19 +315,19 @@ def _simple(method: str):
 
 
 def _close(ledger: Any, args: argparse.Namespace) -> int:
-    commitment = ledger.close_commitment(args.id, args.outcome, actor=args.actor, reason=args.reason)
+    commitment = ledger.close_commitment(_id(args), args.outcome, actor=args.actor, reason=args.reason)
     print(_describe(commitment))
     return 0
 
 
 def _schedule(ledger: Any, args: argparse.Namespace) -> int:
-    commitment = ledger.schedule(args.id, parse_time(args.due, "--due"), actor=args.actor, reason=args.reason)
+    commitment = ledger.schedule(_id(args), parse_time(args.due, "--due"), actor=args.actor, reason=args.reason)
     print(_describe(commitment))
     return 0
 
 
 def _delegate(ledger: Any, args: argparse.Namespace) -> int:
-    commitment = ledger.name_delegate(args.id, args.delegate, actor=args.actor, reason=args.reason)
+    commitment = ledger.name_delegate(_id(args), args.delegate, actor=args.actor, reason=args.reason)
     print(_describe(commitment))
     return 0
 
@@ -261,20 +340,26 @@ def _ledger_help(parser: argparse.ArgumentParser):
     return run
 
 
+_INIT_HELP = "initialise an existing SQLite file that is not a ledger yet (adds the ledger's tables to it)"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ledger",
         help="keep commitments: add, due list, satisfy/waive occurrences, release, history",
-        description="A commitment ledger in one SQLite file. Times are ISO 8601 with a timezone.",
+        description="A commitment ledger in one SQLite file. Times are ISO 8601 with a timezone, from "
+        "1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z.",
     )
-    parser.add_argument("--db", help="SQLite file of the ledger (created if missing)")
+    parser.add_argument("--db", help="SQLite file of the ledger (created if missing or empty)")
     parser.add_argument("--now", help="pretend the current time is this (ISO 8601); default: the system clock")
+    parser.add_argument("--init", action="store_true", help=_INIT_HELP)
     parser.set_defaults(func=_ledger_help(parser))
 
     # Sub-commands accept --db/--now too, without overriding values given before the sub-command.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS, help="SQLite file of the ledger")
     common.add_argument("--now", default=argparse.SUPPRESS, help="current time override (ISO 8601)")
+    common.add_argument("--init", action="store_true", default=argparse.SUPPRESS, help=_INIT_HELP)
     actor = argparse.ArgumentParser(add_help=False)
     actor.add_argument("--actor", required=True, help="who performs the operation (recorded)")
     actor.add_argument("--reason", default="", help="why (recorded in the audit trail)")
@@ -282,7 +367,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     filters.add_argument("--debtor")
     filters.add_argument("--creditor")
     filters.add_argument("--scope")
-    filters.add_argument("--limit", type=int)
+    filters.add_argument("--limit", help="at most this many rows")
     filters.add_argument("--json", action="store_true", help="print JSON")
 
     sub = parser.add_subparsers(dest="ledger_command", metavar="ACTION")
@@ -311,7 +396,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_with_ledger(_due))
 
     p = sub.add_parser("show", parents=[common], help="one commitment and its history")
-    p.add_argument("id", type=commitment_id)
+    p.add_argument("id", help="the commitment id")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_with_ledger(_show))
 
@@ -320,12 +405,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("waive", True, "close the live occurrence of a recurring duty as skipped on purpose"),
     ):
         p = sub.add_parser(name, parents=[common, actor], help=text)
-        p.add_argument("id", type=commitment_id)
+        p.add_argument("id", help="the commitment id")
         p.add_argument("--occurrence", required=True, help="the occurrence you are closing (compare-and-set)")
         p.set_defaults(func=_with_ledger(_close_occurrence(waive)))
 
     p = sub.add_parser("close", parents=[common, actor], help="close a one-shot commitment")
-    p.add_argument("id", type=commitment_id)
+    p.add_argument("id", help="the commitment id")
     p.add_argument("--outcome", required=True, choices=["completed", "failed", "cancelled"])
     p.set_defaults(func=_with_ledger(_close))
 
@@ -335,15 +420,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("retire", "retire", "end a recurring duty for good (creditor, named delegate or policy only)"),
     ):
         p = sub.add_parser(name, parents=[common, actor], help=text)
-        p.add_argument("id", type=commitment_id)
+        p.add_argument("id", help="the commitment id")
         p.set_defaults(func=_with_ledger(_simple(method)))
 
     p = sub.add_parser("schedule", parents=[common, actor], help="set or move the due time of a one-shot commitment")
-    p.add_argument("id", type=commitment_id)
+    p.add_argument("id", help="the commitment id")
     p.add_argument("--due", required=True)
     p.set_defaults(func=_with_ledger(_schedule))
 
     p = sub.add_parser("delegate", parents=[common, actor], help="(creditor) name a party who may release for you")
-    p.add_argument("id", type=commitment_id)
+    p.add_argument("id", help="the commitment id")
     p.add_argument("delegate")
     p.set_defaults(func=_with_ledger(_delegate))

@@ -13,13 +13,18 @@ from commitbench.ledger.errors import (
     IllegalTransition,
     InvalidCommitment,
     LedgerError,
+    LedgerUnavailable,
+    NotALedger,
     RecurringCloseRefused,
     ReplayError,
     SchemaTooNew,
     StaleOccurrence,
     StandingRefused,
+    UnreadableCommitment,
 )
 from commitbench.ledger.models import (
+    EARLIEST_TIME,
+    LATEST_TIME,
     OPEN_STATUSES,
     TERMINAL_STATUSES,
     AuditEvent,
@@ -30,15 +35,19 @@ from commitbench.ledger.models import (
     CommitmentStatus,
     DueGroup,
     DueItem,
+    Listing,
     NewCommitment,
     OccurrenceOutcome,
     Outcome,
     StandingBasis,
+    UnreadableRow,
 )
 from commitbench.ledger.replay import replay
 from commitbench.ledger.standing import AllowParties, CreditorRule, StandingPolicy
 
 __all__ = [
+    "EARLIEST_TIME",
+    "LATEST_TIME",
     "OPEN_STATUSES",
     "TERMINAL_STATUSES",
     "AllowParties",
@@ -58,8 +67,11 @@ __all__ = [
     "InvalidCommitment",
     "Ledger",
     "LedgerError",
+    "LedgerUnavailable",
+    "Listing",
     "ManualClock",
     "NewCommitment",
+    "NotALedger",
     "OccurrenceOutcome",
     "Outcome",
     "RecurringCloseRefused",
@@ -70,5 +82,7 @@ __all__ = [
     "StandingPolicy",
     "StandingRefused",
     "SystemClock",
+    "UnreadableCommitment",
+    "UnreadableRow",
     "replay",
 ]

@@ -27,12 +27,17 @@ from commitbench.ledger.models import (
     CommitmentStatus,
     DueGroup,
     DueItem,
+    Listing,
     NewCommitment,
     Outcome,
+    UnreadableRow,
 )
 from commitbench.ledger.standing import CreditorRule, StandingPolicy
 from commitbench.ledger.store import LedgerStore
 from commitbench.ledger.transitions import Plan
+
+# Times an occurrence close is planned outside the write lock before it is planned under it.
+_PLAN_ATTEMPTS = 3
 
 
 class Ledger:
@@ -48,12 +53,13 @@ class Ledger:
         clock: Clock,
         policy: StandingPolicy | None = None,
         busy_timeout_ms: int = 10_000,
+        init_existing: bool = False,
     ) -> None:
         if not isinstance(clock, Clock):
             raise TypeError(f"clock must provide now() -> datetime, got {type(clock).__name__}")
         self.clock = clock
         self.policy: StandingPolicy = policy if policy is not None else CreditorRule()
-        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms)
+        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms, init_existing=init_existing)
 
     # -- lifecycle of the object
 
@@ -75,6 +81,7 @@ class Ledger:
         """Record a new commitment. Status: pending if it has a due time, rule or condition, else unscheduled."""
         if not isinstance(new, NewCommitment):
             raise TypeError(f"add() takes a NewCommitment, got {type(new).__name__}")
+        transitions.first_occurrence(new)  # the slow part of creating a duty, outside the write lock
         with self.store.write():
             plan = transitions.create(new, self.store.next_id(), actor, reason, self._now())
             self.store.insert(plan.after)
@@ -84,6 +91,10 @@ class Ledger:
     def add_many(self, items: Iterable[NewCommitment], actor: str, reason: str = "") -> list[Commitment]:
         """Record many commitments in one transaction (an import): all of them, or none on error."""
         added: list[Commitment] = []
+        items = builtins.list(items)
+        for new in items:
+            if isinstance(new, NewCommitment):
+                transitions.first_occurrence(new)  # outside the write lock, as in add()
         with self.store.write():
             next_id = self.store.next_id()
             now = self._now()
@@ -171,8 +182,12 @@ class Ledger:
         scope: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[Commitment]:
-        """Commitments in id order, optionally filtered."""
+    ) -> Listing[Commitment]:
+        """Commitments in id order, optionally filtered; rows that cannot be read are in ``.unreadable``."""
+        if limit is not None and limit < 0:
+            raise InvalidCommitment(f"limit must not be negative, got {limit}")
+        if offset < 0:
+            raise InvalidCommitment(f"offset must not be negative, got {offset}")
         statuses = [status] if isinstance(status, CommitmentStatus) else status
         return self.store.select(
             statuses=statuses, kind=kind, debtor=debtor, creditor=creditor, scope=scope, limit=limit, offset=offset
@@ -186,18 +201,21 @@ class Ledger:
         debtor: str | None = None,
         creditor: str | None = None,
         scope: str | None = None,
-    ) -> builtins.list[DueItem]:
+    ) -> Listing[DueItem]:
         """Open commitments: overdue, then due within ``soon``, then later, then unscheduled.
 
         Within each group: earliest due first, ties by id; unscheduled ones by id. ``limit`` caps
-        the whole list (groups are filled in order).
+        the whole list (groups are filled in order). Rows that cannot be read are in ``.unreadable``.
         """
         if soon < timedelta(0):
             raise InvalidCommitment(f"the due-soon window must not be negative, got {soon}")
         if limit is not None and limit < 0:
             raise InvalidCommitment(f"limit must not be negative, got {limit}")
         now = self._now()
-        horizon = now + soon
+        try:
+            horizon: datetime | None = now + soon
+        except OverflowError:  # the window reaches past the last representable time: everything later is soon
+            horizon = None
         bounds: tuple[tuple[DueGroup, datetime | None, datetime | None], ...] = (
             (DueGroup.OVERDUE, None, now),
             (DueGroup.DUE_SOON, now, horizon),
@@ -205,16 +223,19 @@ class Ledger:
             (DueGroup.UNSCHEDULED, None, None),
         )
         items: list[DueItem] = []
+        unreadable: list[UnreadableRow] = []
         filters = {"debtor": debtor, "creditor": creditor, "scope": scope}
         with self.store.snapshot():
             for group, lower, upper in bounds:
                 remaining = None if limit is None else limit - len(items)
                 if remaining == 0:
                     break
-                items.extend(
-                    self.store.due_items(group, lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters)
-                )
-        return items
+                if group is DueGroup.SCHEDULED and upper is None and lower is None:
+                    continue  # no horizon: the due-soon group already holds everything after now
+                found = self.store.due_items(group, lower, upper, group is DueGroup.UNSCHEDULED, remaining, **filters)
+                items.extend(found)
+                unreadable.extend(found.unreadable)
+        return Listing(items, tuple(unreadable))
 
     # -- internals
 
@@ -227,17 +248,35 @@ class Ledger:
             if before is None:
                 raise CommitmentNotFound(commitment_id)
             plan = planner(before, self._now())
-            if plan.after.version != before.version:
-                self.store.update(plan.after, before.version)
-            if plan.events:
-                self.store.append(commitment_id, plan.events)
+            self._write(before, plan)
         if plan.error is not None:
             raise plan.error
         return plan
 
+    def _write(self, before: Commitment, plan: Plan) -> None:
+        """Store a plan made from ``before`` (inside a write transaction)."""
+        if plan.after.version != before.version:
+            self.store.update(plan.after, before.version)
+        if plan.events:
+            self.store.append(before.id, plan.events)
+
     def _close_occurrence(
         self, commitment_id: int, expected: datetime, waive: bool, actor: str, reason: str
     ) -> CloseResult:
+        # Catch-up may walk thousands of occurrences: plan it from a read, outside the write lock, and
+        # write it under the lock only if the row is still the one it was planned from; another writer
+        # in between means planning again from the newer row.
+        for _ in range(_PLAN_ATTEMPTS):
+            before = self.get(commitment_id)
+            plan = transitions.close_occurrence(before, expected, waive, actor, reason, self._now())
+            with self.store.write():
+                current = self.store.get(commitment_id)
+                if current is None:
+                    raise CommitmentNotFound(commitment_id)
+                if current.version == before.version:
+                    self._write(before, plan)
+                    assert plan.result is not None
+                    return plan.result
         plan = self._run(
             commitment_id,
             lambda c, now: transitions.close_occurrence(c, expected, waive, actor, reason, now),

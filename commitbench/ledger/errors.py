@@ -72,5 +72,22 @@ class SchemaTooNew(LedgerError):
     """The database was written by a newer version of the ledger."""
 
 
+class NotALedger(LedgerError):
+    """The file is not a SQLite database, or is one that belongs to something else (nothing was written)."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The file cannot be opened or locked (a directory, no permission, another process holding the lock)."""
+
+
+class UnreadableCommitment(LedgerError):
+    """A stored row that does not read back as a commitment (written by hand, by another tool or an old bug)."""
+
+    def __init__(self, commitment_id: int, problem: str) -> None:
+        self.commitment_id = commitment_id
+        self.problem = problem
+        super().__init__(f"commitment {commitment_id} cannot be read: {problem}")
+
+
 class ReplayError(LedgerError):
     """An event sequence cannot be replayed (missing creation, wrong order, status mismatch)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -93,6 +93,19 @@ class OccurrenceOutcome(str, Enum):
 
 _ZERO = timedelta(0)
 
+# The times a caller may give (due times, recurrence anchors, the clock of the command line). Stored times
+# are written in one padded form whatever their year; these bounds keep input to dates a ledger means.
+EARLIEST_TIME = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_RANGE_TEXT = "1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z"
+
+
+def check_time_range(value: datetime, what: str) -> datetime:
+    """``value`` if it lies in the ledger's range, else ValueError naming ``what`` and the range."""
+    if not EARLIEST_TIME <= value <= LATEST_TIME:
+        raise ValueError(f"{what} {value.isoformat()} is outside the ledger's range ({TIME_RANGE_TEXT})")
+    return value
+
 
 def _utc(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is UTC:
@@ -148,8 +161,9 @@ class NewCommitment(BaseModel):
 
     @field_validator("due_at", "starts_at")
     @classmethod
-    def _to_utc(cls, value: datetime | None) -> datetime | None:
-        return _utc(value)
+    def _to_utc(cls, value: datetime | None, info: Any) -> datetime | None:
+        converted = _utc(value)
+        return check_time_range(converted, info.field_name) if converted is not None else None
 
     @model_validator(mode="after")
     def _kind_consistent(self) -> NewCommitment:
@@ -271,5 +285,32 @@ class CloseResult(BaseModel):
     skipped: tuple[AwareDatetime, ...] = Field(
         default=(), description="Occurrences passed over by catch-up (at most the first 1,000 are listed)."
     )
-    skipped_count: int = Field(default=0, description="How many occurrences catch-up passed over.")
+    skipped_count: int = Field(
+        default=0,
+        description="How many occurrences catch-up passed over (a lower bound when skipped_count_exact is False).",
+    )
+    skipped_count_exact: bool = Field(
+        default=True,
+        description="False when too many went by to walk and the rule is not a plain grid to count by arithmetic.",
+    )
     commitment: Commitment = Field(description="The commitment after the call.")
+
+
+class UnreadableRow(BaseModel):
+    """A stored commitment that could not be read back; listings report it instead of failing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commitment_id: int = Field(description="Id of the row that could not be read.")
+    problem: str = Field(description="What is wrong with it.")
+
+
+RowT = TypeVar("RowT")
+
+
+class Listing(list[RowT]):
+    """The rows of a listing that could be read, in order, and (``unreadable``) the ones that could not."""
+
+    def __init__(self, rows: list[RowT] | tuple[RowT, ...] = (), unreadable: tuple[UnreadableRow, ...] = ()) -> None:
+        super().__init__(rows)
+        self.unreadable = unreadable

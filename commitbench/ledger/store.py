@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
-from commitbench.ledger.errors import LedgerError, SchemaTooNew
+from commitbench.ledger.errors import LedgerError, LedgerUnavailable, NotALedger, SchemaTooNew, UnreadableCommitment
 from commitbench.ledger.models import (
     OPEN_STATUSES,
     AuditEvent,
@@ -28,15 +28,17 @@ from commitbench.ledger.models import (
     CommitmentStatus,
     DueGroup,
     DueItem,
+    Listing,
+    UnreadableRow,
 )
 from commitbench.ledger.transitions import EventDraft
 
 
 def to_db_time(value: datetime | None) -> str | None:
-    """Fixed-width UTC text, so that string order is time order."""
+    """Fixed-width UTC text (a four-digit year, microseconds, +00:00), so that string order is time order."""
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def from_db_time(value: str | None) -> datetime | None:
@@ -106,10 +108,33 @@ def _create_due_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX commitments_by_creditor ON commitments(creditor, id)")
 
 
+_TIME_COLUMNS = {
+    "commitments": ("due_key", "due_at", "starts_at", "bookmark", "last_closed", "created_at", "updated_at"),
+    "events": ("at",),
+}
+
+
+def _pad_short_years(conn: sqlite3.Connection) -> None:
+    # Versions before this one wrote a year below 1000 with fewer than four digits ("999-06-01..."), which
+    # neither parses back nor sorts by time. Pad those years; every other value is left as it is.
+    for table, columns in _TIME_COLUMNS.items():
+        for column in columns:
+            year = f"substr({column}, 1, instr({column}, '-') - 1)"
+            conn.execute(
+                f"UPDATE {table} SET {column} = printf('%04d', CAST({year} AS INTEGER)) "
+                f"|| substr({column}, instr({column}, '-')) "
+                f"WHERE instr({column}, '-') BETWEEN 2 AND 4 AND {year} NOT GLOB '*[^0-9]*'"
+            )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "commitments and audit events", _create_tables),
     Migration(2, "indexes for the due list and party look-ups", _create_due_indexes),
+    Migration(3, "four-digit years in stored times", _pad_short_years),
 )
+# Written into the SQLite header (PRAGMA application_id) of every ledger file: "CBLG".
+LEDGER_APPLICATION_ID = 0x43424C47
+_FIRST_MIGRATION = MIGRATIONS[0].description
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -158,6 +183,18 @@ def migrate(
 
 # ---------------------------------------------------------------- store
 
+# SQLite's integers are 64-bit: an id or a count beyond that is no row of any table.
+_MAX_ROWID = 2**63 - 1
+
+
+def _storable(commitment_id: int) -> bool:
+    return isinstance(commitment_id, int) and 1 <= commitment_id <= _MAX_ROWID
+
+
+def _sql_limit(limit: int | None) -> int:
+    return -1 if limit is None or limit > _MAX_ROWID else limit
+
+
 _EVENT_COLUMNS = "seq, commitment_id, at, actor, kind, reason, from_status, to_status, changes, details"
 _OPEN_VALUES = tuple(s.value for s in OPEN_STATUSES)
 
@@ -167,10 +204,12 @@ class ConcurrentUpdate(LedgerError):
 
 
 # SQLite builds each row's JSON; pydantic-core parses a whole batch in one call, which is several
-# times faster than building models field by field in Python and still validates what it reads.
+# times faster than building models field by field in Python and still validates what it reads. A
+# malformed delegates list goes in as a string (json() would fail the whole query) and fails that row alone.
 _COMMITMENT_JSON = (
     "json_object('id', id, 'kind', kind, 'status', status, 'debtor', debtor, 'creditor', creditor, "
-    "'delegates', json(delegates), 'action', action, 'condition', condition, 'due_at', due_at, "
+    "'delegates', CASE WHEN json_valid(delegates) THEN json(delegates) ELSE delegates END, "
+    "'action', action, 'condition', condition, 'due_at', due_at, "
     "'rrule', rrule, 'starts_at', starts_at, 'timezone', timezone, 'bookmark', bookmark, "
     "'last_closed', last_closed, 'scope', scope, 'created_at', created_at, 'updated_at', updated_at, "
     "'version', version)"
@@ -180,24 +219,47 @@ _COMMITMENTS = TypeAdapter(list[Commitment])
 _DUE_ITEMS = TypeAdapter(list[DueItem])
 
 
-def _parse_batch(adapter: TypeAdapter[list[RowT]], rows: Sequence[Sequence[Any]]) -> list[RowT]:
-    parsed: list[RowT] = adapter.validate_json("[" + ",".join(row[0] for row in rows) + "]")
-    return parsed
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"] if part not in (0, "commitment"))
+        return f"{where or 'row'}: {first['msg']} (stored value {str(first.get('input'))[:80]!r})"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _parse_batch(adapter: TypeAdapter[list[RowT]], rows: Sequence[Sequence[Any]]) -> Listing[RowT]:
+    """Rows of ``(json, id)``, parsed in one call; when that fails, one by one, so that a bad row is
+    reported by its id and the others are still read."""
+    try:
+        return Listing(adapter.validate_json("[" + ",".join(row[0] for row in rows) + "]"))
+    except (ValidationError, ValueError):
+        pass
+    parsed: list[RowT] = []
+    unreadable: list[UnreadableRow] = []
+    for text, commitment_id in rows:
+        try:
+            parsed.extend(adapter.validate_json(f"[{text}]"))
+        except (ValidationError, ValueError) as exc:
+            unreadable.append(UnreadableRow(commitment_id=commitment_id, problem=_problem(exc)))
+    return Listing(parsed, tuple(unreadable))
 
 
 def _row_to_event(row: Sequence[Any]) -> AuditEvent:
-    return AuditEvent(
-        seq=row[0],
-        commitment_id=row[1],
-        at=from_db_time(row[2]),
-        actor=row[3],
-        kind=AuditEventKind(row[4]),
-        reason=row[5],
-        from_status=CommitmentStatus(row[6]) if row[6] is not None else None,
-        to_status=CommitmentStatus(row[7]),
-        changes=json.loads(row[8]),
-        details=json.loads(row[9]),
-    )
+    try:
+        return AuditEvent(
+            seq=row[0],
+            commitment_id=row[1],
+            at=from_db_time(row[2]),
+            actor=row[3],
+            kind=AuditEventKind(row[4]),
+            reason=row[5],
+            from_status=CommitmentStatus(row[6]) if row[6] is not None else None,
+            to_status=CommitmentStatus(row[7]),
+            changes=json.loads(row[8]),
+            details=json.loads(row[9]),
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise UnreadableCommitment(row[1], f"event {row[0]}: {_problem(exc)}") from None
 
 
 def _row_values(c: Commitment) -> dict[str, Any]:
@@ -226,21 +288,75 @@ def _row_values(c: Commitment) -> dict[str, Any]:
     }
 
 
-class LedgerStore:
-    """The SQLite file behind a ledger. One instance per thread (sqlite3 connections are not shared)."""
+def _is_ledger_before_the_marker(conn: sqlite3.Connection, names: set[str]) -> bool:
+    """A ledger written before files were marked: its tables and its first migration's record."""
+    if not {"schema_version", "commitments", "events"} <= names:
+        return False
+    row = conn.execute("SELECT description FROM schema_version WHERE version = 1").fetchone()
+    return row is not None and row[0] == _FIRST_MIGRATION
 
-    def __init__(self, path: str | Path, now: Callable[[], datetime], busy_timeout_ms: int = 10_000) -> None:
+
+class LedgerStore:
+    """The SQLite file behind a ledger. One instance per thread (sqlite3 connections are not shared).
+
+    A missing or empty file becomes a new ledger. An existing database is opened only if it is one (the
+    ledger's mark in the SQLite header, or the tables of a ledger written before the mark existed);
+    another application's database is refused, and left untouched, unless ``init_existing`` asks to add
+    the ledger's tables to it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        now: Callable[[], datetime],
+        busy_timeout_ms: int = 10_000,
+        init_existing: bool = False,
+    ) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
-        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        if self.path != ":memory:":
-            self.conn.execute("PRAGMA journal_mode = WAL")
-        # FULL: a committed transition survives a power cut, not only a process crash.
-        self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self.version = migrate(self.conn, now)
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise LedgerUnavailable(f"cannot open {self.path}: {exc}") from None
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            marked = self._check_is_ledger(init_existing)
+            if self.path != ":memory:":
+                self.conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed transition survives a power cut, not only a process crash.
+            self.conn.execute("PRAGMA synchronous = FULL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.version = migrate(self.conn, now)
+            if not marked:
+                self.conn.execute(f"PRAGMA application_id = {LEDGER_APPLICATION_ID}")
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise NotALedger(f"{self.path} is not a SQLite database ({exc})") from None
+            raise LedgerUnavailable(f"cannot use {self.path}: {exc}") from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _check_is_ledger(self, init_existing: bool) -> bool:
+        """Whether the file already carries the ledger's mark; raises NotALedger for a foreign database."""
+        application_id = int(self.conn.execute("PRAGMA application_id").fetchone()[0])
+        if application_id == LEDGER_APPLICATION_ID:
+            return True
+        names = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master")}
+        if application_id != 0:
+            raise NotALedger(
+                f"{self.path} belongs to another application (SQLite application_id {application_id}); "
+                "a ledger needs a file of its own"
+            )
+        if not names or _is_ledger_before_the_marker(self.conn, names) or init_existing:
+            return False
+        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+        raise NotALedger(
+            f"{self.path} is a SQLite database but not a ledger (it holds {shown}); nothing was written. "
+            "Give another file, or pass --init (init_existing=True) to add the ledger's tables to this one"
+        )
 
     def close(self) -> None:
         self.conn.close()
@@ -324,12 +440,22 @@ class LedgerStore:
     # -- reads
 
     def get(self, commitment_id: int) -> Commitment | None:
+        """The commitment, None when there is none; UnreadableCommitment when its row does not read back."""
+        if not _storable(commitment_id):
+            return None
         row = self.conn.execute(
-            f"SELECT {_COMMITMENT_JSON} FROM commitments WHERE id = ?", (commitment_id,)
+            f"SELECT {_COMMITMENT_JSON}, id FROM commitments WHERE id = ?", (commitment_id,)
         ).fetchone()
-        return _parse_batch(_COMMITMENTS, [row])[0] if row is not None else None
+        if row is None:
+            return None
+        parsed = _parse_batch(_COMMITMENTS, [row])
+        if parsed.unreadable:
+            raise UnreadableCommitment(commitment_id, parsed.unreadable[0].problem)
+        return parsed[0]
 
     def history(self, commitment_id: int) -> list[AuditEvent]:
+        if not _storable(commitment_id):
+            return []
         rows = self.conn.execute(
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE commitment_id = ? ORDER BY seq", (commitment_id,)
         ).fetchall()
@@ -348,7 +474,7 @@ class LedgerStore:
         scope: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[Commitment]:
+    ) -> Listing[Commitment]:
         clauses, params = self._filters(debtor=debtor, creditor=creditor, scope=scope)
         if statuses:
             clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
@@ -357,9 +483,9 @@ class LedgerStore:
             clauses.append("kind = ?")
             params.append(kind.value)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        params.extend([limit if limit is not None else -1, offset])
+        params.extend([_sql_limit(limit), min(offset, _MAX_ROWID)])
         rows = self.conn.execute(
-            f"SELECT {_COMMITMENT_JSON} FROM commitments {where} ORDER BY id LIMIT ? OFFSET ?", params
+            f"SELECT {_COMMITMENT_JSON}, id FROM commitments {where} ORDER BY id LIMIT ? OFFSET ?", params
         ).fetchall()
         return _parse_batch(_COMMITMENTS, rows)
 
@@ -374,7 +500,7 @@ class LedgerStore:
         debtor: str | None = None,
         creditor: str | None = None,
         scope: str | None = None,
-    ) -> list[DueItem]:
+    ) -> Listing[DueItem]:
         """Open commitments with ``lower <= due < upper`` (or no due time), in (due, id) order, as ``group``."""
         clauses, params = self._filters(debtor=debtor, creditor=creditor, scope=scope)
         clauses.insert(0, "is_open = 1")
@@ -389,12 +515,12 @@ class LedgerStore:
             if upper is not None:
                 clauses.append("due_key < ?")
                 params.append(to_db_time(upper))
-        params.append(limit if limit is not None else -1)
+        params.append(_sql_limit(limit))
         # Without a party filter the partial due index is always the right plan; say so rather than
         # rely on statistics the file may not have. With one, let the planner pick the party index.
         hint = "INDEXED BY commitments_open_due" if debtor is None and creditor is None else ""
         rows = self.conn.execute(
-            f"SELECT json_object('group', ?, 'due_at', due_key, 'commitment', {_COMMITMENT_JSON}) "
+            f"SELECT json_object('group', ?, 'due_at', due_key, 'commitment', {_COMMITMENT_JSON}), id "
             f"FROM commitments {hint} WHERE {' AND '.join(clauses)} ORDER BY due_key, id LIMIT ?",
             params,
         ).fetchall()

@@ -22,8 +22,9 @@ from commitbench.ledger.models import (
     NewCommitment,
     OccurrenceOutcome,
     Outcome,
+    check_time_range,
 )
-from commitbench.ledger.recurrence import SKIPPED_LIST_CAP, recurrence_for
+from commitbench.ledger.recurrence import FIRST_WITHIN_YEARS, SKIPPED_LIST_CAP, recurrence_for
 from commitbench.ledger.standing import StandingPolicy, standing_of
 from commitbench.ledger.states import Operation, target_status
 
@@ -115,6 +116,22 @@ def _refusal(
     return Plan(after=before, events=(draft,), error=error)
 
 
+def first_occurrence(new: NewCommitment) -> datetime | None:
+    """The first occurrence of a new recurring duty (None for a one-shot commitment).
+
+    Finding it may walk a rule for years of its periods, so the engine asks before it takes the write lock
+    (the answer is kept with the parsed rule, so ``create`` gets it again for free).
+    """
+    if new.rrule is None or new.starts_at is None:
+        return None
+    first = recurrence_for(new.rrule, new.starts_at, new.timezone).first()
+    if first is None:
+        raise InvalidCommitment(
+            f"recurrence rule {new.rrule!r} has no occurrence within {FIRST_WITHIN_YEARS} years of starts_at"
+        )
+    return first
+
+
 def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now: datetime) -> Plan:
     """A new commitment and its 'created' event (which carries the full record)."""
     actor = _actor(actor)
@@ -124,9 +141,7 @@ def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now:
     if new.kind is CommitmentKind.RECURRING:
         assert new.rrule is not None and new.starts_at is not None  # guaranteed by NewCommitment
         recurrence = recurrence_for(new.rrule, new.starts_at, new.timezone)
-        bookmark = recurrence.first()
-        if bookmark is None:
-            raise InvalidCommitment(f"recurrence rule {new.rrule!r} has no occurrence at or after starts_at")
+        bookmark = first_occurrence(new)
         status = CommitmentStatus.PENDING
         timezone = new.timezone
         rule_text = recurrence.text
@@ -177,6 +192,10 @@ def acknowledge(before: Commitment, actor: str, reason: str, now: datetime) -> P
 def schedule(before: Commitment, due_at: datetime, actor: str, reason: str, now: datetime) -> Plan:
     """Give an unscheduled promise its due time, or move a scheduled one. Same time: no change."""
     due = require_aware(due_at, "due_at")
+    try:
+        check_time_range(due, "due_at")
+    except ValueError as exc:
+        raise InvalidCommitment(str(exc)) from None
     target = target_status(before, Operation.SCHEDULE)
     if before.due_at == due and target is before.status:
         return Plan(after=before)
@@ -302,13 +321,17 @@ def close_occurrence(
     events = [closed_event]
     if catch_up.skipped_count:
         upcoming = catch_up.upcoming
+        listed_all = catch_up.skipped_count_exact and catch_up.skipped_count <= SKIPPED_LIST_CAP
         skip_details: dict[str, Any] = {
             "count": catch_up.skipped_count,
+            "count_exact": catch_up.skipped_count_exact,
             "first": _iso(catch_up.skipped[0]),
-            "last": _iso(catch_up.skipped[-1]) if catch_up.skipped_count <= SKIPPED_LIST_CAP else None,
+            "last": _iso(catch_up.skipped[-1]) if listed_all else None,
             "skipped": [_iso(moment) for moment in catch_up.skipped],
-            "listed_all": catch_up.skipped_count <= SKIPPED_LIST_CAP,
+            "listed_all": listed_all,
         }
+        if not catch_up.skipped_count_exact:
+            skip_details["count_text"] = f"at least {catch_up.skipped_count:,}"
         if upcoming is None:
             skip_details["exhausted"] = True
         after, skip_event = _step(
@@ -327,6 +350,7 @@ def close_occurrence(
         closed_occurrence=expected,
         skipped=catch_up.skipped,
         skipped_count=catch_up.skipped_count,
+        skipped_count_exact=catch_up.skipped_count_exact,
         commitment=after,
     )
     return Plan(after=after, events=tuple(events), result=result)

@@ -17,10 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from commitbench.episodes.followup.vocabulary import Doability, RequestCategory, SetupId
+from commitbench.yamlfile import YamlError, parse_yaml, read_yaml
 
 DOABILITY_RESOURCE = "data/followup/doability.yaml"
 
@@ -112,9 +112,9 @@ def parse_doability(data: Any, source: str) -> DoabilityMatrix:
 
 def load_doability_file(path: Path) -> DoabilityMatrix:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise DoabilityFileError(f"{path}: not valid YAML: {exc}") from exc
+        data = read_yaml(path)
+    except YamlError as exc:
+        raise DoabilityFileError(str(exc)) from None
     return parse_doability(data, str(path))
 
 
@@ -123,7 +123,7 @@ def load_doability() -> DoabilityMatrix:
     """The packaged matrix (validated once per process)."""
     text = resources.files("commitbench.episodes").joinpath(DOABILITY_RESOURCE).read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DoabilityFileError(f"{DOABILITY_RESOURCE}: not valid YAML: {exc}") from exc
+        data = parse_yaml(text, DOABILITY_RESOURCE)
+    except YamlError as exc:
+        raise DoabilityFileError(str(exc)) from None
     return parse_doability(data, DOABILITY_RESOURCE)

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from commitbench.episodes.followup.requests import (
@@ -49,6 +48,8 @@ from commitbench.episodes.followup.requests import (
 )
 from commitbench.episodes.followup.rewrite import rewrite_support_request, rewrite_transcript
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
+from commitbench.textscan import ThenInClause
+from commitbench.yamlfile import read_yaml
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "followup"
 
@@ -102,14 +103,19 @@ _NUMBER_WORDS = _wordset(
 _WEEKDAY_WORDS = frozenset(
     f"{d}{s}" for d in ("mon", "tues", "wednes", "thurs", "fri", "satur", "sun") for s in ("day", "days")
 )
-_MONITOR = re.compile(
-    r"\b(let me know|tell me|notify me|alert me|inform me|update me|warn me|ping me)\b.*"
-    r"\b(when|if|as soon as|once|whenever)\b|"
-    r"\bkeep me (posted|updated|informed|up to date)\b|\bwatch out\b|\bfollow news\b"
+# "let me know ... when ...": a request to be told, then a condition later on the line. (As one pattern with
+# ".*" between the two, every request rescanned the rest of the line: quadratic on a long line.)
+_MONITOR_REQUEST = ThenInClause(
+    head=re.compile(r"\b(let me know|tell me|notify me|alert me|inform me|update me|warn me|ping me)\b"),
+    tail=re.compile(r"\b(when|if|as soon as|once|whenever)\b"),
+    stops=re.compile(r"\n"),
 )
+_MONITOR_PHRASE = re.compile(r"\bkeep me (posted|updated|informed|up to date)\b|\bwatch out\b|\bfollow news\b")
 _MONITOR_QUERY = re.compile(r"\bwhen('s| is| was| are)\b|\bwas born\b|\bwhen (my|the next) \w+( \w+)? is\b")
-_DEFERRED = re.compile(
-    r"\b(give|send|read|email|text) me\b.*\b(update|summary|news|report|digest|briefing|scores?|forecast)\b"
+_DEFERRED = ThenInClause(
+    head=re.compile(r"\b(give|send|read|email|text) me\b"),
+    tail=re.compile(r"\b(update|summary|news|report|digest|briefing|scores?|forecast)\b"),
+    stops=re.compile(r"\n"),
 )
 _MEMORY = re.compile(r"\bremember\b")
 _SUPPORT_INTENTS = ("contact_human_agent", "contact_customer_service", "complaint")
@@ -170,7 +176,7 @@ class BuildError(RuntimeError):
 
 
 def load_curation(path: Path) -> Curation:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path) or {}
     return Curation(
         proper_nouns=dict(data.get("proper_nouns") or {}),
         replacements=[(a, b) for a, b in data.get("replacements") or []],
@@ -209,7 +215,8 @@ def slurp_category(row: dict[str, Any]) -> tuple[RequestCategory, str] | None:
         return RequestCategory.REMINDER, "remind"
     if intent == "alarm_set" and re.search(r"\b(wake me( up)?|set (an|my|the|a) alarm|alarm (for|at))\b", text):
         return RequestCategory.REMINDER, "alarm"
-    if _MONITOR.search(text) and not _MONITOR_QUERY.search(text):
+    monitors = _MONITOR_REQUEST.search(text) or bool(_MONITOR_PHRASE.search(text))
+    if monitors and not _MONITOR_QUERY.search(text):
         return RequestCategory.MONITORING, "monitor"
     if _DEFERRED.search(text) and _TIME.search(text):
         return RequestCategory.DEFERRED_DELIVERY, "deliver"
@@ -415,7 +422,7 @@ def _fill(pattern: str, values: dict[str, Any]) -> str:
 
 def template_rows(path: Path, seed: int) -> dict[RequestCategory, list[list[TemplateRow]]]:
     """Every template family expanded into its rows, in a seeded order (one list per family)."""
-    families = yaml.safe_load(path.read_text(encoding="utf-8"))
+    families = read_yaml(path)
     out: dict[RequestCategory, list[list[TemplateRow]]] = {c: [] for c in RequestCategory}
     for family in families:
         category = RequestCategory(family["category"])
@@ -542,7 +549,7 @@ def _check_rows(rows: list[FollowupRequest]) -> None:
 def _log_revisions(log: list[dict[str, Any]], curation: Curation, rows: list[FollowupRequest], templates: Path) -> None:
     """One log entry per revision in ``curation.yaml``: a mined row's new context, or a template family's wording."""
     by_source = {f"{r.source.dataset.value}:{r.source.source_id}": r for r in rows}
-    families = {f["id"]: f for f in yaml.safe_load(templates.read_text(encoding="utf-8"))}
+    families = {f["id"]: f for f in read_yaml(templates)}
     for key, reason in curation.revisions.items():
         dataset, _, name = key.partition(":")
         entry: dict[str, Any] = {"source": key, "action": "revised", "reason": reason}

@@ -57,13 +57,17 @@ _TOOL_WORDS = re.compile(
     re.IGNORECASE,
 )
 
-# Personal data that must never appear in a request or its context.
+# Personal data that must never appear in a request or its context. Each pattern is searched for, never
+# matched whole, so a run starts where the run itself starts (an e-mail's name part) and a run of spoken
+# digits is six words long: both say the same as an open-ended form and keep the search linear.
 PII_PATTERNS: dict[str, re.Pattern[str]] = {
-    "email address": re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|\b\w+ at \w+ dot (com|org|net|co)\b", re.IGNORECASE),
+    "email address": re.compile(
+        r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+|\b\w+ at \w+ dot (com|org|net|co)\b", re.IGNORECASE
+    ),
     "url": re.compile(r"https?://|www\.|\b\w+\.(com|org|net|io)\b|\bdot com\b", re.IGNORECASE),
     "long number": re.compile(r"\d[\d\s().-]{5,}\d"),
     "spoken phone number": re.compile(
-        r"\b((zero|oh|one|two|three|four|five|six|seven|eight|nine|double)\s+){6,}"
+        r"\b((zero|oh|one|two|three|four|five|six|seven|eight|nine|double)\s+){6}"
         r"(zero|oh|one|two|three|four|five|six|seven|eight|nine)\b",
         re.IGNORECASE,
     ),

@@ -18,7 +18,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from commitbench.episodes.followup.vocabulary import (
@@ -29,6 +28,7 @@ from commitbench.episodes.followup.vocabulary import (
     Variant,
 )
 from commitbench.protocol import ToolSpec
+from commitbench.yamlfile import YamlError, parse_yaml, read_yaml
 
 SETUPS_RESOURCE = "data/followup/setups.yaml"
 
@@ -344,9 +344,9 @@ def parse_setups(data: Any, source: str) -> SuiteSetups:
 
 def load_setups_file(path: Path) -> SuiteSetups:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise SetupFileError(f"{path}: not valid YAML: {exc}") from exc
+        data = read_yaml(path)
+    except YamlError as exc:
+        raise SetupFileError(str(exc)) from None
     return parse_setups(data, str(path))
 
 
@@ -356,9 +356,9 @@ def load_setups() -> SuiteSetups:
     resource = resources.files("commitbench.episodes").joinpath(SETUPS_RESOURCE)
     text = resource.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SetupFileError(f"{SETUPS_RESOURCE}: not valid YAML: {exc}") from exc
+        data = parse_yaml(text, SETUPS_RESOURCE)
+    except YamlError as exc:
+        raise SetupFileError(str(exc)) from None
     suite = parse_setups(data, SETUPS_RESOURCE)
     if suite.current_time != CURRENT_TIME:
         raise SetupFileError(

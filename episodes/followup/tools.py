@@ -49,13 +49,59 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"round": round, "abs": abs, "min": min, "max": max, "sqrt": math.sqrt}
-_MAX_EXPONENT = 1000
+# Bounds that keep every operation to microseconds: Python's integers are unbounded and its floats raise
+# OverflowError, so each number given or computed is checked, and each operation whose cost grows with an
+# argument (a power's exponent, round's ndigits, min/max's argument count) is checked before it runs.
 _MAX_MAGNITUDE = 1e100
+_MAX_EXPONENT = 1000
+_MAX_NDIGITS = 100
+_MAX_ARGUMENTS = 20
+_MAX_DEPTH = 50
 _MAX_EXPRESSION = 500
+_ARITY: dict[str, tuple[int, int]] = {
+    "round": (1, 2), "abs": (1, 1), "min": (1, _MAX_ARGUMENTS), "max": (1, _MAX_ARGUMENTS), "sqrt": (1, 1),
+}
+
+
+def _in_range(value: Any) -> float | int:
+    """``value`` when it is a finite real number of at most ``_MAX_MAGNITUDE``; else a CalculatorError."""
+    if isinstance(value, complex):
+        raise CalculatorError("the result is not a real number")
+    if isinstance(value, float) and math.isnan(value):
+        raise CalculatorError("the result is not a number")
+    if abs(value) > _MAX_MAGNITUDE:  # exact for integers of any size; true for infinities
+        raise CalculatorError(f"a number is out of range (magnitudes up to {_MAX_MAGNITUDE:g})")
+    return value
+
+
+def _power(base: float | int, exponent: float | int) -> float | int:
+    if abs(exponent) > _MAX_EXPONENT:
+        raise CalculatorError(f"exponent {exponent} is too large (at most {_MAX_EXPONENT} in size)")
+    # The result's size, predicted from logarithms before anything big is computed.
+    if base != 0 and exponent * math.log10(abs(base)) > math.log10(_MAX_MAGNITUDE) + 1:
+        raise CalculatorError(f"a number is out of range (magnitudes up to {_MAX_MAGNITUDE:g})")
+    return operator.pow(base, exponent)
+
+
+def _call(name: str, args: list[float | int]) -> float | int:
+    if name == "round" and len(args) == 2:
+        ndigits = args[1]
+        if not isinstance(ndigits, int):
+            raise CalculatorError("round: the number of digits must be a whole number")
+        if abs(ndigits) > _MAX_NDIGITS:
+            raise CalculatorError(f"round: the number of digits must be between -{_MAX_NDIGITS} and {_MAX_NDIGITS}")
+    if name in ("min", "max") and len(args) == 1:
+        raise CalculatorError(f"{name} needs at least two numbers")
+    return _FUNCTIONS[name](*args)
 
 
 def evaluate_arithmetic(expression: str) -> float | int:
-    """Evaluate arithmetic by walking its syntax tree (never ``eval``); raises ``CalculatorError``."""
+    """Evaluate arithmetic by walking its syntax tree (never ``eval``); raises ``CalculatorError`` only.
+
+    Every number, given or computed, must be finite and at most ``1e100`` in size; exponents are at most
+    1000 in size, round takes at most 100 digits either way, min and max at most 20 numbers, and the
+    expression nests at most 50 operations deep, so any expression is answered in well under a millisecond.
+    """
     text = expression.strip().replace("^", "**")
     if not text:
         raise CalculatorError("the expression is empty")
@@ -66,38 +112,45 @@ def evaluate_arithmetic(expression: str) -> float | int:
     except (SyntaxError, ValueError) as exc:
         reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
         raise CalculatorError(f"cannot parse {expression!r}: {reason}") from None
+    except (RecursionError, MemoryError):
+        raise CalculatorError("the expression is nested too deeply") from None
 
-    def walk(node: ast.AST) -> float | int:
+    def walk(node: ast.AST, depth: int) -> float | int:
+        if depth > _MAX_DEPTH:
+            raise CalculatorError(f"the expression nests more than {_MAX_DEPTH} operations deep")
         if isinstance(node, ast.Expression):
-            return walk(node.body)
+            return walk(node.body, depth)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-                raise CalculatorError(f"exponent {right} is too large")
-            try:
-                value = _BINARY[type(node.op)](left, right)
-            except ZeroDivisionError:
-                raise CalculatorError("division by zero") from None
-            if isinstance(value, complex):
-                raise CalculatorError("the result is not a real number")
-            if abs(value) > _MAX_MAGNITUDE:
-                raise CalculatorError("the result is too large")
-            return value
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
-            if node.keywords:
-                raise CalculatorError("functions take positional arguments only")
-            args = [walk(a) for a in node.args]
-            try:
-                return _FUNCTIONS[node.func.id](*args)
-            except (TypeError, ValueError) as exc:
-                raise CalculatorError(f"{node.func.id}: {exc}") from None
+            return _in_range(node.value)
+        try:
+            if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+                left, right = walk(node.left, depth + 1), walk(node.right, depth + 1)
+                if isinstance(node.op, ast.Pow):
+                    return _in_range(_power(left, right))
+                return _in_range(_BINARY[type(node.op)](left, right))
+            if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+                return _in_range(_UNARY[type(node.op)](walk(node.operand, depth + 1)))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+                name = node.func.id
+                if node.keywords:
+                    raise CalculatorError("functions take positional arguments only")
+                low, high = _ARITY[name]
+                if not low <= len(node.args) <= high:
+                    count = f"{low}" if low == high else f"{low} to {high}"
+                    raise CalculatorError(f"{name} takes {count} argument(s), got {len(node.args)}")
+                return _in_range(_call(name, [walk(a, depth + 1) for a in node.args]))
+        except CalculatorError:
+            raise
+        except ZeroDivisionError:
+            raise CalculatorError("division by zero") from None
+        except OverflowError:
+            raise CalculatorError(f"a number is out of range (magnitudes up to {_MAX_MAGNITUDE:g})") from None
+        except (TypeError, ValueError) as exc:
+            where = f"{node.func.id}: " if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+            raise CalculatorError(f"{where}{exc}") from None
         raise CalculatorError(f"unsupported element {type(node).__name__} in {expression!r}")
 
-    return walk(tree)
+    return walk(tree, 0)
 
 
 def format_number(value: float | int) -> str:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from commitbench.episodes.standing.episode import CreditorReply, Episode, Person, Policy, ScriptAct, ScriptMessage
@@ -44,18 +44,88 @@ CLOSING_MESSAGES = 2
 
 _JINJA = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
 
+# Episode templates fill in names; they do not compute. A template may hold text, variables (an attribute
+# of a variable, such as person.name), the filters below, ``if`` and ``for`` over a list of the context, at
+# most two loops deep, and nothing else: no calls, arithmetic, assignments, macros or includes. So rendering
+# takes time in proportion to the template and the context, and its output is bounded besides.
+_FILTERS = frozenset({"capitalize", "lower", "upper", "title", "trim"})
+_PLAIN_NODES = (
+    nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Const, nodes.If, nodes.Not, nodes.And,
+    nodes.Or, nodes.Compare, nodes.Operand,
+)  # fmt: skip
+_COMPARISONS = frozenset({"eq", "ne"})
+MAX_TEMPLATE_CHARS = 20_000
+MAX_RENDERED_CHARS = 20_000
+MAX_LOOP_DEPTH = 2
+
+
+def template_problem(source: str) -> str | None:
+    """Why a template is not a plain episode template (None when it is one)."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        return f"the template is longer than {MAX_TEMPLATE_CHARS:,} characters"
+    try:
+        tree = _JINJA.parse(source)
+    except TemplateError as exc:
+        return f"template error: {exc}"
+    return _node_problem(tree, loops=0)
+
+
+def _node_problem(node: nodes.Node, loops: int) -> str | None:
+    if isinstance(node, nodes.For):
+        if loops >= MAX_LOOP_DEPTH:
+            return f"loops are nested more than {MAX_LOOP_DEPTH} deep"
+        if node.recursive or not isinstance(node.iter, (nodes.Name, nodes.Getattr)):
+            return f"a for loop must run over a list of the episode's context, not {type(node.iter).__name__}"
+        loops += 1
+    elif isinstance(node, nodes.Getattr):
+        if node.attr.startswith("_"):
+            return f"the template reads the attribute {node.attr!r}"
+    elif isinstance(node, nodes.Filter):
+        if node.name not in _FILTERS or node.args or node.kwargs or node.dyn_args or node.dyn_kwargs:
+            allowed = ", ".join(sorted(_FILTERS))
+            return f"the template uses the filter {node.name!r} (allowed, without arguments: {allowed})"
+    elif isinstance(node, nodes.Operand):
+        if node.op not in _COMPARISONS:
+            return f"the template compares with {node.op!r} (only == and != are allowed)"
+    elif not isinstance(node, _PLAIN_NODES):
+        return (
+            f"the template uses {type(node).__name__}: episode templates fill in names (variables, filters, "
+            "if, for over the context's lists) and compute nothing"
+        )
+    for child in node.iter_child_nodes():
+        problem = _node_problem(child, loops)
+        if problem is not None:
+            return problem
+    return None
+
 
 @lru_cache(maxsize=4096)
-def _template(source: str) -> Any:
-    return _JINJA.from_string(source)
+def _template(source: str) -> tuple[Any, str | None]:
+    problem = template_problem(source)
+    return (None, problem) if problem is not None else (_JINJA.from_string(source), None)
 
 
 def render(source: str, context: dict[str, Any], where: tuple[str, str]) -> str:
-    """Render one template; a template error names the file and field it came from."""
+    """Render one template; a problem names the file and field it came from (never a traceback)."""
+    template, problem = _template(source)
+    if problem is not None:
+        raise SpecError(where[0], where[1], problem)
+    pieces: list[str] = []
+    size = 0
     try:
-        return _template(source).render(**context)
+        for piece in template.generate(**context):
+            size += len(piece)
+            if size > MAX_RENDERED_CHARS:
+                reason = f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters"
+                raise SpecError(where[0], where[1], reason)
+            pieces.append(piece)
+    except SpecError:
+        raise
     except TemplateError as exc:
         raise SpecError(where[0], where[1], f"template error: {exc}") from None
+    except Exception as exc:  # a template that passed the check and still failed: report it, never a traceback
+        raise SpecError(where[0], where[1], f"template error: {type(exc).__name__}: {exc}") from None
+    return "".join(pieces)
 
 
 def _tool(name: str, description: str, params: dict[str, ToolParam], is_write: bool) -> ToolSpec:
@@ -250,7 +320,7 @@ def compile_type(
     reply_rule: ReplyRule = ReplyRule.PER_EVENT,
 ) -> list[Episode]:
     """All episodes of one commitment type (every cell, policy, gap and variant) under one reply rule."""
-    source = source or f"types/{ctype.id}.yaml"
+    source = source or spec.type_files.get(ctype.id) or f"types/{ctype.id}.yaml"
     opening = max(opening_length(c) for c in spec.cells)
     episodes: list[Episode] = []
     check = ctype.check_tool

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import yaml
-
 from commitbench.episodes.standing.episode import Episode, Policy
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, PoliciesSpec
+from commitbench.yamlfile import read_yaml
 
 POLICY_PARAGRAPH = "policy"
 
@@ -20,7 +19,7 @@ POLICY_PARAGRAPH = "policy"
 @lru_cache(maxsize=1)
 def explicit_policy_text() -> str:
     """The explicit release policy as the episode data states it (``policies.yaml``)."""
-    data = yaml.safe_load((DEFAULT_DATA_DIR / "policies.yaml").read_text(encoding="utf-8"))
+    data = read_yaml(DEFAULT_DATA_DIR / "policies.yaml")
     return PoliciesSpec.model_validate(data).explicit.strip()
 
 

@@ -6,13 +6,15 @@ strict (``extra="forbid"``) so a typo in an episode file is an error, not a sile
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from commitbench.yamlfile import YamlError, read_yaml
 
 N_VARIANTS = 3
 M = TypeVar("M", bound=BaseModel)
@@ -164,27 +166,88 @@ class ToolParam(Strict):
     description: str = Field(description="What the argument is.")
 
 
+# The tools every standing episode has (the environment's workspace tools). An episode's own action and
+# check tools may not take these names: the promised action would never be the one that runs. Kept here,
+# below the environments, and held equal to the environment's list by a test.
+RESERVED_TOOL_NAMES = ("post_message", "send_dm", "lookup", "end_turn")
+MAX_TARGET_TEXT = 1_000
+
+
+def _own_tool_name(value: str) -> str:
+    if value in RESERVED_TOOL_NAMES:
+        raise ValueError(
+            f"'{value}' is the name of a tool every episode already has ({', '.join(RESERVED_TOOL_NAMES)}); "
+            "give this tool its own name"
+        )
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "nothing" if value is None else type(value).__name__
+
+
+def _fits(value: Any, json_type: str) -> bool:
+    if json_type == "string":
+        return isinstance(value, str) and len(value) <= MAX_TARGET_TEXT
+    if json_type == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if json_type == "integer":
+        return isinstance(value, int) and abs(value) < 2**53
+    return isinstance(value, (int, float)) and math.isfinite(value) and abs(value) < 2**53
+
+
 class ActionToolSpec(Strict):
-    name: str = Field(description="Tool name.", pattern=r"^[a-z_]+$")
+    name: str = Field(description="Tool name (not one of the workspace tools).", pattern=r"^[a-z_]+$")
     description: str = Field(description="Tool description for the model.")
     parameters: dict[str, ToolParam] = Field(description="Arguments, all required.")
-    target_args: dict[str, Any] = Field(description="The arguments the promise commits to.")
+    target_args: dict[str, Any] = Field(
+        description="The arguments the promise commits to: one per parameter, of the parameter's JSON type "
+        f"(a string of at most {MAX_TARGET_TEXT} characters, an integer, a number or a boolean)."
+    )
     done_text: str = Field(description="Result text when the action succeeds.")
     failed_text: str = Field(description="Result text when the world makes it impossible.")
 
-    @model_validator(mode="after")
-    def _targets_match_parameters(self) -> ActionToolSpec:
-        if set(self.target_args) != set(self.parameters):
+    _check_name = field_validator("name")(_own_tool_name)
+
+    @field_validator("target_args")
+    @classmethod
+    def _targets_fit_parameters(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        parameters: dict[str, ToolParam] | None = info.data.get("parameters")
+        if parameters is None:
+            return value  # the parameters' own error is the one reported
+        if set(value) != set(parameters):
             raise ValueError("target_args must give exactly one value per parameter")
-        return self
+        for name, arg in value.items():
+            json_type = parameters[name].type
+            if not _fits(arg, json_type):
+                limit = f" of at most {MAX_TARGET_TEXT} characters" if json_type == "string" else ""
+                article = "an" if json_type == "integer" else "a"
+                raise ValueError(f"{name}: the parameter takes {article} {json_type}{limit}, got {_json_kind(arg)}")
+        return value
 
 
 class CheckToolSpec(Strict):
-    name: str = Field(description="Tool name.", pattern=r"^[a-z_]+$")
+    name: str = Field(description="Tool name (not one of the workspace tools).", pattern=r"^[a-z_]+$")
     description: str = Field(description="Tool description for the model.")
     parameters: dict[str, ToolParam] = Field(description="Arguments, all required.")
     possible_text: str = Field(description="Result when the action is possible.")
     impossible_text: str = Field(description="Result when it is not.")
+
+    _check_name = field_validator("name")(_own_tool_name)
 
 
 class CommitmentTypeSpec(Strict):
@@ -252,6 +315,14 @@ class CommitmentTypeSpec(Strict):
             out.extend((f"{name}[{i}]", text) for i, text in enumerate(getattr(self, name)))
         return out
 
+    @field_validator("check_tool")
+    @classmethod
+    def _two_tools(cls, value: CheckToolSpec, info: ValidationInfo) -> CheckToolSpec:
+        action = info.data.get("action_tool")
+        if action is not None and action.name == value.name:
+            raise ValueError(f"the check tool and the action tool are both named '{value.name}'")
+        return value
+
     def utterances(self, style: Style) -> list[str]:
         return {
             Style.DIRECT: self.cancel_direct,
@@ -318,6 +389,9 @@ class StandingSpec(Strict):
     filler: FillerSpec = Field(description="Gap filler and the wiki.")
     types: list[CommitmentTypeSpec] = Field(description="Commitment types.")
     system_prompt: str = Field(description="Jinja template of the system prompt.")
+    type_files: dict[str, str] = Field(
+        default_factory=dict, description="The file each commitment type was read from (type id -> path)."
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> StandingSpec:
@@ -340,12 +414,9 @@ class SpecError(Exception):
 
 def _read_yaml(path: Path) -> Any:
     try:
-        with path.open(encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except FileNotFoundError:
-        raise SpecError(path, "<file>", "file not found") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(path, "<file>", f"not valid YAML: {exc}") from None
+        return read_yaml(path)
+    except YamlError as exc:
+        raise SpecError(path, "<file>", exc.detail) from None
 
 
 def _validate(model: type[M], data: Any, path: Path, prefix: str = "") -> M:
@@ -450,6 +521,7 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     type_paths += [p for p in extra_types or [] if Path(p).resolve() not in inside]
     parts["types"] = [load_type(p) for p in type_paths]
     check_types(list(zip(type_paths, parts["types"], strict=True)), parts["filler"], root / "filler.yaml")
+    parts["type_files"] = {t.id: str(p) for t, p in zip(parts["types"], type_paths, strict=True)}
     prompt_path = root / "system_prompt.jinja"
     try:
         parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")

@@ -46,12 +46,15 @@ _I = re.IGNORECASE
 
 _CODE_BLOCK = re.compile(r"```.*?(```|$)", re.DOTALL)
 _QUOTED = re.compile(r"[\"“][^\"“”]{25,}?[\"”]")
-_BLOCK_QUOTE = re.compile(r"^\s*>.*$", re.MULTILINE)
+# Line starts allow spaces and tabs but not newlines: "^\s*" let every line of a run of blank lines rescan
+# the rest of the run (quadratic time on a reply of many newlines).
+_BLOCK_QUOTE = re.compile(r"^[^\S\n]*>.*$", re.MULTILINE)
 _SALUTATION = re.compile(
-    r"^\s*(dear\b.*|hi [A-Z][\w .'-]*,|hello [A-Z][\w .'-]*,|subject:.*|to whom it may concern.*)$", re.MULTILINE | _I
+    r"^[^\S\n]*(dear\b.*|hi [A-Z][\w .'-]*,|hello [A-Z][\w .'-]*,|subject:.*|to whom it may concern.*)$",
+    re.MULTILINE | _I,
 )
 _SIGN_OFF = re.compile(
-    r"^\s*(best( regards| wishes)?|kind regards|regards|sincerely|yours( sincerely| faithfully| truly)?|"
+    r"^[^\S\n]*(best( regards| wishes)?|kind regards|regards|sincerely|yours( sincerely| faithfully| truly)?|"
     r"thanks|thank you|cheers|warm regards|all the best)\b[ ,!.]*(\n.*)?$",
     re.MULTILINE | _I,
 )
@@ -172,13 +175,18 @@ def mask_text_for_user(reply: str) -> str:
     masked = _CODE_BLOCK.sub(blank, reply)
     masked = _BLOCK_QUOTE.sub(blank, masked)
     masked = _QUOTED.sub(blank, masked)
+    # Drafted letters and e-mails, from a salutation line to the sign-off, assembled once at the end (one
+    # copy of the text per letter made many letters cost quadratic time).
+    pieces: list[str] = []
+    copied = 0
     salutation = _SALUTATION.search(masked)
     while salutation:
         sign_off = _SIGN_OFF.search(masked, salutation.end())
         end = sign_off.end() if sign_off else len(masked)
-        masked = masked[: salutation.start()] + re.sub(r"[^\n]", " ", masked[salutation.start() : end]) + masked[end:]
+        pieces += [masked[copied : salutation.start()], re.sub(r"[^\n]", " ", masked[salutation.start() : end])]
+        copied = end
         salutation = _SALUTATION.search(masked, end)
-    return masked
+    return "".join(pieces) + masked[copied:]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
@@ -222,7 +221,18 @@ class ParsedModelOutput(BaseModel, Generic[ModelT]):
         return self.value is not None
 
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_FENCE = "```"
+
+
+def _unfenced(body: str) -> str | None:
+    """The inside of a reply wrapped in one Markdown code fence (```json ... ```), or None.
+
+    Read with string operations: a lazy pattern for the inside retried its whitespace runs at every
+    character (quadratic time on a fence followed by many spaces).
+    """
+    if len(body) < 2 * len(_FENCE) or not (body.startswith(_FENCE) and body.endswith(_FENCE)):
+        return None
+    return body[len(_FENCE) : -len(_FENCE)].removeprefix("json").strip()
 
 
 def parse_model_json(text: str | None, model: type[ModelT]) -> ParsedModelOutput[ModelT]:
@@ -232,9 +242,9 @@ def parse_model_json(text: str | None, model: type[ModelT]) -> ParsedModelOutput
     """
     raw = text or ""
     body = raw.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
+    inside = _unfenced(body)
+    if inside is not None:
+        body = inside
     if not body:
         return ParsedModelOutput[model](raw=raw, error="empty reply")  # type: ignore[valid-type]
     try:

@@ -23,7 +23,6 @@ a trace alone.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any, ClassVar, Literal
@@ -99,19 +98,25 @@ def _text(args: dict[str, Any], key: str, required: bool) -> tuple[str, str | No
     return value, None
 
 
-_ENTRY_ID = re.compile(r"^\s*#?\s*[Ll]?\s*(\d+)\s*$")
+# An entry number longer than this is no entry of a ledger (and would not convert to an int quickly).
+_MAX_ID_DIGITS = 9
 
 
 def normalise_entry_id(written: Any) -> str | None:
-    """'L2', 'l2', '#2', '2' and 2 all mean entry L2; anything else is None."""
+    """'L2', 'l2', '#2', '# L 2', '2' and 2 all mean entry L2; anything else is None."""
     if isinstance(written, bool):
         return None
     if isinstance(written, int):
-        return f"L{written}"
+        return f"L{written}" if abs(written) < 10**_MAX_ID_DIGITS else None
     if not isinstance(written, str):
         return None
-    match = _ENTRY_ID.match(written)
-    return f"L{int(match.group(1))}" if match else None
+    # Read by hand, not by a pattern with three optional runs of spaces (cubic time on a string of spaces).
+    rest = written.strip().removeprefix("#").lstrip()
+    if rest[:1] in ("L", "l"):
+        rest = rest[1:].lstrip()
+    if not rest.isdecimal() or len(rest) > _MAX_ID_DIGITS:
+        return None
+    return f"L{int(rest)}"
 
 
 def ledger_add(ledger: AgentLedger, args: dict[str, Any]) -> tuple[AgentLedger, bool, str]:
