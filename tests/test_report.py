@@ -29,6 +29,8 @@ EPISODES = load_episodes()
 SLICE = [e for e in EPISODES if e.split.value == "test" and e.variant == 0 and e.commitment_type in
          ("deploy_service", "send_report")]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# The local-model slice: one cell per kind of speaker (a 135M model on two cores takes seconds a call).
+LOCAL_CELLS = ("BASE", "CRED-DIRECT", "PEER-DIRECT", "RELAY-TRUE", "REINSTATE-BYSTANDER")
 
 
 def read_label_records(path: Path) -> list[StandingLabelRecord]:
@@ -189,7 +191,8 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
         "    local: true\n"
         "    settings: {max_tokens: 32, seed: 0}\n"
         "interventions: [none, 'oracle:B3+']\n"
-        "episodes: {split: test, types: [deploy_service], gaps: [1], surfaces: [0], policies: [explicit]}\n"
+        "episodes: {split: test, types: [deploy_service], gaps: [1], surfaces: [0], policies: [explicit],\n"
+        f"           cells: [{', '.join(LOCAL_CELLS)}]}}\n"
         "max_model_calls_per_turn: 1\n"
         "concurrency: 1\n",  # one request at a time keeps llama.cpp's prompt cache warm
         encoding="utf-8",
@@ -198,19 +201,19 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
     assert main(["run", str(config), "--out", str(run_dir), "--no-report", "--no-progress"]) == 0
     capsys.readouterr()
     traces = [json.loads(line) for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(traces) == 30 and {t["factors"]["cell"] for t in traces} == {e.cell for e in SLICE}
+    assert len(traces) == 2 * len(LOCAL_CELLS) and {t["factors"]["cell"] for t in traces} == set(LOCAL_CELLS)
     assert {tuple(t["interventions"]) for t in traces} == {(), ("oracle:B3+",)}
 
     # Judging every message of the slice would take minutes on two cores (a local judge call is a
-    # second or more); six runs exercise the same path. The other runs stay unlabelled, which the
+    # second or more); three runs exercise the same path. The other runs stay unlabelled, which the
     # report must show as judge errors, never as "no".
     code = main(["label", str(run_dir), "--judge-model", "local", "--max-tokens", "160", "--max-attempts", "1",
-                 "--concurrency", "1", "--limit", "6", "--json"])
+                 "--concurrency", "1", "--limit", "3", "--json"])
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert code == 0, summary
-    assert summary["labeller"] == "llm:smollm2" and summary["runs_labelled"] == 6 and summary["runs_total"] == 30
+    assert summary["labeller"] == "llm:smollm2" and summary["runs_labelled"] == 3 and summary["runs_total"] == 10
     records = {r.run_key: r for r in read_label_records(labels_path(run_dir, "llm:smollm2"))}
-    assert len(records) == 6
+    assert len(records) == 3
     messages = {t["run_key"]: [e for e in t["events"] if e["kind"] == "assistant" and e["act"] != "promise"]
                 for t in traces}
     for key, record in records.items():
@@ -221,7 +224,7 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
 
     assert main(["report", str(run_dir), "--judge", "llm:smollm2", "--n-boot", "100", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["runs"] == 30 and report["arms"] == ["none", "oracle:B3+"]
+    assert report["runs"] == 10 and report["arms"] == ["none", "oracle:B3+"]
     assert report["judge_errors"] >= unlabelled
     assert {m["metric"] for m in report["metrics"]} >= {"override", "strict_accuracy"}
     assert (run_dir / "report" / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
