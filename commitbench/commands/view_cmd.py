@@ -161,7 +161,7 @@ def build_site(
                                 summary=[f"No report: {reason}"], tables=[])
         else:
             document = report.model_dump(mode="json")
-            figures = [Path(p) for p in report.files.get("figure", [])]
+            figures = [Path(p) for key in ("figure", "comparisons_figure") for p in report.files.get(key, [])]
             overview = Overview(
                 title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
                 tables=report.views(detail=True),
