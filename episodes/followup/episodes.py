@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
+from commitbench.episodes.selection import narrow
 
 
 class FollowUpEpisode(BaseModel):
@@ -176,15 +177,4 @@ class FollowupSelection(BaseModel):
             request_id=self.requests,
             doability=doability,
         )
-        if self.ids is not None:
-            known = {e.id for e in chosen}
-            unknown = sorted(set(self.ids) - known)
-            if unknown:
-                raise ValueError(f"unknown episode id(s) in this selection: {', '.join(unknown[:5])}")
-            wanted = set(self.ids)
-            chosen = [e for e in chosen if e.id in wanted]
-        if self.limit is not None:
-            chosen = chosen[: self.limit]
-        if not chosen:
-            raise ValueError("no episode matches the episode filter")
-        return chosen
+        return narrow(chosen, {e.id for e in chosen}, self.ids, self.limit)

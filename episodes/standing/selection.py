@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from commitbench.episodes.selection import narrow
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.spec import ReplyRule
 
@@ -63,18 +64,7 @@ class StandingSelection(BaseModel):
             pool, split=self.split, cells=self.cells, commitment_types=self.types, policies=self.policies,
             gaps=self.gaps, surfaces=self.surfaces,
         )
-        if self.ids is not None:
-            known = {e.id for e in pool}
-            unknown = sorted(set(self.ids) - known)
-            if unknown:
-                raise ValueError(f"unknown episode id(s): {', '.join(unknown[:5])}")
-            wanted = set(self.ids)
-            chosen = [e for e in chosen if e.id in wanted]
-        if self.limit is not None:
-            chosen = chosen[: self.limit]
-        if not chosen:
-            raise ValueError("no episode matches the episode filter")
-        return chosen
+        return narrow(chosen, {e.id for e in pool}, self.ids, self.limit)
 
 
 def select_episodes(
