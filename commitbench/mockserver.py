@@ -965,7 +965,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", action="append", default=[], help="model id listed by /v1/models")
     parser.add_argument("--record-requests", type=int, default=1000, help="how many recent requests /requests keeps")
     parser.add_argument("--capacity", type=int, default=None,
-                        help="serve at most this many chat requests at once, each taking the latency (default: no limit)")
+                        help="serve at most this many chat requests at once, each taking the latency "
+                        "(default: no limit)")
     args = parser.parse_args(argv)
     faults = FaultConfig(
         seed=args.seed,

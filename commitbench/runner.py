@@ -61,7 +61,14 @@ from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canon
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
-from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy, redact_credentials
+from commitbench.llm import (
+    ClientStats,
+    ModelClient,
+    ModelEndpointError,
+    ReplicaPool,
+    RetryPolicy,
+    redact_credentials,
+)
 from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
@@ -880,9 +887,12 @@ class Runner:
             in_flight = entry.max_concurrency or self.config.concurrency
             n_shards = -(-in_flight // CONNECTIONS_PER_CLIENT)
             per_shard = -(-in_flight // n_shards)
+            # One pool of replicas per model, shared by its shards: per-replica limits and health are the model's.
+            pool = ReplicaPool(settings.endpoints(), max_concurrency=in_flight, policy=entry.replicas)
             self._clients[entry.name] = [
                 ModelClient(
-                    settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard)
+                    settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard),
+                    replicas=pool,
                 )
                 for _ in range(n_shards)
             ]
@@ -1069,8 +1079,10 @@ class Runner:
 def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
     """The counters of several clients added up (rates too; the elapsed time is the longest)."""
     errors: Counter[str] = Counter()
+    replicas: Counter[str] = Counter()
     for s in stats:
         errors.update(s.errors)
+        replicas.update(s.replica_requests)
     return ClientStats(
         calls=sum(s.calls for s in stats),
         completed=sum(s.completed for s in stats),
@@ -1085,6 +1097,8 @@ def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
         concurrency_limit=sum(s.concurrency_limit for s in stats),
         elapsed_s=max((s.elapsed_s for s in stats), default=0.0),
         calls_per_s=sum(s.calls_per_s for s in stats),
+        replica_requests=dict(replicas),
+        replica_moves=sum(s.replica_moves for s in stats),
     )
 
 
