@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,7 @@ __all__ = [
     "CacheMode",
     "CacheReport",
     "CacheSessionStats",
+    "CallBroker",
     "CallCache",
     "RunCacheStats",
     "cache_key",
@@ -153,6 +154,22 @@ def cache_key(
         "sample": sample_index,
     }
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+class CallBroker(Protocol):
+    """Makes several processes that share one cache make each model call once, as one process would.
+
+    Each process looks a call up in its own copy of the cache first; on a miss it asks the broker
+    before calling the model. :meth:`claim` returns the entry another process has recorded since
+    (no call is made), or None: this process holds the call's lease (no other process makes that
+    call meanwhile; they wait for its outcome) and must report the outcome with :meth:`settle`,
+    the completion to record or None when no usable completion came back (the lease then passes
+    to a waiting process). In replay-only mode a call nobody recorded raises :class:`CacheMiss`.
+    """
+
+    async def claim(self, key: str, model: str) -> dict[str, Any] | None: ...
+
+    def settle(self, key: str, model: str, value: dict[str, Any] | None) -> None: ...
 
 
 class CacheSessionStats(BaseModel):
@@ -291,6 +308,26 @@ class CallCache:
         )
         self._last_flush = time.monotonic()
         self._dirty = False
+
+    def copy_to(self, path: str | os.PathLike[str]) -> int:
+        """Write a consistent copy of the cache to a new file (SQLite's online backup); returns its entries.
+
+        The copy is what the workers of a distributed run read locally; the copy of a cache in mode
+        ``off`` is an empty cache.
+        """
+        target = Path(path)
+        target.unlink(missing_ok=True)
+        with _sqlite_errors(target):
+            dest = sqlite3.connect(target)
+            try:
+                if self._conn is None:
+                    dest.executescript(_SCHEMA)
+                else:
+                    with self._lock:
+                        self._conn.backup(dest)
+                return int(dest.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+            finally:
+                dest.close()
 
     def flush_stats(self) -> None:
         """Write this session's counters to the database now."""

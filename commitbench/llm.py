@@ -52,7 +52,7 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.cache import CacheMode, CallCache, cache_key
+from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
 from commitbench.protocol import escape_surrogates, parse_json_object
 
 __all__ = [
@@ -677,6 +677,10 @@ class ModelClient:
     (pass one to share it between several clients of the loop, or let the client make its own):
     each replica then has its own limit, which is the one that adapts to its 429s, while
     ``max_concurrency`` caps the client's requests in all.
+
+    A client in one of several processes sharing a cache (the workers of a distributed run) gets a
+    :class:`~commitbench.cache.CallBroker`: a miss of its cache is claimed from the broker before the
+    model is called, so each call is made once in all the processes.
     """
 
     def __init__(
@@ -689,9 +693,12 @@ class ModelClient:
         min_concurrency: int = 1,
         http_client: httpx2.AsyncClient | None = None,
         replicas: ReplicaPool | None = None,
+        broker: CallBroker | None = None,
     ) -> None:
         self.settings = settings
         self.cache = cache if cache is not None and cache.mode is not CacheMode.OFF else None
+        # With a broker, the cache is this process's copy of a cache other processes share.
+        self.broker = broker if self.cache is not None else None
         self.retry = retry or RetryPolicy()
         self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
         self._rng = random.Random(self.retry.seed)
@@ -808,9 +815,7 @@ class ModelClient:
             future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
             try:
-                response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
-                if response.error is None and self.cache is not None:
-                    self.cache.put(key, model, response.cache_payload())
+                response = await self._lead(messages, tools, options, sample_index, session_id, key, started)
                 future.set_result(response)
             except asyncio.CancelledError:
                 future.cancel()
@@ -879,6 +884,37 @@ class ModelClient:
             cache_hit=True,
             cache_key=key,
         )
+
+    async def _lead(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+        sample_index: int,
+        session_id: str | None,
+        key: str,
+        started: float,
+    ) -> ModelResponse:
+        """The call of a key no other call of this client is making: claimed from the broker (when the
+        cache is shared), else made, and recorded in the cache."""
+        model = self.settings.model
+        assert self.cache is not None
+        if self.broker is not None:
+            shared = await self.broker.claim(key, model)  # may raise CacheMiss in replay-only mode
+            if shared is not None:
+                self._cache_hits += 1
+                self.cache.put(key, model, shared)
+                return self._from_cache(shared, key, started)
+        recorded: dict[str, Any] | None = None
+        try:
+            response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
+            if response.error is None:
+                recorded = response.cache_payload()
+                self.cache.put(key, model, recorded)
+        finally:
+            if self.broker is not None:
+                self.broker.settle(key, model, recorded)
+        return response
 
     def _request(
         self,

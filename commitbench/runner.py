@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
@@ -57,7 +57,7 @@ from pydantic import BaseModel, Field
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMiss, CacheMode, CallBroker, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
@@ -541,6 +541,13 @@ class _Counters:
             self.failures.append(message)
 
 
+class TraceSink(Protocol):
+    """Where a player hands a finished cell's trace line: the run's trace writer, or (in a worker of a
+    distributed run) the stream back to the driver, which alone writes the run directory."""
+
+    async def put(self, line: str, failure: str, run_key: str) -> None: ...
+
+
 class _TraceWriter:
     """Appends finished traces in batches from a worker thread (one fsync per batch).
 
@@ -568,8 +575,10 @@ class _TraceWriter:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def put(self, line: str, failure: str) -> None:
+    async def put(self, line: str, failure: str, run_key: str = "") -> None:
         """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full.
+
+        The file needs only the line (``run_key`` is for sinks that keep count of cells).
 
         A player stopped (Ctrl-C) while it waits hands its finished line over all the same: it is
         written when the writer closes.
@@ -667,6 +676,8 @@ class Runner:
         # Model name -> its clients. A model with many requests in flight gets several clients
         # (shards), each with its own connection pool: see CONNECTIONS_PER_CLIENT.
         self._clients: dict[str, list[ModelClient]] = {}
+        # Set in the workers of a distributed run: their cache is a copy, shared through the driver.
+        self._broker: CallBroker | None = None
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
@@ -762,10 +773,7 @@ class Runner:
             invocation.message = message
             invocation.cells_done = self._counters.done
             invocation.cells_failed = self._counters.failed
-            invocation.client_stats = {
-                name: merge_client_stats([c.stats() for c in shards]).model_dump()
-                for name, shards in self._clients.items()
-            }
+            invocation.client_stats = {name: stats.model_dump() for name, stats in self.client_stats().items()}
             manifest.status = status
             manifest.message = message
             manifest.cells_done = cells_done
@@ -775,7 +783,7 @@ class Runner:
             if unwritten:
                 status = RunStatus.FAILED
                 message = f"{message}; {unwritten}" if message else unwritten
-        stats = [c.stats() for shards in self._clients.values() for c in shards]
+        stats = list(self.client_stats().values())
         errors: Counter[str] = Counter()
         for s in stats:
             errors.update(s.errors)
@@ -892,7 +900,7 @@ class Runner:
             self._clients[entry.name] = [
                 ModelClient(
                     settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard),
-                    replicas=pool,
+                    replicas=pool, broker=self._broker,
                 )
                 for _ in range(n_shards)
             ]
@@ -972,7 +980,7 @@ class Runner:
         self,
         index: int,
         queue: deque[Cell],
-        writer: _TraceWriter,
+        writer: TraceSink,
         episodes: tuple[Any, ...],
         progress: _Progress | None,
     ) -> None:
@@ -995,7 +1003,7 @@ class Runner:
                 line, infra_error = trace_line(trace, cell, self.config.env)
                 del trace  # of a finished cell only its line is kept, until the writer has it on disk
                 failure = f"{cell.player.name} {cell.episode_id} #{cell.sample}: {infra_error}" if infra_error else ""
-                await writer.put(line, failure)
+                await writer.put(line, failure, cell.run_key)
                 if progress is not None:
                     progress.advance()
         finally:
@@ -1071,8 +1079,12 @@ class Runner:
         return shards[worker % len(shards)]
 
     # ------------------------------------------------------------------ progress data
+    def client_stats(self) -> dict[str, ClientStats]:
+        """The counters of each model's clients, added up per model."""
+        return {name: merge_client_stats([c.stats() for c in shards]) for name, shards in self._clients.items()}
+
     def client_totals(self) -> ClientStats | None:
-        stats = [c.stats() for shards in self._clients.values() for c in shards]
+        stats = list(self.client_stats().values())
         return merge_client_stats(stats) if stats else None
 
 

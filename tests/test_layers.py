@@ -33,7 +33,9 @@ BOTTOM = (
     "commitbench.mockserver",
     "commitbench.claimguard",
 )
-ORCHESTRATION = ("commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.labeljob")
+ORCHESTRATION = (
+    "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.labeljob"
+)
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [
     BOTTOM,
