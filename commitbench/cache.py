@@ -203,6 +203,13 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
 class CallCache:
     """One process's handle on a cache file.
 
@@ -328,6 +335,40 @@ class CallCache:
                 return int(dest.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
             finally:
                 dest.close()
+
+    def absorb(self, source: str | os.PathLike[str]) -> tuple[int, set[str]]:
+        """Add the entries of another cache file that this one lacks; returns (entries added, conflicting keys).
+
+        A key both files hold with different completions is a conflict: this cache keeps its own
+        answer, and whatever was played with the other one disagrees with it.
+        """
+        if self._conn is None or self.mode is not CacheMode.READ_WRITE:
+            raise CacheError(f"cache {self.path} is not open for writing (mode {self.mode.value})")
+        other = Path(source)
+        if not other.is_file():
+            raise FileNotFoundError(f"no cache database at {other}")
+        with self._lock, _sqlite_errors(other):
+            self._conn.execute("ATTACH DATABASE ? AS source", (str(other.resolve()),))  # only read
+            try:
+                before = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+                self._conn.execute("BEGIN")
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO entries (key, model, created_at, value) "
+                    "SELECT key, model, created_at, value FROM source.entries"
+                )
+                self._conn.execute("COMMIT")
+                added = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]) - before
+                rows = self._conn.execute(
+                    "SELECT s.key, s.value, m.value FROM source.entries s JOIN main.entries m ON m.key = s.key "
+                    "WHERE s.value != m.value"
+                ).fetchall()
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                self._conn.execute("DETACH DATABASE source")
+        conflicts = {key for key, theirs, ours in rows if _decoded(theirs) != _decoded(ours)}
+        self._stats.writes += added
+        return added, conflicts
 
     def flush_stats(self) -> None:
         """Write this session's counters to the database now."""

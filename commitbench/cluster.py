@@ -603,8 +603,9 @@ class RayRunner(Runner):
     """The runner whose play phase deals cells out to Ray actors (see the module doc)."""
 
     def __init__(self, config: ExperimentConfig, out_dir: Path | str, *, options: RayOptions | None = None,
-                 progress: bool = False, argv: Sequence[str] | None = None, force: bool = False) -> None:
-        super().__init__(config, out_dir, progress=progress, argv=argv, force=force)
+                 progress: bool = False, argv: Sequence[str] | None = None, force: bool = False,
+                 shard: tuple[int, int] | None = None) -> None:
+        super().__init__(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
         self.options = options or RayOptions()
         self._worker_stats: dict[str, dict[str, ClientStats]] = {}
         self.all_cells: list[Cell] = []
@@ -612,7 +613,8 @@ class RayRunner(Runner):
 
     def prepare(self) -> tuple[list[Any], list[Cell], list[Cell], int]:
         episodes, cells, pending, torn = super().prepare()
-        self.all_cells = cells
+        # The actors expand the whole config (a shard is only what this directory plays).
+        self.all_cells = expand_cells(self.config, episodes) if self.shard is not None else cells
         return episodes, cells, pending, torn
 
     def client_stats(self) -> dict[str, ClientStats]:
@@ -653,6 +655,7 @@ def run_on_ray(
     progress: bool = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> RunSummary:
     """Play every pending cell of ``config`` on Ray actors into ``out_dir`` (see the module doc).
 
@@ -660,5 +663,5 @@ def run_on_ray(
     raises :class:`RayUnavailableError` when Ray is not installed.
     """
     _ray()
-    runner = RayRunner(config, out_dir, options=options, progress=progress, argv=argv, force=force)
+    runner = RayRunner(config, out_dir, options=options, progress=progress, argv=argv, force=force, shard=shard)
     return runner.run()

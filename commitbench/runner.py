@@ -89,6 +89,7 @@ __all__ = [
     "check_episode_set",
     "compute_run_key",
     "expand_cells",
+    "in_shard",
     "plan",
     "prompt_hashes",
     "read_manifest",
@@ -150,6 +151,16 @@ def compute_run_key(
         "sample": sample,
     }
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def in_shard(run_key: str, shard: tuple[int, int]) -> bool:
+    """Whether a cell belongs to shard ``(index, count)``: its run key's leading 64 bits modulo count.
+
+    The run key alone decides, so the shards of one experiment are disjoint and cover it on any
+    machine, whatever the order of the config.
+    """
+    index, count = shard
+    return int(run_key[:16], 16) % count == index
 
 
 def players(config: ExperimentConfig) -> list[Player]:
@@ -664,8 +675,12 @@ class Runner:
         progress: bool = False,
         argv: Sequence[str] | None = None,
         force: bool = False,
+        shard: tuple[int, int] | None = None,
     ) -> None:
+        if shard is not None and not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"shard {shard[0]}/{shard[1]}: the index must be at least 0 and below the count")
         self.config = config
+        self.shard = shard
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
         self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
@@ -690,6 +705,8 @@ class Runner:
         """Expand the config, repair the trace file and find pending cells."""
         episodes = select_config_episodes(self.config)
         cells = expand_cells(self.config, episodes)
+        if self.shard is not None:  # this directory holds one shard of the experiment ('commitbench merge' joins them)
+            cells = [c for c in cells if in_shard(c.run_key, self.shard)]
         self.out_dir.mkdir(parents=True, exist_ok=True)
         torn = repair_torn_tail(self.traces_path)
         status = scan_trace_file(self.traces_path)
@@ -1185,11 +1202,12 @@ def run_experiment(
     progress: bool = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> RunSummary:
-    """Play every pending cell of ``config`` into ``out_dir`` and return what was done.
+    """Play every pending cell of ``config`` (of its shard ``(index, count)``, when given) into ``out_dir``.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
     experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.
     """
-    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force)
+    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
     return runner.run()

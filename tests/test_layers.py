@@ -34,7 +34,8 @@ BOTTOM = (
     "commitbench.claimguard",
 )
 ORCHESTRATION = (
-    "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.labeljob"
+    "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
+    "commitbench.labeljob",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [

@@ -61,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="play the cells on Ray actors (the [ray] extra): on the cluster at ADDRESS, or on a local Ray "
         "started for the run; this process still writes the run directory",
     )
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="play only shard K of N of the cells (0 <= K < N); 'commitbench merge' joins the shards")
     parser.add_argument("--workers", type=int, default=None,
                         help="Ray actors with --ray, each playing --concurrency episodes at a time (default 2)")
     shorthand = parser.add_argument_group("shorthands: commitbench run standing|followup ...")
@@ -229,14 +231,16 @@ def _handle(args: argparse.Namespace) -> int:
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
     _ray_options(args, config)  # usage errors before anything is played
+    shard = _shard(args.shard)
     if args.dry_run:
         return _dry_run(config, out_dir)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         if args.ray is not None:
-            summary = _run_on_ray(config, out_dir, args, show_progress)
+            summary = _run_on_ray(config, out_dir, args, show_progress, shard)
         else:
-            summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
+            summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force,
+                                     shard=shard)
     except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
@@ -277,12 +281,23 @@ def _ray_options(args: argparse.Namespace, config: Any) -> Any:
     return RayOptions(address=args.ray or None, workers=args.workers or 2)
 
 
-def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: bool) -> Any:
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, sep, count = text.partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit() or not 0 <= int(index) < int(count):
+        raise UsageError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+    return int(index), int(count)
+
+
+def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: bool,
+                shard: tuple[int, int] | None) -> Any:
     from commitbench.cluster import RayUnavailableError, run_on_ray
 
     options = _ray_options(args, config)
     try:
-        return run_on_ray(config, out_dir, options=options, progress=progress, argv=sys.argv, force=args.force)
+        return run_on_ray(config, out_dir, options=options, progress=progress, argv=sys.argv, force=args.force,
+                          shard=shard)
     except RayUnavailableError as exc:
         raise UsageError(str(exc)) from None
 
