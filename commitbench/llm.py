@@ -11,10 +11,10 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
   by one slot per window of successes (AIMD);
 * replicas: a model served by several servers (``base_urls``) is one :class:`ReplicaPool`; every
   call of a session (an episode's run key) goes to one replica, chosen by rendezvous hashing on the
-  session id, so that replica's prefix cache holds the growing conversation; each replica has its
-  own concurrency limit, and one that refuses connections or times out repeatedly is taken out for
-  a while, its sessions moving to the next replica in their hash order (each move is reported on
-  the response, for the trace);
+  session id with bounded loads, so that replica's prefix cache holds the growing conversation;
+  each replica has its own concurrency limit, and one that refuses connections or times out
+  repeatedly is taken out for a while, its sessions moving to the next replica in their hash
+  order (each move is reported on the response, for the trace);
 * a result that never raises for bad output or exhausted retries: :class:`ModelResponse` carries
   ``error`` (kind + message) instead, and malformed tool-call arguments (not JSON, nested too
   deep, holding a lone surrogate) become a ``parse_error`` on that tool call; lone surrogates in
@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -466,6 +467,11 @@ class AdaptiveLimiter:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def waiting(self) -> int:
+        """Acquirers waiting for a slot."""
+        return len(self._waiters)
+
     async def acquire(self) -> int:
         if not self._waiters and self._in_flight < int(self._limit):
             self._in_flight += 1
@@ -509,6 +515,13 @@ class AdaptiveLimiter:
 _UNREACHABLE = frozenset({ModelErrorKind.CONNECTION, ModelErrorKind.TIMEOUT})
 # Sessions whose replica the pool remembers, at most (far more than episodes in flight).
 _PLACEMENTS = 100_000
+# A new session skips a replica whose load (requests in flight and waiting) is at least this many
+# times its share (consistent hashing with bounded loads).
+BOUNDED_LOAD = 1.25
+
+
+def _load(replica: _Replica) -> int:
+    return replica.limiter.in_flight + replica.limiter.waiting
 
 
 class _Replica:
@@ -530,10 +543,12 @@ class ReplicaPool:
     """The replicas of one model, shared by the clients (shards) of one event loop.
 
     :meth:`place` picks the replica of a session: the one that served its previous call while it
-    is in rotation, else the first replica in rotation in the session's rendezvous-hash order (so
-    a session starts on its "home" replica, and when a replica goes out only its sessions move,
-    each to its own next choice). The order depends on the session id and the replica URLs only,
-    so every process of a distributed run sends an episode to the same replica.
+    is in rotation. A new session goes to the first replica in its rendezvous-hash order (which
+    depends on the session id and the replica URLs only) that is in rotation and not already
+    loaded beyond :data:`BOUNDED_LOAD` times its share of the requests in flight and waiting
+    (consistent hashing with bounded loads: hashing alone piles a few too many sessions on some
+    replica, which then bounds the run). When a replica goes out, only its sessions move, each to
+    the next replica in its own order, and the move is reported once.
     """
 
     def __init__(
@@ -575,16 +590,22 @@ class ReplicaPool:
             self._placements.move_to_end(session)
             return current, None
         order = self.order(session)
+        candidates = [r for r in order if self.is_in(r, now)]
         if current is None:
             current = order[0]
-        chosen = next((r for r in order if self.is_in(r, now)), None)
+            # A new session goes to the first replica in its order that is not already busier than its share
+            # (consistent hashing with bounded loads): a few hashes must not pile sessions on one replica.
+            bound = math.ceil(BOUNDED_LOAD * (sum(_load(r) for r in candidates) + 1) / max(1, len(candidates)))
+            chosen = next((r for r in candidates if _load(r) < bound), candidates[0] if candidates else None)
+        else:
+            chosen = candidates[0] if candidates else None
         if chosen is None:  # every replica is out: the one back soonest
             chosen = min(self.replicas, key=lambda r: r.out_until)
         self._placements[session] = chosen.index
         self._placements.move_to_end(session)
         if len(self._placements) > _PLACEMENTS:
             self._placements.popitem(last=False)
-        if chosen is current:
+        if chosen is current or self.is_in(current, now):  # the home replica was only busy: a placement, no move
             return chosen, None
         why = current.last_error or "out of rotation"
         return chosen, f"{current.label} -> {chosen.label}: {current.label} is out of rotation ({why})"

@@ -130,7 +130,7 @@ def test_other_experiments_and_used_targets_are_refused(tmp_path: Path, mock_ser
     mock_server.set_responder(standing_responder(load_episodes()))
     run_experiment(config_for(mock_server.base_url, 2), tmp_path / "a")
     run_experiment(config_for(mock_server.base_url, 2, samples=2), tmp_path / "b")
-    with pytest.raises(MergeError, match="holds another experiment .* differ in samples"):
+    with pytest.raises(MergeError, match=r"holds another experiment .* differ in samples"):
         merge_runs(tmp_path / "all", [tmp_path / "a", tmp_path / "b"])
     with pytest.raises(MergeError, match="is not empty"):
         merge_runs(tmp_path / "b", [tmp_path / "a"])

@@ -92,6 +92,25 @@ def test_a_replica_that_stops_answering_is_taken_out_and_its_sessions_move() -> 
     assert pool.place(session) == (pool.replicas[1], None)  # it stays where it moved: one move, recorded once
 
 
+def test_a_new_session_skips_a_replica_already_loaded_beyond_its_share() -> None:
+    urls = ["http://127.0.0.1:9001/v1", "http://127.0.0.1:9002/v1"]
+    pool = ReplicaPool(urls, max_concurrency=8)
+    sessions = [f"s{i}" for i in range(200)]
+    homed_on_first = [s for s in sessions if pool.order(s)[0] is pool.replicas[0]]
+
+    async def load_first_replica() -> None:
+        for _ in range(6):
+            await pool.replicas[0].limiter.acquire()
+
+    asyncio.run(load_first_replica())
+    replica, move = pool.place(homed_on_first[0])
+    assert replica is pool.replicas[1] and move is None  # a placement by load, not a move
+    assert pool.place(homed_on_first[0]) == (pool.replicas[1], None)  # and it sticks
+    for _ in range(6):
+        pool.replicas[0].limiter.release()
+    assert pool.place(homed_on_first[1]) == (pool.replicas[0], None)  # home again once the load is even
+
+
 # --------------------------------------------------------------------------- affinity
 def test_every_call_of_an_episode_reaches_one_replica_with_its_run_key(
     tmp_path: Path, two_replicas: list[MockServer]
