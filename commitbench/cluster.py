@@ -111,6 +111,24 @@ class RayOptions(BaseModel):
 
 
 # ----------------------------------------------------------------------------- the actor
+# An actor's scratch directory (its cache copy) is TMP/commitbench-worker-<pid>-<random>.
+WORKER_DIR_PREFIX = "commitbench-worker-"
+
+
+def _remove_dead_workers_dirs() -> None:
+    """Remove the scratch directories of actors on this node whose process is gone (killed, node restarted)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKER_DIR_PREFIX}*-*"):
+        pid = path.name[len(WORKER_DIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # alive, another user's
+
+
 class _Claims:
     """The actor's side of the shared cache (a :class:`~commitbench.cache.CallBroker`): misses go to the driver."""
 
@@ -169,7 +187,8 @@ class CellWorker:
         self, config: dict[str, Any], base_urls: dict[str, str], snapshot: bytes | None, run_id: str
     ) -> None:
         self.config = ExperimentConfig.model_validate(config)
-        self.dir = Path(tempfile.mkdtemp(prefix="commitbench-worker-"))
+        _remove_dead_workers_dirs()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKER_DIR_PREFIX}{os.getpid()}-"))
         self.runner = Runner(self.config, self.dir, argv=[])
         episodes = select_config_episodes(self.config)
         self.episodes = tuple(episodes)

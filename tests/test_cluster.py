@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -202,3 +203,5 @@ def test_killing_an_actor_midway_loses_no_cell_and_duplicates_none(
     assert {t.run_key: played(t) for t in latest_traces(tmp_path / "replay")} == {
         t.run_key: played(t) for t in latest_traces(out)
     }
+    # The dead actor's scratch directory (its cache copy) was removed by the next actor on the node.
+    assert not list(Path(tempfile.gettempdir()).glob(f"commitbench-worker-{killed['pid']}-*"))
