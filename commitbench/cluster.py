@@ -646,6 +646,8 @@ class RayRunner(Runner):
     async def _run_async(
         self, episodes: list[Any], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
     ) -> bool:
+        if not pending:
+            return False  # every cell is done: no Ray needed
         ray = _ray()
         started_here = False
         if not ray.is_initialized():
