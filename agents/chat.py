@@ -312,6 +312,7 @@ class ChatAgent:
             reasoning=response.reasoning or "",
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments_raw} for c in response.tool_calls],
             error=error,
+            replica_move="; ".join(response.replica_moves),
         )
 
     def _respond(self, response: ModelResponse) -> AgentAction:

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,7 @@ __all__ = [
     "CacheMode",
     "CacheReport",
     "CacheSessionStats",
+    "CallBroker",
     "CallCache",
     "RunCacheStats",
     "cache_key",
@@ -155,6 +156,22 @@ def cache_key(
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+class CallBroker(Protocol):
+    """Makes several processes that share one cache make each model call once, as one process would.
+
+    Each process looks a call up in its own copy of the cache first; on a miss it asks the broker
+    before calling the model. :meth:`claim` returns the entry another process has recorded since
+    (no call is made), or None: this process holds the call's lease (no other process makes that
+    call meanwhile; they wait for its outcome) and must report the outcome with :meth:`settle`,
+    the completion to record or None when no usable completion came back (the lease then passes
+    to a waiting process). In replay-only mode a call nobody recorded raises :class:`CacheMiss`.
+    """
+
+    async def claim(self, key: str, model: str) -> dict[str, Any] | None: ...
+
+    def settle(self, key: str, model: str, value: dict[str, Any] | None) -> None: ...
+
+
 class CacheSessionStats(BaseModel):
     """Counters of one cache session (one :class:`CallCache` object)."""
 
@@ -184,6 +201,13 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
             time.sleep(0.01)
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
+
+
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
 
 
 class CallCache:
@@ -291,6 +315,60 @@ class CallCache:
         )
         self._last_flush = time.monotonic()
         self._dirty = False
+
+    def copy_to(self, path: str | os.PathLike[str]) -> int:
+        """Write a consistent copy of the cache to a new file (SQLite's online backup); returns its entries.
+
+        The copy is what the workers of a distributed run read locally; the copy of a cache in mode
+        ``off`` is an empty cache.
+        """
+        target = Path(path)
+        target.unlink(missing_ok=True)
+        with _sqlite_errors(target):
+            dest = sqlite3.connect(target)
+            try:
+                if self._conn is None:
+                    dest.executescript(_SCHEMA)
+                else:
+                    with self._lock:
+                        self._conn.backup(dest)
+                return int(dest.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+            finally:
+                dest.close()
+
+    def absorb(self, source: str | os.PathLike[str]) -> tuple[int, set[str]]:
+        """Add the entries of another cache file that this one lacks; returns (entries added, conflicting keys).
+
+        A key both files hold with different completions is a conflict: this cache keeps its own
+        answer, and whatever was played with the other one disagrees with it.
+        """
+        if self._conn is None or self.mode is not CacheMode.READ_WRITE:
+            raise CacheError(f"cache {self.path} is not open for writing (mode {self.mode.value})")
+        other = Path(source)
+        if not other.is_file():
+            raise FileNotFoundError(f"no cache database at {other}")
+        with self._lock, _sqlite_errors(other):
+            self._conn.execute("ATTACH DATABASE ? AS source", (str(other.resolve()),))  # only read
+            try:
+                before = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+                self._conn.execute("BEGIN")
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO entries (key, model, created_at, value) "
+                    "SELECT key, model, created_at, value FROM source.entries"
+                )
+                self._conn.execute("COMMIT")
+                added = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]) - before
+                rows = self._conn.execute(
+                    "SELECT s.key, s.value, m.value FROM source.entries s JOIN main.entries m ON m.key = s.key "
+                    "WHERE s.value != m.value"
+                ).fetchall()
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                self._conn.execute("DETACH DATABASE source")
+        conflicts = {key for key, theirs, ours in rows if _decoded(theirs) != _decoded(ours)}
+        self._stats.writes += added
+        return added, conflicts
 
     def flush_stats(self) -> None:
         """Write this session's counters to the database now."""

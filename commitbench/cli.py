@@ -18,6 +18,7 @@ from commitbench import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.episodes_cmd",
     "commitbench.commands.run_cmd",
+    "commitbench.commands.merge_cmd",
     "commitbench.commands.label_cmd",
     "commitbench.commands.report_cmd",
     "commitbench.commands.view_cmd",

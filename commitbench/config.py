@@ -39,7 +39,7 @@ from pydantic import (
 
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
-from commitbench.llm import ModelSettings, RetryPolicy
+from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
 from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
 from commitbench.suites import Suite, suite_for_env
 from commitbench.yamlfile import YamlError, read_yaml
@@ -85,12 +85,18 @@ class GenerationSettings(BaseModel):
 
 
 class ModelEntry(BaseModel):
-    """One model the chat agent plays: a server (``base_url``) or the embedded local model."""
+    """One model the chat agent plays: a server (``base_url``), several replicas of it (``base_urls``),
+    or the embedded local model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Label of the model in agent names (chat:<name>) and reports.")
     base_url: str | None = Field(default=None, description="OpenAI-compatible base URL ending in /v1.")
+    base_urls: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Base URLs of replicas serving the same model (every call of an episode goes to one of them).",
+    )
     local: bool = Field(
         default=False, description="Start the embedded llama.cpp model for the run instead of using base_url."
     )
@@ -102,6 +108,10 @@ class ModelEntry(BaseModel):
     max_concurrency: int | None = Field(
         default=None, ge=1, description="Most HTTP requests in flight to this model (default: the run's concurrency)."
     )
+    replicas: ReplicaPolicy = Field(
+        default_factory=ReplicaPolicy,
+        description="Per-replica concurrency limit, and when a replica that stops answering is taken out.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -112,11 +122,24 @@ class ModelEntry(BaseModel):
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> ModelEntry:
-        if self.local and self.base_url:
-            raise ValueError(f"model {self.name!r}: give either base_url or local: true, not both")
-        if not self.local and not self.base_url:
-            raise ValueError(f"model {self.name!r}: needs base_url (an OpenAI-compatible /v1 URL) or local: true")
+        given = [name for name, value in (("base_url", self.base_url), ("base_urls", self.base_urls),
+                                          ("local: true", self.local)) if value]
+        if len(given) > 1:
+            raise ValueError(f"model {self.name!r}: give one of base_url, base_urls or local: true, not {given}")
+        if not given:
+            raise ValueError(
+                f"model {self.name!r}: needs base_url (an OpenAI-compatible /v1 URL), base_urls (replicas) "
+                "or local: true"
+            )
+        if self.base_urls is not None and len(set(self.base_urls)) != len(self.base_urls):
+            raise ValueError(f"model {self.name!r}: base_urls lists a replica twice")
         return self
+
+    def endpoints(self) -> list[str]:
+        """The base URLs of the model's servers (one for base_url, none for a local model)."""
+        if self.base_urls:
+            return list(self.base_urls)
+        return [self.base_url] if self.base_url else []
 
     def served_model(self, local_alias: str) -> str:
         """The model name sent to the server."""
@@ -127,6 +150,8 @@ class ModelEntry(BaseModel):
     def model_settings(self, base_url: str | None = None, local_alias: str = "smollm2") -> ModelSettings:
         """ModelSettings for this entry; ``base_url`` is the local server's URL for local entries."""
         url = base_url if base_url is not None else self.base_url
+        if url is None and self.base_urls:
+            url = self.base_urls[0]
         if url is None:
             # Identity only (the local server is not running yet): the URL is not part of it.
             url = "http://127.0.0.1:0/v1"
@@ -134,6 +159,7 @@ class ModelEntry(BaseModel):
         return ModelSettings(
             model=self.served_model(local_alias),
             base_url=url,
+            base_urls=tuple(self.base_urls) if self.base_urls and base_url is None else (),
             api_key_env=None if self.local else self.api_key_env,
             temperature=s.temperature,
             top_p=s.top_p,

@@ -9,6 +9,12 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
   backoff and full jitter from a seedable RNG (the ``openai`` client's own retries are off);
 * an adaptive concurrency limit: halved on a 429 (once per window of in-flight requests), raised
   by one slot per window of successes (AIMD);
+* replicas: a model served by several servers (``base_urls``) is one :class:`ReplicaPool`; every
+  call of a session (an episode's run key) goes to one replica, chosen by rendezvous hashing on the
+  session id with bounded loads, so that replica's prefix cache holds the growing conversation;
+  each replica has its own concurrency limit, and one that refuses connections or times out
+  repeatedly is taken out for a while, its sessions moving to the next replica in their hash
+  order (each move is reported on the response, for the trace);
 * a result that never raises for bad output or exhausted retries: :class:`ModelResponse` carries
   ``error`` (kind + message) instead, and malformed tool-call arguments (not JSON, nested too
   deep, holding a lone surrogate) become a ``parse_error`` on that tool call; lone surrogates in
@@ -30,6 +36,7 @@ Typical use::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -37,7 +44,7 @@ import random
 import re
 import time
 import urllib.parse
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -46,11 +53,12 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.cache import CacheMode, CallCache, cache_key
+from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
 from commitbench.protocol import escape_surrogates, parse_json_object
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
+    "SESSION_HEADER",
     "AdaptiveLimiter",
     "ClientStats",
     "ModelClient",
@@ -59,6 +67,8 @@ __all__ = [
     "ModelErrorKind",
     "ModelResponse",
     "ModelSettings",
+    "ReplicaPolicy",
+    "ReplicaPool",
     "RetryPolicy",
     "ToolCall",
     "Usage",
@@ -126,6 +136,10 @@ class ModelSettings(BaseModel):
     base_url: str = Field(
         default="http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL (ends in /v1)."
     )
+    base_urls: tuple[str, ...] = Field(
+        default=(),
+        description="Base URLs of several replicas serving the same model; when given, base_url is not used.",
+    )
     api_key_env: str | None = Field(
         default="OPENAI_API_KEY",
         description="Environment variable holding the API key; local servers need none ('EMPTY' is sent).",
@@ -145,6 +159,10 @@ class ModelSettings(BaseModel):
     )
     timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
 
+    def endpoints(self) -> tuple[str, ...]:
+        """The base URLs of the model's replicas (``base_urls``, else the one ``base_url``)."""
+        return self.base_urls or (self.base_url,)
+
     def sampling(self) -> dict[str, Any]:
         """The sampling settings that are set (None values left out)."""
         values = {
@@ -159,8 +177,8 @@ class ModelSettings(BaseModel):
     def identity(self) -> dict[str, Any]:
         """Model name, sampling settings and extra_body: what decides the output.
 
-        The endpoint URL, the API key and the timeout are left out, so a cache filled through one
-        server serves the same model behind another.
+        The endpoint URLs, the API key and the timeout are left out, so a cache filled through one
+        server serves the same model behind another (or behind several replicas).
         """
         return {"model": self.model, "sampling": self.sampling(), "extra_body": self.extra_body}
 
@@ -180,6 +198,20 @@ class RetryPolicy(BaseModel):
     max_delay_s: float = Field(default=30.0, ge=0, description="Cap on the exponential backoff window.")
     max_retry_after_s: float = Field(default=60.0, ge=0, description="Cap on a server's Retry-After.")
     seed: int | None = Field(default=None, description="Seed of the jitter RNG (None: OS entropy).")
+
+
+class ReplicaPolicy(BaseModel):
+    """When a replica of a model is taken out of rotation, and for how long."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    failures_to_eject: int = Field(
+        default=3, ge=1, description="Refused connections or timeouts in a row that take a replica out."
+    )
+    eject_s: float = Field(default=30.0, gt=0, description="Seconds a replica stays out before it is tried again.")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="HTTP requests in flight to one replica, at most (null: no limit of its own)."
+    )
 
 
 def backoff_delay(
@@ -277,6 +309,13 @@ class ModelResponse(BaseModel):
     cache_hit: bool = Field(default=False, description="Served from the cache.")
     cache_key: str = Field(description="Content address of the call.")
     error: ModelError | None = Field(default=None, description="Set when no usable completion came back.")
+    replica: str = Field(
+        default="", description="Base URL of the replica that answered, when the model has several ('' otherwise)."
+    )
+    replica_moves: list[str] = Field(
+        default_factory=list,
+        description="Moves of the session to another replica during this call ('FROM -> TO: why'), in order.",
+    )
 
     @property
     def ok(self) -> bool:
@@ -457,6 +496,11 @@ class AdaptiveLimiter:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def waiting(self) -> int:
+        """Acquirers waiting for a slot."""
+        return len(self._waiters)
+
     async def acquire(self) -> int:
         if not self._waiters and self._in_flight < int(self._limit):
             self._in_flight += 1
@@ -496,6 +540,128 @@ class AdaptiveLimiter:
         self._limit = max(float(self.min_limit), self._limit * self._factor)
 
 
+# Failures after which a replica counts as unreachable (it refused the connection or never answered).
+_UNREACHABLE = frozenset({ModelErrorKind.CONNECTION, ModelErrorKind.TIMEOUT})
+# Sessions whose replica the pool remembers, at most (far more than episodes in flight).
+_PLACEMENTS = 100_000
+# A new session skips a replica whose load (requests in flight and waiting) is at least this many
+# times its share (consistent hashing with bounded loads).
+BOUNDED_LOAD = 1.25
+
+
+def _load(replica: _Replica) -> int:
+    return replica.limiter.in_flight + replica.limiter.waiting
+
+
+class _Replica:
+    """One server of a model: its URL, its own concurrency limit and its health."""
+
+    __slots__ = ("credentials", "failures", "index", "label", "last_error", "limiter", "out_until", "url")
+
+    def __init__(self, index: int, url: str, limit: int, min_limit: int) -> None:
+        self.index = index
+        self.url, self.credentials = split_credentials(url)
+        self.label = self.url
+        self.limiter = AdaptiveLimiter(limit, min_limit=min(min_limit, limit))
+        self.failures = 0  # refused connections / timeouts in a row
+        self.out_until = 0.0  # monotonic time it comes back; 0: in rotation
+        self.last_error = ""
+
+
+class ReplicaPool:
+    """The replicas of one model, shared by the clients (shards) of one event loop.
+
+    :meth:`place` picks the replica of a session: the one that served its previous call while it
+    is in rotation. A new session goes to the first replica in its rendezvous-hash order (which
+    depends on the session id and the replica URLs only) that is in rotation and not already
+    loaded beyond :data:`BOUNDED_LOAD` times its share of the requests in flight and waiting
+    (consistent hashing with bounded loads: hashing alone piles a few too many sessions on some
+    replica, which then bounds the run). When a replica goes out, only its sessions move, each to
+    the next replica in its own order, and the move is reported once.
+    """
+
+    def __init__(
+        self, base_urls: Sequence[str], *, max_concurrency: int = 64, min_concurrency: int = 1,
+        policy: ReplicaPolicy | None = None,
+    ) -> None:
+        if not base_urls:
+            raise ValueError("a replica pool needs at least one base URL")
+        self.policy = policy or ReplicaPolicy()
+        limit = self.policy.max_concurrency or max_concurrency
+        self.replicas = [_Replica(i, url, limit, min_concurrency) for i, url in enumerate(base_urls)]
+        labels = [r.label for r in self.replicas]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"replica base URLs must differ, got {labels}")
+        self._placements: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.replicas)
+
+    def order(self, session: str) -> list[_Replica]:
+        """The replicas in the session's preference order (rendezvous hashing on session and URL)."""
+        def weight(replica: _Replica) -> bytes:
+            return hashlib.blake2b(f"{session}\x00{replica.label}".encode(), digest_size=8).digest()
+
+        return sorted(self.replicas, key=weight, reverse=True)
+
+    def is_in(self, replica: _Replica, now: float) -> bool:
+        return replica.out_until <= now
+
+    def place(self, session: str) -> tuple[_Replica, str | None]:
+        """The replica for the next attempt of ``session``'s call, and a description of the move when the
+        session leaves the replica it was on (or, on its first call, its home replica)."""
+        if len(self.replicas) == 1:
+            return self.replicas[0], None
+        now = time.monotonic()
+        index = self._placements.get(session)
+        current = self.replicas[index] if index is not None else None
+        if current is not None and self.is_in(current, now):
+            self._placements.move_to_end(session)
+            return current, None
+        order = self.order(session)
+        candidates = [r for r in order if self.is_in(r, now)]
+        if current is None:
+            current = order[0]
+            # A new session goes to the first replica in its order that is not already busier than its share
+            # (consistent hashing with bounded loads): a few hashes must not pile sessions on one replica.
+            bound = math.ceil(BOUNDED_LOAD * (sum(_load(r) for r in candidates) + 1) / max(1, len(candidates)))
+            chosen = next((r for r in candidates if _load(r) < bound), candidates[0] if candidates else None)
+        else:
+            chosen = candidates[0] if candidates else None
+        if chosen is None:  # every replica is out: the one back soonest
+            chosen = min(self.replicas, key=lambda r: r.out_until)
+        self._placements[session] = chosen.index
+        self._placements.move_to_end(session)
+        if len(self._placements) > _PLACEMENTS:
+            self._placements.popitem(last=False)
+        if chosen is current or self.is_in(current, now):  # the home replica was only busy: a placement, no move
+            return chosen, None
+        why = current.last_error or "out of rotation"
+        return chosen, f"{current.label} -> {chosen.label}: {current.label} is out of rotation ({why})"
+
+    def on_success(self, replica: _Replica) -> None:
+        replica.failures = 0
+
+    def on_failure(self, replica: _Replica, error: ModelError) -> None:
+        """Count a refused connection or a timeout; enough in a row take the replica out for a while."""
+        if error.kind not in _UNREACHABLE or len(self.replicas) == 1:
+            return
+        replica.failures += 1
+        if replica.failures >= self.policy.failures_to_eject and replica.out_until <= time.monotonic():
+            replica.out_until = time.monotonic() + self.policy.eject_s
+            replica.last_error = (
+                f"{replica.failures} {error.kind.value} failures in a row, out for {self.policy.eject_s:g}s; "
+                f"last: {redact_credentials(error.message)[:200]}"
+            )
+            # Back in rotation on probation: one more failure takes it out again.
+            replica.failures = self.policy.failures_to_eject - 1
+
+    def out_of_rotation(self) -> list[str]:
+        """Labels of the replicas out of rotation now."""
+        now = time.monotonic()
+        return [r.label for r in self.replicas if not self.is_in(r, now)]
+
+
 class ClientStats(BaseModel):
     """A snapshot of a client's counters, for progress bars and run summaries."""
 
@@ -512,6 +678,10 @@ class ClientStats(BaseModel):
     concurrency_limit: int = Field(description="Current adaptive concurrency limit.")
     elapsed_s: float = Field(description="Seconds since the first call.")
     calls_per_s: float = Field(description="Completed calls per second since the first call.")
+    replica_requests: dict[str, int] = Field(
+        default_factory=dict, description="HTTP attempts per replica (base URL), when the model has several."
+    )
+    replica_moves: int = Field(default=0, description="Calls that moved a session to another replica.")
 
 
 class _Attempt:
@@ -552,6 +722,15 @@ class ModelClient:
     ``max_concurrency`` bounds HTTP requests in flight (cache hits do not count); the limit adapts
     between ``min_concurrency`` and it. Use as an async context manager or call :meth:`aclose`.
     A client belongs to one event loop; create one per loop (per process).
+
+    A model with several replicas (``settings.base_urls``) is served through a :class:`ReplicaPool`
+    (pass one to share it between several clients of the loop, or let the client make its own):
+    each replica then has its own limit, which is the one that adapts to its 429s, while
+    ``max_concurrency`` caps the client's requests in all.
+
+    A client in one of several processes sharing a cache (the workers of a distributed run) gets a
+    :class:`~commitbench.cache.CallBroker`: a miss of its cache is claimed from the broker before the
+    model is called, so each call is made once in all the processes.
     """
 
     def __init__(
@@ -563,31 +742,47 @@ class ModelClient:
         max_concurrency: int = 64,
         min_concurrency: int = 1,
         http_client: httpx2.AsyncClient | None = None,
+        replicas: ReplicaPool | None = None,
+        broker: CallBroker | None = None,
     ) -> None:
         self.settings = settings
         self.cache = cache if cache is not None and cache.mode is not CacheMode.OFF else None
+        # With a broker, the cache is this process's copy of a cache other processes share.
+        self.broker = broker if self.cache is not None else None
         self.retry = retry or RetryPolicy()
         self.limiter = AdaptiveLimiter(max_concurrency, min_limit=min_concurrency)
         self._rng = random.Random(self.retry.seed)
         self._identity = settings.identity()
-        # Credentials in the base URL are sent as HTTP basic authentication, and the URL the SDK and
-        # the HTTP client see (and may log or put in an error) holds none.
-        base_url, credentials = split_credentials(settings.base_url)
-        if credentials is not None:
-            if http_client is None:
-                http_client = openai.DefaultAsyncHttpxClient()
-            http_client.auth = httpx2.BasicAuth(*credentials)
-        self._endpoint = base_url
+        if replicas is None:
+            replicas = ReplicaPool(
+                settings.endpoints(), max_concurrency=max_concurrency, min_concurrency=min_concurrency
+            )
+        self.replicas = replicas
+        # With one replica its 429s adapt the client's limit, as they always did; with several, each
+        # replica's own limit adapts and the client's limit is a plain cap.
+        self._single = len(replicas) == 1
+        # Credentials in a base URL are sent as HTTP basic authentication, and the URL the SDK and
+        # the HTTP client see (and may log or put in an error) holds none. Replicas share the HTTP
+        # client (its pool keys connections by host), except one with credentials of its own.
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
-        self._openai = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=settings.api_key(),
-            max_retries=0,
-            timeout=settings.timeout,
-            http_client=http_client,
-        )
+        self._openai_by_replica: list[openai.AsyncOpenAI] = []
+        for replica in replicas.replicas:
+            client_for_replica = http_client
+            if replica.credentials is not None:
+                if client_for_replica is None or not self._single:
+                    client_for_replica = openai.DefaultAsyncHttpxClient()
+                client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
+            self._openai_by_replica.append(
+                openai.AsyncOpenAI(
+                    base_url=replica.url,
+                    api_key=settings.api_key(),
+                    max_retries=0,
+                    timeout=settings.timeout,
+                    http_client=client_for_replica,
+                )
+            )
         self._calls = 0
         self._completed = 0
         self._inflight: dict[str, asyncio.Future[ModelResponse]] = {}
@@ -598,6 +793,8 @@ class ModelClient:
         self._prompt_tokens = 0
         self._completion_tokens = 0
         self._errors: Counter[str] = Counter()
+        self._replica_requests: Counter[str] = Counter()
+        self._replica_moves = 0
         self._started: float | None = None
 
     # ------------------------------------------------------------------ public API
@@ -668,9 +865,7 @@ class ModelClient:
             future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
             try:
-                response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
-                if response.error is None and self.cache is not None:
-                    self.cache.put(key, model, response.cache_payload())
+                response = await self._lead(messages, tools, options, sample_index, session_id, key, started)
                 future.set_result(response)
             except asyncio.CancelledError:
                 future.cancel()
@@ -702,10 +897,13 @@ class ModelClient:
             concurrency_limit=self.limiter.limit,
             elapsed_s=elapsed,
             calls_per_s=self._completed / elapsed if elapsed > 0 else 0.0,
+            replica_requests=dict(self._replica_requests) if not self._single else {},
+            replica_moves=self._replica_moves,
         )
 
     async def aclose(self) -> None:
-        await self._openai.close()
+        for client in self._openai_by_replica:
+            await client.close()
 
     async def __aenter__(self) -> ModelClient:
         return self
@@ -737,6 +935,37 @@ class ModelClient:
             cache_hit=True,
             cache_key=key,
         )
+
+    async def _lead(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+        sample_index: int,
+        session_id: str | None,
+        key: str,
+        started: float,
+    ) -> ModelResponse:
+        """The call of a key no other call of this client is making: claimed from the broker (when the
+        cache is shared), else made, and recorded in the cache."""
+        model = self.settings.model
+        assert self.cache is not None
+        if self.broker is not None:
+            shared = await self.broker.claim(key, model)  # may raise CacheMiss in replay-only mode
+            if shared is not None:
+                self._cache_hits += 1
+                self.cache.put(key, model, shared)
+                return self._from_cache(shared, key, started)
+        recorded: dict[str, Any] | None = None
+        try:
+            response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
+            if response.error is None:
+                recorded = response.cache_payload()
+                self.cache.put(key, model, recorded)
+        finally:
+            if self.broker is not None:
+                self.broker.settle(key, model, recorded)
+        return response
 
     def _request(
         self,
@@ -773,28 +1002,52 @@ class ModelClient:
         started: float,
     ) -> ModelResponse:
         body, headers = self._request(messages, tools, options, sample_index, session_id)
+        pool = self.replicas
+        route = session_id if session_id is not None else key  # calls outside a session spread by content
+        moves: list[str] = []
         attempt = 0
         while True:
             attempt += 1
+            replica, move = pool.place(route)
+            if move is not None:
+                moves.append(move)
+                self._replica_moves += 1
             epoch = await self.limiter.acquire()
             try:
-                self._http_requests += 1
-                outcome = await self._attempt(body, headers)
+                replica_epoch = await replica.limiter.acquire()
+                try:
+                    self._http_requests += 1
+                    if not self._single:
+                        self._replica_requests[replica.label] += 1
+                    outcome = await self._attempt(body, headers, replica)
+                finally:
+                    replica.limiter.release()
             finally:
                 self.limiter.release()
             if outcome.error is None:
-                self.limiter.on_success()
+                pool.on_success(replica)
+                (self.limiter if self._single else replica.limiter).on_success()
                 assert outcome.fields is not None
                 usage: Usage = outcome.fields["usage"]
                 self._prompt_tokens += usage.prompt_tokens
                 self._completion_tokens += usage.completion_tokens
                 elapsed = time.perf_counter() - started
                 return ModelResponse(
-                    **outcome.fields, latency_s=elapsed, model_time_s=elapsed, attempts=attempt, cache_key=key,
+                    **outcome.fields,
+                    latency_s=elapsed,
+                    model_time_s=elapsed,
+                    attempts=attempt,
+                    cache_key=key,
+                    replica="" if self._single else replica.label,
+                    replica_moves=moves,
                 )
             error = outcome.error
+            pool.on_failure(replica, error)
             if error.kind is ModelErrorKind.RATE_LIMITED:
-                self.limiter.on_rate_limited(epoch)
+                if self._single:
+                    self.limiter.on_rate_limited(epoch)
+                else:
+                    replica.limiter.on_rate_limited(replica_epoch)
             if error.kind not in INFRASTRUCTURE_ERRORS or attempt >= self.retry.max_attempts:
                 self._errors[error.kind.value] += 1
                 if error.kind in INFRASTRUCTURE_ERRORS:
@@ -809,6 +1062,8 @@ class ModelClient:
                     attempts=attempt,
                     cache_key=key,
                     error=error,
+                    replica="" if self._single else replica.label,
+                    replica_moves=moves,
                 )
             self._retries += 1
             await asyncio.sleep(self._backoff(attempt, outcome.retry_after))
@@ -816,12 +1071,12 @@ class ModelClient:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         return backoff_delay(self.retry, attempt, self._rng, retry_after)
 
-    async def _attempt(self, body: dict[str, Any], headers: dict[str, str]) -> _Attempt:
+    async def _attempt(self, body: dict[str, Any], headers: dict[str, str], replica: _Replica) -> _Attempt:
         # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
         # parameter transformation (a large share of its CPU cost per call) is skipped, and the
         # raw response is parsed here, where a truncated body becomes a recorded error.
         try:
-            response = await self._openai.post(
+            response = await self._openai_by_replica[replica.index].post(
                 "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
             )
         except openai.APITimeoutError as exc:
@@ -830,7 +1085,7 @@ class ModelClient:
             cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
             return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc}{cause}"))
         except openai.APIStatusError as exc:
-            return self._status_error(exc)
+            return self._status_error(exc, replica.url)
         content = response.content
         try:
             payload = json.loads(content)
@@ -855,12 +1110,12 @@ class ModelClient:
             error = error.model_copy(update={"status_code": response.status_code})
         return _Attempt(fields=fields, error=error)
 
-    def _status_error(self, exc: openai.APIStatusError) -> _Attempt:
+    def _status_error(self, exc: openai.APIStatusError, endpoint: str) -> _Attempt:
         status = exc.status_code
         message = f"HTTP {status}: {exc.message}"
         if status in (401, 403, 404):
             raise ModelEndpointError(
-                f"{self._endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
+                f"{endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
                 f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
             ) from exc
         if status == 429:

@@ -13,6 +13,13 @@ Endpoints
 ``POST /faults``               replace the fault configuration (:class:`FaultConfig`).
 ``GET  /requests``             the most recent requests (path, headers, JSON body).
 
+Service capacity
+----------------
+``capacity=K`` (``--capacity K``) models a server that saturates: at most K chat requests are
+served at once, each taking the configured latency; the others wait in line for a free slot (the
+way a GPU server queues requests past its batch size), so the throughput of one server is at most
+K / latency requests per second. By default every request is served at once.
+
 What a completion contains, in order of precedence
 ---------------------------------------------------
 1. the next entry of a FIFO queue of scripted replies (:meth:`MockServer.script`);
@@ -187,6 +194,10 @@ class ServerStats(BaseModel):
     )
     queued_replies: int = Field(description="Scripted replies still waiting in the queue.")
     max_in_flight: int = Field(description="Largest number of chat requests handled at the same time.")
+    max_serving: int = Field(
+        default=0, description="Largest number of chat requests served at the same time (at most the capacity)."
+    )
+    capacity: int | None = Field(default=None, description="Requests served at once, at most (null: no limit).")
 
 
 Responder = Callable[[dict[str, Any]], "ReplySpec | str | dict[str, Any] | Awaitable[Any] | None"]
@@ -289,8 +300,15 @@ class MockServer:
         faults: FaultConfig | None = None,
         models: Sequence[str] = (DEFAULT_MODEL,),
         record_requests: int = 1000,
+        capacity: int | None = None,
     ) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"capacity must be at least 1 (or None for no limit), got {capacity}")
         self._lock = threading.Lock()
+        self._capacity = self._initial_capacity = capacity
+        self._slots: asyncio.Semaphore | None = asyncio.Semaphore(capacity) if capacity else None
+        self._serving = 0
+        self._max_serving = 0
         self._latency_s = self._initial_latency_s = latency_ms / 1000.0
         self._jitter_s = self._initial_jitter_s = latency_jitter_ms / 1000.0
         self._models = list(models)
@@ -347,9 +365,22 @@ class MockServer:
             self._latency_s = latency_ms / 1000.0
             self._jitter_s = jitter_ms / 1000.0
 
+    def set_capacity(self, capacity: int | None) -> None:
+        """Serve at most ``capacity`` chat requests at once from now on (None: no limit).
+
+        Requests already waiting for a slot keep waiting under the previous limit.
+        """
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"capacity must be at least 1 (or None for no limit), got {capacity}")
+        with self._lock:
+            self._capacity = capacity
+            self._slots = asyncio.Semaphore(capacity) if capacity else None
+
     def reset(self) -> None:
         """Empty the queue, remove the responder and faults, restore the configured latency and
-        zero the counters."""
+        capacity, and zero the counters."""
+        if self._capacity != self._initial_capacity:
+            self.set_capacity(self._initial_capacity)
         with self._lock:
             self._latency_s = self._initial_latency_s
             self._jitter_s = self._initial_jitter_s
@@ -363,6 +394,7 @@ class MockServer:
             self._chat = 0
             self._outcomes = Counter()
             self._max_in_flight = self._in_flight
+            self._max_serving = self._serving
 
     def stats(self) -> ServerStats:
         """Counts since the last reset."""
@@ -373,6 +405,8 @@ class MockServer:
                 outcomes=dict(self._outcomes),
                 queued_replies=len(self._queue),
                 max_in_flight=self._max_in_flight,
+                max_serving=self._max_serving,
+                capacity=self._capacity,
             )
 
     def requests(self) -> list[dict[str, Any]]:
@@ -577,10 +611,25 @@ class MockServer:
                 self._count("bad_request")
                 return _error(400, problem, "invalid_request_error")
             assert isinstance(request, dict)
-            return await self._complete(request)
+            with self._lock:
+                slots = self._slots
+            if slots is None:
+                return await self._serve(request)
+            async with slots:  # wait in line for a free slot, then take the latency inside it
+                return await self._serve(request)
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    async def _serve(self, request: dict[str, Any]) -> _HttpResponse | _Hold | _Drop:
+        with self._lock:
+            self._serving += 1
+            self._max_serving = max(self._max_serving, self._serving)
+        try:
+            return await self._complete(request)
+        finally:
+            with self._lock:
+                self._serving -= 1
 
     def _count(self, outcome: str) -> None:
         with self._lock:
@@ -813,6 +862,7 @@ class MockServerProcess:
         latency_jitter_ms: float = 0.0,
         faults: FaultConfig | None = None,
         record_requests: int = 0,
+        capacity: int | None = None,
         python: str = sys.executable,
     ) -> None:
         self._args = [
@@ -820,6 +870,8 @@ class MockServerProcess:
             "--latency-ms", str(latency_ms), "--latency-jitter-ms", str(latency_jitter_ms),
             "--record-requests", str(record_requests),
         ]
+        if capacity is not None:
+            self._args += ["--capacity", str(capacity)]
         self._faults = faults
         self._proc: subprocess.Popen[str] | None = None
         self.base_url = ""
@@ -916,6 +968,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", action="append", default=[], help="model id listed by /v1/models")
     parser.add_argument("--record-requests", type=int, default=1000, help="how many recent requests /requests keeps")
+    parser.add_argument("--capacity", type=int, default=None,
+                        help="serve at most this many chat requests at once, each taking the latency "
+                        "(default: no limit)")
     args = parser.parse_args(argv)
     faults = FaultConfig(
         seed=args.seed,
@@ -929,6 +984,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults=faults,
         models=args.model or [DEFAULT_MODEL],
         record_requests=args.record_requests,
+        capacity=args.capacity,
     )
 
     async def serve() -> None:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
@@ -57,12 +57,19 @@ from pydantic import BaseModel, Field
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.cache import CacheError, CacheMiss, CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMiss, CacheMode, CallBroker, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
 from commitbench.judges.labelling import judge_name
-from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, RetryPolicy, redact_credentials
+from commitbench.llm import (
+    ClientStats,
+    ModelClient,
+    ModelEndpointError,
+    ReplicaPool,
+    RetryPolicy,
+    redact_credentials,
+)
 from commitbench.oracles.registry import apply_interventions
 from commitbench.protocol import escape_surrogates
 from commitbench.suites import Suite, get_suite, suite_for_env
@@ -83,6 +90,7 @@ __all__ = [
     "check_episode_set",
     "compute_run_key",
     "expand_cells",
+    "in_shard",
     "plan",
     "prompt_hashes",
     "read_manifest",
@@ -144,6 +152,16 @@ def compute_run_key(
         "sample": sample,
     }
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def in_shard(run_key: str, shard: tuple[int, int]) -> bool:
+    """Whether a cell belongs to shard ``(index, count)``: its run key's leading 64 bits modulo count.
+
+    The run key alone decides, so the shards of one experiment are disjoint and cover it on any
+    machine, whatever the order of the config.
+    """
+    index, count = shard
+    return int(run_key[:16], 16) % count == index
 
 
 def players(config: ExperimentConfig) -> list[Player]:
@@ -539,6 +557,13 @@ class _Counters:
             self.failures.append(message)
 
 
+class TraceSink(Protocol):
+    """Where a player hands a finished cell's trace line: the run's trace writer, or (in a worker of a
+    distributed run) the stream back to the driver, which alone writes the run directory."""
+
+    async def put(self, line: str, failure: str, run_key: str) -> None: ...
+
+
 class _TraceWriter:
     """Appends finished traces in batches from a worker thread (one fsync per batch).
 
@@ -566,8 +591,10 @@ class _TraceWriter:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def put(self, line: str, failure: str) -> None:
+    async def put(self, line: str, failure: str, run_key: str = "") -> None:
         """Queue one trace line (``failure``: '' for a good cell, else why it failed); waits while the queue is full.
+
+        The file needs only the line (``run_key`` is for sinks that keep count of cells).
 
         A player stopped (Ctrl-C) while it waits hands its finished line over all the same: it is
         written when the writer closes.
@@ -653,8 +680,12 @@ class Runner:
         progress: bool = False,
         argv: Sequence[str] | None = None,
         force: bool = False,
+        shard: tuple[int, int] | None = None,
     ) -> None:
+        if shard is not None and not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"shard {shard[0]}/{shard[1]}: the index must be at least 0 and below the count")
         self.config = config
+        self.shard = shard
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
         self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
@@ -665,6 +696,8 @@ class Runner:
         # Model name -> its clients. A model with many requests in flight gets several clients
         # (shards), each with its own connection pool: see CONNECTIONS_PER_CLIENT.
         self._clients: dict[str, list[ModelClient]] = {}
+        # Set in the workers of a distributed run: their cache is a copy, shared through the driver.
+        self._broker: CallBroker | None = None
         self._counters = _Counters()
         self._stopping = False
         self._fatal: str | None = None
@@ -677,6 +710,8 @@ class Runner:
         """Expand the config, repair the trace file and find pending cells."""
         episodes = select_config_episodes(self.config)
         cells = expand_cells(self.config, episodes)
+        if self.shard is not None:  # this directory holds one shard of the experiment ('commitbench merge' joins them)
+            cells = [c for c in cells if in_shard(c.run_key, self.shard)]
         self.out_dir.mkdir(parents=True, exist_ok=True)
         torn = repair_torn_tail(self.traces_path)
         status = scan_trace_file(self.traces_path)
@@ -760,10 +795,7 @@ class Runner:
             invocation.message = message
             invocation.cells_done = self._counters.done
             invocation.cells_failed = self._counters.failed
-            invocation.client_stats = {
-                name: merge_client_stats([c.stats() for c in shards]).model_dump()
-                for name, shards in self._clients.items()
-            }
+            invocation.client_stats = {name: stats.model_dump() for name, stats in self.client_stats().items()}
             manifest.status = status
             manifest.message = message
             manifest.cells_done = cells_done
@@ -773,7 +805,7 @@ class Runner:
             if unwritten:
                 status = RunStatus.FAILED
                 message = f"{message}; {unwritten}" if message else unwritten
-        stats = [c.stats() for shards in self._clients.values() for c in shards]
+        stats = list(self.client_stats().values())
         errors: Counter[str] = Counter()
         for s in stats:
             errors.update(s.errors)
@@ -885,9 +917,12 @@ class Runner:
             in_flight = entry.max_concurrency or self.config.concurrency
             n_shards = -(-in_flight // CONNECTIONS_PER_CLIENT)
             per_shard = -(-in_flight // n_shards)
+            # One pool of replicas per model, shared by its shards: per-replica limits and health are the model's.
+            pool = ReplicaPool(settings.endpoints(), max_concurrency=in_flight, policy=entry.replicas)
             self._clients[entry.name] = [
                 ModelClient(
-                    settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard)
+                    settings, cache=cache, retry=retry, max_concurrency=per_shard, http_client=_http_client(per_shard),
+                    replicas=pool, broker=self._broker,
                 )
                 for _ in range(n_shards)
             ]
@@ -967,7 +1002,7 @@ class Runner:
         self,
         index: int,
         queue: deque[Cell],
-        writer: _TraceWriter,
+        writer: TraceSink,
         episodes: tuple[Any, ...],
         progress: _Progress | None,
     ) -> None:
@@ -990,7 +1025,7 @@ class Runner:
                 line, infra_error = trace_line(trace, cell, self.config.env)
                 del trace  # of a finished cell only its line is kept, until the writer has it on disk
                 failure = f"{cell.player.name} {cell.episode_id} #{cell.sample}: {infra_error}" if infra_error else ""
-                await writer.put(line, failure)
+                await writer.put(line, failure, cell.run_key)
                 if progress is not None:
                     progress.advance()
         finally:
@@ -1066,16 +1101,22 @@ class Runner:
         return shards[worker % len(shards)]
 
     # ------------------------------------------------------------------ progress data
+    def client_stats(self) -> dict[str, ClientStats]:
+        """The counters of each model's clients, added up per model."""
+        return {name: merge_client_stats([c.stats() for c in shards]) for name, shards in self._clients.items()}
+
     def client_totals(self) -> ClientStats | None:
-        stats = [c.stats() for shards in self._clients.values() for c in shards]
+        stats = list(self.client_stats().values())
         return merge_client_stats(stats) if stats else None
 
 
 def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
     """The counters of several clients added up (rates too; the elapsed time is the longest)."""
     errors: Counter[str] = Counter()
+    replicas: Counter[str] = Counter()
     for s in stats:
         errors.update(s.errors)
+        replicas.update(s.replica_requests)
     return ClientStats(
         calls=sum(s.calls for s in stats),
         completed=sum(s.completed for s in stats),
@@ -1090,6 +1131,8 @@ def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
         concurrency_limit=sum(s.concurrency_limit for s in stats),
         elapsed_s=max((s.elapsed_s for s in stats), default=0.0),
         calls_per_s=sum(s.calls_per_s for s in stats),
+        replica_requests=dict(replicas),
+        replica_moves=sum(s.replica_moves for s in stats),
     )
 
 
@@ -1164,11 +1207,12 @@ def run_experiment(
     progress: bool = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> RunSummary:
-    """Play every pending cell of ``config`` into ``out_dir`` and return what was done.
+    """Play every pending cell of ``config`` (of its shard ``(index, count)``, when given) into ``out_dir``.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
     experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.
     """
-    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force)
+    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
     return runner.run()

@@ -67,6 +67,10 @@ class ModelCallRecord(BaseModel):
     reasoning: str = Field(default="", description="Reasoning text, kept apart from the reply.")
     tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="Raw tool calls (name, arguments).")
     error: str = Field(default="", description="Error kind and message when the call failed.")
+    replica_move: str = Field(
+        default="",
+        description="Set when the episode moved to another replica of the model for this call: 'FROM -> TO: why'.",
+    )
 
 
 class EpisodeTrace(BaseModel):

@@ -35,7 +35,10 @@ BOTTOM = (
     "commitbench.yamlfile",
     "commitbench.textscan",
 )
-ORCHESTRATION = ("commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.labeljob")
+ORCHESTRATION = (
+    "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
+    "commitbench.labeljob",
+)
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [
     BOTTOM,

@@ -318,6 +318,31 @@ def test_many_concurrent_clients(mock_server: MockServer) -> None:
     assert stats.max_in_flight > 10
 
 
+def test_capacity_serves_at_most_k_at_once_and_queues_the_rest(mock_server: MockServer) -> None:
+    mock_server.set_capacity(2)
+    mock_server.set_latency(100)
+
+    async def go() -> list[str]:
+        async with openai.AsyncOpenAI(base_url=mock_server.base_url, api_key="EMPTY", max_retries=0) as client:
+            responses = await asyncio.gather(
+                *(client.chat.completions.create(model="m", messages=[{"role": "user", "content": f"r{i}"}])
+                  for i in range(6))
+            )
+        return [r.choices[0].message.content for r in responses]
+
+    started = time.perf_counter()
+    assert asyncio.run(go()) == [f"echo: r{i}" for i in range(6)]
+    elapsed = time.perf_counter() - started
+    stats = mock_server.stats()
+    assert stats.capacity == 2 and stats.max_serving == 2  # never more than two served at once
+    assert stats.max_in_flight > 2  # the others waited in line
+    assert elapsed >= 0.3  # six requests, two at a time, 100 ms each: three rounds at least
+    mock_server.reset()
+    assert mock_server.stats().capacity is None
+    with pytest.raises(ValueError, match="capacity must be at least 1"):
+        MockServer(capacity=0)
+
+
 def test_requests_are_recorded_with_headers(mock_server: MockServer) -> None:
     chat(mock_server, extra_headers={"X-Session-ID": "episode-7"})
     (recorded,) = mock_server.requests()
@@ -327,12 +352,13 @@ def test_requests_are_recorded_with_headers(mock_server: MockServer) -> None:
 
 @pytest.mark.slow
 def test_server_as_a_separate_process() -> None:
-    with MockServerProcess(latency_ms=5) as server:
+    with MockServerProcess(latency_ms=5, capacity=3) as server:
         server.script(ReplySpec(text="from the process"))
         server.set_faults(sequence=[FaultKind.HTTP_500])
         with pytest.raises(openai.InternalServerError):
             chat(server)
         assert chat(server).choices[0].message.content == "from the process"
         assert server.stats().outcomes == {"http_500": 1, "ok": 1}
+        assert server.stats().capacity == 3
         server.reset()
         assert server.stats().total == 1  # the /stats request after the reset

@@ -69,7 +69,7 @@ def _with_judge_url(judge: Any, base_url: str | None) -> Any:
     if base_url:
         if base_url == model.base_url:
             return judge
-        return judge.model_copy(update={"model": model.model_copy(update={"base_url": base_url})})
+        return judge.model_copy(update={"model": model.model_copy(update={"base_url": base_url, "base_urls": None})})
     if model.base_url and f"{REDACTED}@" in model.base_url:
         raise UsageError(f"the judge's base URL {model.base_url} held credentials, which the run directory does "
                          "not keep; give it again with --judge-base-url")

@@ -6,6 +6,8 @@
     commitbench run standing --agent chat --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1
     commitbench run standing --agent chat --model local --cells BASE PEER-DIRECT
     commitbench run followup --model local --setups C0 C2 --variants inferred --limit 20
+    commitbench run CONFIG.yaml --ray --workers 2          # on a local Ray started for the run
+    commitbench run CONFIG.yaml --ray HOST:6379 --workers 16   # on a Ray cluster (the [ray] extra)
 
 The shorthands build a config and play it like any other. Running the same command again resumes:
 finished cells are skipped, failed ones are played again. When the config names an LLM judge, the
@@ -54,6 +56,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--replay", action="store_true", help="same as --cache-mode replay_only")
     parser.add_argument("--force", action="store_true", help="allow a run directory that holds another experiment")
+    parser.add_argument(
+        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        help="play the cells on Ray actors (the [ray] extra): on the cluster at ADDRESS, or on a local Ray "
+        "started for the run; this process still writes the run directory",
+    )
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="play only shard K of N of the cells (0 <= K < N); 'commitbench merge' joins the shards")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="Ray actors with --ray, each playing --concurrency episodes at a time (default 2)")
     shorthand = parser.add_argument_group("shorthands: commitbench run standing|followup ...")
     shorthand.add_argument("--agent", action="append", default=None,
                            help="reference agent name or 'chat' (repeatable; followup: chat only, the default)")
@@ -219,13 +230,19 @@ def _handle(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
+    _ray_options(args, config)  # usage errors before anything is played
+    shard = _shard(args.shard)
     if args.dry_run:
         return _dry_run(config, out_dir)
     for warning in config.warnings():
         print(f"commitbench: warning: {warning}", file=sys.stderr)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
-        summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
+        if args.ray is not None:
+            summary = _run_on_ray(config, out_dir, args, show_progress, shard)
+        else:
+            summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force,
+                                     shard=shard)
     except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
@@ -248,6 +265,43 @@ def _handle(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0 if judged else 1
+
+
+def _ray_options(args: argparse.Namespace, config: Any) -> Any:
+    """The Ray options of ``--ray [ADDRESS] --workers N`` (refused without --ray; a local model not on a cluster)."""
+    from commitbench.cluster import RayOptions
+
+    if args.ray is None:
+        if args.workers is not None:
+            raise UsageError("--workers goes with --ray")
+        return None
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if args.ray and any(m.local for m in config.models):
+        raise UsageError("a local model (local: true) runs on this machine only; on a Ray cluster serve it with "
+                         "'commitbench serve-local' on a node and list its URL as the model's base_url")
+    return RayOptions(address=args.ray or None, workers=args.workers or 2)
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, sep, count = text.partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit() or not 0 <= int(index) < int(count):
+        raise UsageError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+    return int(index), int(count)
+
+
+def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: bool,
+                shard: tuple[int, int] | None) -> Any:
+    from commitbench.cluster import RayUnavailableError, run_on_ray
+
+    options = _ray_options(args, config)
+    try:
+        return run_on_ray(config, out_dir, options=options, progress=progress, argv=sys.argv, force=args.force,
+                          shard=shard)
+    except RayUnavailableError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _label(out_dir: Path, config: Any) -> bool:

@@ -29,6 +29,8 @@ def register(subparsers: Any) -> None:
     mock.add_argument("--latency-ms", type=float, default=0.0, help="latency of each reply")
     mock.add_argument("--fault", action="append", default=[], metavar="KIND=RATE", help="fault rate per request")
     mock.add_argument("--seed", type=int, default=0, help="seed of the fault RNG")
+    mock.add_argument("--capacity", type=int, default=None,
+                      help="serve at most this many requests at once, each taking the latency (default: no limit)")
     mock.set_defaults(func=serve_mock_handler)
 
 
@@ -62,4 +64,10 @@ def serve_mock_handler(args: argparse.Namespace) -> int:
     argv = ["--port", str(args.port), "--latency-ms", str(args.latency_ms), "--seed", str(args.seed)]
     for fault in args.fault:
         argv += ["--fault", fault]
+    if args.capacity is not None:
+        if args.capacity < 1:
+            from commitbench.cli import UsageError
+
+            raise UsageError("--capacity must be at least 1")
+        argv += ["--capacity", str(args.capacity)]
     return mockserver.main(argv)
