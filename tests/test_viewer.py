@@ -369,7 +369,7 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
     group = ("setup", "variant", "persona", "model", "arm")
     for r in doc["headline"]:
         for metric, label in HEADLINE.items():
-            text, _ = cell(tables, "Headline rates (%, 95% intervals clustered by request)",
+            text, _ = cell(tables, "Headline rates (%, 95% intervals clustered by request), labels by the LLM checker",
                            tuple(str(r[c]) for c in group), label)
             assert text == interval(r[metric], r[f"{metric}_low"], r[f"{metric}_high"])
     for r in doc["outcomes"]:
@@ -384,7 +384,8 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
             assert text == pct(r[label])
     assert doc["fix_differences"]
     for r in doc["fix_differences"]:
-        text, _ = cell(tables, "Each arm minus 'none' on the same requests (pp, paired bootstrap)",
+        text, _ = cell(tables, "Each arm minus 'none' on the same requests (pp, paired bootstrap), labels by the "
+                       "LLM checker",
                        (*(str(r[c]) for c in group[:4]), r["arm_a"], r["metric"]), "difference")
         assert text == interval(r["difference"], r["low"], r["high"], signed=True)
     assert chrome.evaluate("document.querySelector('figure img').naturalWidth") > 100
