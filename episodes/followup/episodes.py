@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 
+FOLLOW_THROUGH_SUFFIX = "follow-through"
+
 
 class FollowUpEpisode(BaseModel):
     """One request in one setup, variant and persona."""
@@ -30,10 +32,20 @@ class FollowUpEpisode(BaseModel):
     variant: Variant = Field(description="Whether the system prompt states what persists.")
     persona: Persona = Field(description="Generic assistant or utility support agent.")
     doability: Doability = Field(description="Whether the setup can fully serve the request.")
+    follow_through: bool = Field(
+        default=False,
+        description="Play on after the reply: what the agent scheduled comes due and must be delivered "
+        "(docs/follow-through.md). Part of the id, so such runs never mix with single-turn ones.",
+    )
+
+    @property
+    def base_id(self) -> str:
+        """request:setup:variant:persona, whatever the mode."""
+        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
 
     @property
     def id(self) -> str:
-        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
+        return f"{self.base_id}:{FOLLOW_THROUGH_SUFFIX}" if self.follow_through else self.base_id
 
     def factors(self) -> dict[str, str | int]:
         return {
@@ -45,6 +57,7 @@ class FollowUpEpisode(BaseModel):
             "persona": self.persona.value,
             "doability": self.doability.value,
             "required_capabilities": ",".join(c.value for c in self.request.required_capabilities),
+            **({"follow_through": 1} if self.follow_through else {}),
         }
 
 
@@ -151,6 +164,13 @@ class FollowupSelection(BaseModel):
         description="A JSONL file of requests (the schema of the packaged requests.jsonl) played instead of the "
         "packaged set; doability comes from the packaged matrix by category.",
     )
+    follow_through: bool = Field(
+        default=False,
+        description="The follow-through mode: after the reply, what the agent scheduled comes due on a simulated "
+        "clock and must be delivered, and the checker grades whether each promise was kept (outcome labels are "
+        "still taken on the first turn). Off: single-turn episodes, as in the original study. Episode ids carry "
+        "':follow-through' when on.",
+    )
 
     def select(
         self,
@@ -176,13 +196,16 @@ class FollowupSelection(BaseModel):
             request_id=self.requests,
             doability=doability,
         )
+        if self.follow_through:
+            chosen = [e.model_copy(update={"follow_through": True}) for e in chosen]
         if self.ids is not None:
-            known = {e.id for e in chosen}
+            # an id may be given with or without the mode's suffix
+            known = {e.id for e in chosen} | {e.base_id for e in chosen}
             unknown = sorted(set(self.ids) - known)
             if unknown:
                 raise ValueError(f"unknown episode id(s) in this selection: {', '.join(unknown[:5])}")
             wanted = set(self.ids)
-            chosen = [e for e in chosen if e.id in wanted]
+            chosen = [e for e in chosen if e.id in wanted or e.base_id in wanted]
         if self.limit is not None:
             chosen = chosen[: self.limit]
         if not chosen:
