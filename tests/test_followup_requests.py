@@ -323,5 +323,5 @@ def test_a_follow_through_key_that_names_no_row_stops_the_build(tmp_path: Path) 
         attach_follow_through(list(REQUESTS), path, [])
     bare = [r.model_copy(update={"event": None, "second_session": None}) for r in REQUESTS]
     path.write_text("events: {}\n")
-    with pytest.raises(BuildError, match="mon-001 .*waits for an event but has no scripted event"):
+    with pytest.raises(BuildError, match=r"mon-001 .*waits for an event but has no scripted event"):
         attach_follow_through(bare, path, [])

@@ -138,7 +138,9 @@ class Ledger:
             commitment_id, lambda c, now: transitions.retire(c, actor, reason, now, self.policy)
         ).after
 
-    def fire(self, commitment_id: int, actor: str, reason: str = "", details: dict[str, Any] | None = None) -> Commitment:
+    def fire(
+        self, commitment_id: int, actor: str, reason: str = "", details: dict[str, Any] | None = None
+    ) -> Commitment:
         """Record that the runtime set the commitment off (its due time came, or its event happened).
 
         The state does not change; the 'fired' event holds the due time and ``details`` (JSON values).

@@ -49,17 +49,16 @@ from commitbench.envs.common import (
     record_extras,
     run_tool,
 )
-from commitbench.envs.followup.runtime import FollowThroughRuntime, Firing, local_text
+from commitbench.envs.followup.runtime import Firing, FollowThroughRuntime, local_text
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.episodes.followup.episodes import FollowUpEpisode, select_followup_episodes
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.episodes.followup.tools import bind_tools
 from commitbench.episodes.followup.vocabulary import Doability, SetupId, Variant
-from commitbench.tools import Tool
 from commitbench.extras import EnvExtras, extras_of
 from commitbench.protocol import ActionKind, Event, EventKind, parse_action
-from commitbench.tools import Toolbox
+from commitbench.tools import Tool, Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
 
 # The settings interventions may give this environment at reset (commitbench.extras).
@@ -210,7 +209,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         else:
             self._calls += 1
             if self.runtime is not None:
-                self.runtime.turn, self.runtime.call_id = index, act.call_id or ""
+                self.runtime.turn, self.runtime.call_id = index, act.call_id or f"#{len(turn.calls)}"
             record = run_tool(self._toolbox, act, self.trace, index, index)
             turn.calls.append(record)
             events.append(

@@ -189,12 +189,15 @@ class FollowThroughRuntime:
     def _remembers(self) -> bool:
         return self.suite.setups[self.episode.setup].properties.remembers_across_sessions
 
-    def fire(self, firing: Firing, turn: int) -> list[KeptItem]:
-        """Move the clock to the firing and record it; returns the reminders the runtime delivered itself."""
+    def fire(self, firing: Firing, turn: int | None) -> list[KeptItem]:
+        """Move the clock to the firing and record it; returns the reminders the runtime delivered itself.
+
+        ``turn`` is the agent turn the firing opens (None: it opens none, a reminder alone)."""
         self.clock.set(self.suite.aware(firing.at))
         self.firings += 1
-        self.turn = turn
-        self._activity = _TurnActivity()
+        if turn is not None:
+            self.turn = turn
+            self._activity = _TurnActivity()
         if firing.reason == "session":
             self._session_done = True
             self.session += 1

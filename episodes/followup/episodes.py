@@ -57,8 +57,17 @@ class FollowUpEpisode(BaseModel):
             "persona": self.persona.value,
             "doability": self.doability.value,
             "required_capabilities": ",".join(c.value for c in self.request.required_capabilities),
-            **({"follow_through": 1} if self.follow_through else {}),
+            **(self._follow_through_factors() if self.follow_through else {}),
         }
+
+    def _follow_through_factors(self) -> dict[str, str | int]:
+        """What the checker needs of the request in the follow-through mode (recorded on the trace)."""
+        factors: dict[str, str | int] = {"follow_through": 1, "request_text": self.request.text}
+        if self.request.event is not None:
+            factors["event_at"] = self.request.event.at.isoformat(timespec="minutes")
+        if self.request.second_session is not None:
+            factors["second_session_at"] = self.request.second_session.at.isoformat(timespec="minutes")
+        return factors
 
 
 # ----------------------------------------------------------------------------------- selection

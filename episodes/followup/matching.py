@@ -93,8 +93,8 @@ class ResolvedTime(BaseModel):
 
 
 # --------------------------------------------------------------------------------------- time parts
-_NUM = r"(\d{1,2}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty-five|" \
-       r"forty|sixty|ninety|a few|a couple of|couple of)"
+_NUM = (r"(\d{1,2}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+        r"forty-five|forty|sixty|ninety|a few|a couple of|couple of)")
 _RELATIVE = re.compile(
     r"\b(?:in|after|within) (?:the next )?(half an? hour|" + _NUM + r" (minute|min|hour|hr|day|week)s?)\b"
     r"|\b(half an? hour|" + _NUM + r" (minute|min|hour|hr)s?) from now\b"
@@ -204,7 +204,9 @@ def _part_of_day(text: str) -> _TimeOfDay | None:
 _TODAY = re.compile(r"\b(today|tonight|this (?:morning|afternoon|evening)|later today|later on|end of (?:the )?day)\b")
 _DAY_AFTER = re.compile(r"\b(?:the )?day after tomorrow\b")
 _TOMORROW = re.compile(r"\btomorrow\b")
-_WEEKDAY = re.compile(r"\b(?:(this|next|on|every|every other|by|until|before|after) )?(" + "|".join(WEEKDAYS) + r")s?\b")
+_WEEKDAY = re.compile(
+    r"\b(?:(this|next|on|every|every other|by|until|before|after) )?(" + "|".join(WEEKDAYS) + r")s?\b"
+)
 _THIS_WEEKEND = re.compile(r"\b(this|next|the|over the) weekend\b")
 _NEXT_WEEK = re.compile(r"\bnext week\b")
 _END_OF_WEEK = re.compile(r"\b(by )?(?:the )?end of (?:the |this )?week\b")
@@ -291,7 +293,7 @@ def _windows_on(day: date, parts: Sequence[_TimeOfDay], now: datetime) -> list[T
         if part.span is not None:
             start = start_of_day + timedelta(hours=part.span[0])
             end = start_of_day + timedelta(hours=part.span[1]) - timedelta(minutes=1)
-            out.append(TimeWindow(start=start, end=end))
+            out.append(TimeWindow(start=max(start, now), end=end))
             continue
         for clock in part.clocks:
             moment = datetime.combine(day, clock)
@@ -408,28 +410,35 @@ def time_fits(moment: datetime, promised: ResolvedTime | None) -> TimeFit:
 # --------------------------------------------------------------------------------------- content
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 STOP_WORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing done down during each few for from further had has have
-    having he her here hers him his how i if in into is it its itself just me more most my myself no nor not
-    now of off on once only or other our ours out over own same she should so some such than that the their
-    them then there these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself ll ve re d s t m o y
-    please sure okay ok thanks thank yes hi hello there let know user users assistant someone somebody anyone
-    person people team agent human i'll i'm i've i'd you'll you're we'll we're it's that's there's don't won't
-    can't
-    remind reminder reminders reminding notify notification notifications notified alert alerts tell told inform
-    informed update updates send sending sent give get go make take look check set setting keep kept follow
-    following contact contacting reach ring phone call calling called email emails emailed message messages text
-    write writes written help need needs want wants like would shall will may might must ask asked asking let's
-    schedule scheduled task tasks note noted save saved remember remembered memory ticket tickets escalate
-    escalation request requested action open close closed status due
-    today tonight tomorrow yesterday morning afternoon evening night noon midday midnight lunchtime lunch week
-    weeks weekend month months year years day days hour hours minute minutes time times later soon now next last
-    every other ago early late earlier o'clock pm am
-    monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays fridays
-    saturdays sundays january february march april june july august september october november december
-    """.split()
+    [
+        "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+        "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did",
+        "do", "does", "doing", "done", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have",
+        "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+        "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once",
+        "only", "or", "other", "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such",
+        "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to",
+        "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+        "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "ll", "ve", "re", "d", "s", "t",
+        "m", "o", "y", "please", "sure", "okay", "ok", "thanks", "thank", "yes", "hi", "hello", "there", "let", "know",
+        "user", "users", "assistant", "someone", "somebody", "anyone", "person", "people", "team", "agent", "human",
+        "i'll", "i'm", "i've", "i'd", "you'll", "you're", "we'll", "we're", "it's", "that's", "there's", "don't",
+        "won't", "can't", "remind", "reminder", "reminders", "reminding", "notify", "notification", "notifications",
+        "notified", "alert", "alerts", "tell", "told", "inform", "informed", "update", "updates", "send", "sending",
+        "sent", "give", "get", "go", "make", "take", "look", "check", "set", "setting", "keep", "kept", "follow",
+        "following", "contact", "contacting", "reach", "ring", "phone", "call", "calling", "called", "email", "emails",
+        "emailed", "message", "messages", "text", "write", "writes", "written", "help", "need", "needs", "want",
+        "wants", "like", "would", "shall", "will", "may", "might", "must", "ask", "asked", "asking", "let's",
+        "schedule", "scheduled", "task", "tasks", "note", "noted", "save", "saved", "remember", "remembered", "memory",
+        "ticket", "tickets", "escalate", "escalation", "request", "requested", "action", "open", "close", "closed",
+        "status", "due", "today", "tonight", "tomorrow", "yesterday", "morning", "afternoon", "evening", "night",
+        "noon", "midday", "midnight", "lunchtime", "lunch", "week", "weeks", "weekend", "month", "months", "year",
+        "years", "day", "days", "hour", "hours", "minute", "minutes", "time", "times", "later", "soon", "now", "next",
+        "last", "every", "other", "ago", "early", "late", "earlier", "o'clock", "pm", "am", "monday", "tuesday",
+        "wednesday", "thursday", "friday", "saturday", "sunday", "mondays", "tuesdays", "wednesdays", "thursdays",
+        "fridays", "saturdays", "sundays", "january", "february", "march", "april", "june", "july", "august",
+        "september", "october", "november", "december"
+    ]
 )
 SYNONYMS: dict[str, str] = {
     "mum": "mother", "mom": "mother", "mommy": "mother", "mummy": "mother", "dad": "father", "daddy": "father",
@@ -442,18 +451,21 @@ SYNONYMS: dict[str, str] = {
 
 
 def _stem(word: str) -> str:
+    """A light stemmer: possessive, plural, then -ing / -ed, then a final -e (both sides of a match agree)."""
     if word.endswith("'s"):
         word = word[:-2]
     if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
+        word = word[:-3] + "y"
+    elif len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
     if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
+        word = word[:-3]
+    elif len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("e"):
+        word = word[:-1]
     return word
 
 
