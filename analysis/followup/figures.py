@@ -40,10 +40,12 @@ def plotted_labels(frame: pd.DataFrame) -> tuple[OutcomeLabel, ...]:
                  if label is not OutcomeLabel.ANCHORED_MISMATCH or label.value in present)
 
 
-def outcome_shares(frame: pd.DataFrame, bar: list[str]) -> pd.DataFrame:
-    """Share of each outcome label per bar (rows: bars, columns: the plotted labels in LABEL_ORDER)."""
+def outcome_shares(
+    frame: pd.DataFrame, bar: list[str], labels: tuple[OutcomeLabel, ...] | None = None
+) -> pd.DataFrame:
+    """Share of each outcome label per bar (rows: bars, columns: ``labels``, by default the plotted ones)."""
     counts = frame.groupby([*bar, "outcome"], observed=True).size().unstack("outcome", fill_value=0)
-    counts = counts.reindex(columns=[label.value for label in plotted_labels(frame)], fill_value=0)
+    counts = counts.reindex(columns=[label.value for label in labels or plotted_labels(frame)], fill_value=0)
     return counts.div(counts.sum(axis=1), axis=0)
 
 
@@ -65,11 +67,12 @@ def stacked_outcome_bars(
         raise ValueError("no labelled responses to plot")
     fig, axes = plt.subplots(len(setups), 1, figsize=(9, 1.6 + 0.9 * len(setups) * 2), squeeze=False)
     fig.suptitle(title, fontsize=11)
+    labels = plotted_labels(frame)
     for ax, setup in zip(axes[:, 0], setups, strict=True):
-        shares = outcome_shares(frame[frame["setup"].astype(str) == setup], list(bar))
+        shares = outcome_shares(frame[frame["setup"].astype(str) == setup], list(bar), labels)
         names = [" / ".join(str(v) for v in (k if isinstance(k, tuple) else (k,))) for k in shares.index]
         left = [0.0] * len(shares)
-        for label in plotted_labels(frame):
+        for label in labels:
             values = shares[label.value].tolist()
             ax.barh(names, values, left=left, color=COLOURS[label], label=label.value)
             left = [a + b for a, b in zip(left, values, strict=True)]
@@ -107,7 +110,7 @@ def chain_bars(records: list[dict[str, object]], path: Path, *, title: str) -> P
     if not records:
         raise ValueError("no follow-through rows to plot")
     names = [" / ".join(str(r.get(k, "")) for k in ("setup", "variant", "persona", "model", "arm")) for r in records]
-    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.55 * len(records) * len(CHAIN_STAGES) / 2))
+    fig, ax = plt.subplots(figsize=(9, 2.2 + 0.5 * len(records)))
     fig.suptitle(title, fontsize=11)
     height = 0.8 / len(CHAIN_STAGES)
     positions = np.arange(len(records))
@@ -126,8 +129,9 @@ def chain_bars(records: list[dict[str, object]], path: Path, *, title: str) -> P
     ax.set_xlim(0, 1)
     ax.set_xlabel("share (incidence: of responses; anchored, carried: of promises that needed a call; "
                   "kept: of graded promises)", fontsize=8)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.45), ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 1.1 / (2.2 + 0.5 * len(records)), 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, metadata={"Title": title})
     plt.close(fig)
