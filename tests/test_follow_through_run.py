@@ -168,12 +168,13 @@ def model(name: str, base_url: str) -> dict[str, Any]:
             "settings": {"model": name, "timeout": 10.0}, "retry": FAST_RETRY}
 
 
-def config(base_url: str, tmp_path: Path) -> ExperimentConfig:
+def config(base_url: str, tmp_path: Path, models: tuple[str, ...] = MODELS,
+           interventions: tuple[str, ...] = ("none",)) -> ExperimentConfig:
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(r.model_dump_json(exclude_none=True) + "\n" for r in REQUESTS), encoding="utf-8")
     return ExperimentConfig.model_validate({
         "name": "follow-through-mock", "env": FOLLOWUP_ENV_ID, "agents": ["chat"],
-        "models": [model(name, base_url) for name in MODELS],
+        "models": [model(name, base_url) for name in models], "interventions": list(interventions),
         "episodes": {"setups": ["C2", "C3", "C4"], "variants": ["inferred"], "personas": ["generic"],
                      "request_file": str(requests), "ids": EPISODES, "follow_through": True},
         "judge": {"kind": "llm", "model": model("judge", base_url)},
@@ -297,6 +298,29 @@ def test_the_offline_checker_grades_content_by_words_alone(labelled_run, capsys)
     assert rates[("correct", "C3")]["wrong_content_rate"] == 1.0
     assert rates[("correct", "C2")]["follow_through_rate"] == 1.0
     assert rates[("promiser", "C2")]["never_fired_rate"] == 1.0
+
+
+def test_fixes_are_compared_on_the_kept_rate(mock_server: MockServer, tmp_path: Path, capsys) -> None:
+    """A fix arm in a follow-through run: each arm minus the plain one on kept, anchored and carried rates.
+
+    The scripted models ignore the capability card, so every paired difference is exactly zero; the
+    detect-and-rewrite fix checks every reply of every turn against that turn's own calls."""
+    mock_server.set_responder(responder)
+    cfg = config(mock_server.base_url, tmp_path, MODELS[:2], ("none", "card", "rewrite"))
+    out = tmp_path / "run"
+    assert run_experiment(cfg, out).status is RunStatus.COMPLETE
+    label_directory(out, cfg.judge, cache_path=cfg.cache.path)
+    assert main(["report", str(out), "--judge", JUDGE, "--n-boot", "20", "--json", "--no-figure"]) == 0
+    section = json.loads(capsys.readouterr().out)["follow_through"]
+    differences = section["fix_differences"]
+    assert {(d["arm_a"], d["metric"]) for d in differences} == {
+        (arm, metric) for arm in ("card", "rewrite") for metric in ("follow_through_rate", "anchored_rate",
+                                                                     "carried_rate")}
+    assert all(d["difference"] == 0.0 for d in differences if d["arm_a"] == "card")
+    # nothing the scripted models said was flagged, so the rewrite arm kept every promise the plain one kept
+    kept = {(r["model"], r["arm"], r["setup"]): r["follow_through_rate"] for r in section["rates"]}
+    assert all(kept[("correct", arm, setup)] == 1.0 for arm in ("none", "card", "rewrite")
+               for setup in ("C2", "C3", "C4"))
 
 
 @pytest.mark.slow
