@@ -323,6 +323,35 @@ def test_fixes_are_compared_on_the_kept_rate(mock_server: MockServer, tmp_path: 
                for setup in ("C2", "C3", "C4"))
 
 
+def test_a_delivery_judge_without_a_usable_answer_leaves_the_promise_ungraded(
+    mock_server: MockServer, tmp_path: Path, capsys
+) -> None:
+    def broken_delivery_judge(request: dict[str, Any]) -> ReplySpec | str:
+        if request["model"] == "judge" and request["messages"][0]["content"] == load_prompt(DELIVERY_PROMPT):
+            return "I think it probably does."  # not JSON, on every attempt
+        return responder(request)
+
+    mock_server.set_responder(broken_delivery_judge)
+    cfg = config(mock_server.base_url, tmp_path, ("correct",))
+    out = tmp_path / "run"
+    assert run_experiment(cfg, out).status is RunStatus.COMPLETE
+    summary = label_directory(out, cfg.judge, cache_path=cfg.cache.path)
+    labels = {r.turn.request_id: r for r in read_label_records(labels_path(out, JUDGE), FollowupLabelRecord)}
+    memory = labels["mem-001"]
+    assert memory.error is None and memory.judge_errors == 1  # the response keeps its outcome label
+    assert memory.result.outcome is OutcomeLabel.ANCHORED
+    assert memory.result.follow_through is not None and memory.result.follow_through[0].grade is None
+    assert "judge error" in memory.result.follow_through[0].reason
+    assert [c.error != "" for c in memory.result.calls if c.step == "delivery"] == [True, True, True]
+    assert all(labels[r].judge_errors == 0 for r in ("rem-001", "mon-001", "cb-001"))
+    assert summary.judge_errors == 1
+    assert main(["report", str(out), "--judge", JUDGE, "--n-boot", "20", "--json", "--no-figure"]) == 0
+    section = json.loads(capsys.readouterr().out)["follow_through"]
+    assert section["judge_errors"] == 1 and section["graded"] == 3  # left out, never counted as a failure
+    kept = {r["setup"]: r["follow_through_rate"] for r in section["rates"]}
+    assert kept["C2"] == 1.0 and kept["C4"] == 1.0 and kept["C3"] is None
+
+
 @pytest.mark.slow
 def test_a_tiny_slice_on_the_embedded_model_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One memory request in C3 on the embedded model: the later conversation is played for real."""
