@@ -37,7 +37,7 @@ from typing import Any
 from commitbench.episodes.followup.episodes import FollowUpEpisode
 from commitbench.episodes.followup.matching import content_match, content_words
 from commitbench.episodes.followup.setups import SuiteSetups
-from commitbench.ledger import AuditEvent, Commitment, CommitmentStatus, Ledger, ManualClock, NewCommitment
+from commitbench.ledger import AuditEvent, CommitmentStatus, Ledger, ManualClock, NewCommitment
 
 ASSISTANT = "assistant"
 RUNTIME = "runtime"
@@ -291,6 +291,3 @@ class FollowThroughRuntime:
         for item in self.items:
             events.extend(self.ledger.history(item.ledger_id))
         return sorted(events, key=lambda e: e.seq)
-
-    def commitments(self) -> list[Commitment]:
-        return [self.ledger.get(item.ledger_id) for item in self.items]

@@ -166,7 +166,11 @@ class FollowupSelection(BaseModel):
     )
     categories: list[RequestCategory] | None = Field(default=None, description="Request categories (null: all).")
     requests: list[str] | None = Field(default=None, description="Request ids, e.g. rem-001 (null: all).")
-    ids: list[str] | None = Field(default=None, description="Episode ids, request:setup:variant:persona (null: all).")
+    ids: list[str] | None = Field(
+        default=None,
+        description="Episode ids, request:setup:variant:persona (null: all); with or without the "
+        "':follow-through' ending of the follow-through mode.",
+    )
     limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (null: all).")
     request_file: str | None = Field(
         default=None,
