@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, Field
 
 from commitbench.jsonl import JsonlError, append_lines, iter_models
+from commitbench.ledger.models import AuditEvent
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 
 TRACE_SCHEMA_VERSION = 1
@@ -98,6 +99,11 @@ class EpisodeTrace(BaseModel):
     model_calls: list[ModelCallRecord] = Field(default_factory=list, description="Model calls made by the agent.")
     prompt_hashes: dict[str, str] = Field(default_factory=dict, description="sha256 of prompt templates used.")
     infra_error: str | None = Field(default=None, description="Set when the run failed for infrastructure reasons.")
+    ledger_audit: list[AuditEvent] = Field(
+        default_factory=list,
+        description="The audit trail of the commitment ledger the environment kept for the episode (the follow-up "
+        "suite's follow-through mode: created, fired, delivered or failed); empty when it kept none.",
+    )
 
     def assistant_messages(self) -> list[Event]:
         """Messages the assistant wrote after its pre-seeded promise."""

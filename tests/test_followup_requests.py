@@ -24,6 +24,7 @@ from commitbench.episodes.followup.requests import (
     pii_problems,
     procedural_problems,
     referent_problems,
+    request_line,
     row_problems,
 )
 from commitbench.episodes.followup.setups import load_setups
@@ -125,7 +126,7 @@ def test_channel_requests_are_never_fully_doable() -> None:
 def test_curation_log_records_every_edit_and_rejection() -> None:
     assert LOG, "the curation log is empty"
     for entry in LOG:
-        assert entry["action"] in {"edited", "rejected", "revised"}
+        assert entry["action"] in {"edited", "rejected", "revised", "added"}
         assert entry["reason"].strip()
         assert entry["original_text"].strip()
     edited = {e["source"]: e["text"] for e in LOG if e["action"] == "edited"}
@@ -195,7 +196,7 @@ SOURCE_DATA = Path(os.environ.get("COMMITBENCH_SOURCE_DATA", "/work/shared/data"
 def test_rebuilding_reproduces_the_shipped_files() -> None:
     built = build(SOURCE_DATA, seed=0)
     shipped = (PACKAGE_DATA / "requests.jsonl").read_text().splitlines()
-    assert [json.dumps(r.model_dump(mode="json"), ensure_ascii=False) for r in built.rows] == shipped
+    assert [request_line(r) for r in built.rows] == shipped
     assert [json.dumps(e, ensure_ascii=False) for e in built.log] == [json.dumps(e, ensure_ascii=False) for e in LOG]
 
 
@@ -279,3 +280,48 @@ def test_the_data_version_is_read_from_the_version_file() -> None:
     for bad in ("", "two", "0", "-1"):
         with pytest.raises(ValueError, match="VERSION: expected a positive integer"):
             parse_version(bad, "VERSION")
+
+
+# ------------------------------------------------------------------------- follow-through data of version 3
+def test_every_request_that_waits_for_an_event_has_one_and_every_memory_request_a_later_session() -> None:
+    from commitbench.episodes.followup.requests import follow_through_problems
+    from commitbench.episodes.followup.setups import CURRENT_TIME
+    from commitbench.episodes.followup.vocabulary import Capability
+
+    assert all(follow_through_problems(row, CURRENT_TIME) == [] for row in REQUESTS)
+    waiting = [r for r in REQUESTS if Capability.WATCH_EVENT in r.required_capabilities]
+    memory = [r for r in REQUESTS if r.category is RequestCategory.MEMORY]
+    assert len(waiting) == 53 and all(r.event is not None for r in waiting)
+    assert len(memory) == 52 and all(r.second_session is not None for r in memory)
+    # nothing else gets either, and every later-session message comes from a template, never from the request
+    assert sum(r.event is not None for r in REQUESTS) == 53
+    assert sum(r.second_session is not None for r in REQUESTS) == 52
+    for row in memory:
+        session = row.second_session
+        assert session is not None and session.source.dataset is SourceDataset.TEMPLATE
+        assert session.source.source_id.startswith("ss-") and session.text != row.text
+
+
+def test_every_follow_through_addition_is_logged_with_its_source() -> None:
+    added = {e["source"]: e for e in LOG if e["action"] == "added"}
+    assert len([e for e in LOG if e["action"] == "added"]) == 105
+    for row in REQUESTS:
+        key = f"{row.source.dataset.value}:{row.source.source_id}"
+        texts = {e["text"] for e in LOG if e["action"] == "added" and e["source"] == key}
+        expected = {part.text for part in (row.event, row.second_session) if part is not None}
+        assert texts == expected, key
+        if expected:
+            assert added[key]["category"] == row.category.value
+
+
+def test_a_follow_through_key_that_names_no_row_stops_the_build(tmp_path: Path) -> None:
+    from commitbench.episodes.followup.mine import BuildError, attach_follow_through
+
+    path = tmp_path / "follow_through.yaml"
+    path.write_text('events:\n  "slurp:0": {at: "2026-10-02T09:00", text: "Something happened at last."}\n')
+    with pytest.raises(BuildError, match=r"follow_through.yaml: key\(s\) that name no row of the set: \['slurp:0'\]"):
+        attach_follow_through(list(REQUESTS), path, [])
+    bare = [r.model_copy(update={"event": None, "second_session": None}) for r in REQUESTS]
+    path.write_text("events: {}\n")
+    with pytest.raises(BuildError, match=r"mon-001 .*waits for an event but has no scripted event"):
+        attach_follow_through(bare, path, [])

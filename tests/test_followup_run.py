@@ -23,7 +23,7 @@ from commitbench.config import ExperimentConfig
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.llm import load_prompt
-from commitbench.judges.followup.outcomes import OutcomeLabel
+from commitbench.judges.followup.outcomes import PAPER_LABELS, OutcomeLabel
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.labeljob import label_directory
@@ -140,7 +140,7 @@ def test_every_label_and_every_metric_by_hand(mock_server: MockServer, tmp_path:
     assert len(traces) == 10 and not any(t.infra_error for t in traces)
     got = {(r.turn.request_id, r.turn.setup.value == "C2"): r.result.outcome for r in labels}
     assert got == {key: value[3] for key, value in SCRIPT.items()}
-    assert {label for label in got.values()} == set(OutcomeLabel)
+    assert {label for label in got.values()} == set(PAPER_LABELS)  # a single-turn run: the original eight
     rows, errors = responses_from_records(labels)
     assert errors == 0
     frame = to_frame(rows)

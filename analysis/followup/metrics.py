@@ -21,6 +21,18 @@ Metrics (``METRICS``):
 * ``incidence``: responses with at least one agent-initiated commitment, over responses.
 * ``share:<label>``: the share of one outcome label (``outcome_distribution`` gives all of them).
 
+Follow-through mode (columns zero elsewhere; ``docs/follow-through.md``), over the agent-initiated
+commitments that needed an enabling call:
+
+* ``anchored_rate``: anchored as the original study counts it (an enabling call was made), over them;
+* ``carried_rate``: anchored by a call whose arguments carry the promise (time and content), over them;
+* ``anchored_mismatch_rate``: anchored by calls that do not carry the promise, over the anchored ones;
+* ``follow_through_rate``: kept (delivered at the promised time with the promised content), over the
+  graded ones (those the episode could test, with a grade: ``not_testable`` and judge errors left out);
+* ``<grade>_rate`` for early, late, wrong_content, not_delivered, never_fired: the other grades, over
+  the graded ones;
+* ``share:anchored_paper``: responses labelled anchored or anchored_mismatch (the original "anchored").
+
 Differences between arms (stated vs inferred, a fix vs its baseline) use ``paired_difference``, which
 resamples requests once for both arms.
 """
@@ -37,7 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.analysis.bootstrap import cluster_bootstrap, paired_bootstrap, ratio_stat
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
-from commitbench.judges.followup.outcomes import FAILURE_LABELS, AssessedCommitment, OutcomeLabel
+from commitbench.judges.followup.follow_through import CommitmentFollowThrough, FollowThroughGrade
+from commitbench.judges.followup.outcomes import FAILURE_LABELS, PAPER_LABELS, AssessedCommitment, OutcomeLabel
 from commitbench.judges.followup.schemas import FailureType
 
 DEFAULT_GROUP: tuple[str, ...] = ("setup", "variant", "persona", "model")
@@ -70,6 +83,55 @@ class LabelledResponse(BaseModel):
     n_empty_temporal: int = Field(ge=0, description="Empty commitments whose primary failure is temporal.")
     n_needing_call: int = Field(ge=0, description="Feasible agent-initiated commitments that needed a call.")
     n_unanchored: int = Field(ge=0, description="Of those, the ones the turn did not anchor.")
+    follow_through: bool = Field(default=False, description="Played in the follow-through mode.")
+    n_carried: int = Field(default=0, ge=0, description="Follow-through: anchored by a call that carries the promise.")
+    n_anchored_mismatch: int = Field(
+        default=0, ge=0, description="Follow-through: anchored, but no anchoring call carries the promise."
+    )
+    n_kept: int = Field(default=0, ge=0, description="Follow-through: promises kept.")
+    n_early: int = Field(default=0, ge=0, description="Follow-through: delivered before the promised time.")
+    n_late: int = Field(default=0, ge=0, description="Follow-through: delivered after the promised time.")
+    n_wrong_content: int = Field(default=0, ge=0, description="Follow-through: delivered without the promised content.")
+    n_not_delivered: int = Field(default=0, ge=0, description="Follow-through: fired, never delivered.")
+    n_never_fired: int = Field(default=0, ge=0, description="Follow-through: nothing scheduled, or never set off.")
+    n_not_testable: int = Field(default=0, ge=0, description="Follow-through: scheduled; the episode cannot test it.")
+    n_ungraded: int = Field(default=0, ge=0, description="Follow-through: the delivery judge gave no answer.")
+
+    @property
+    def n_graded(self) -> int:
+        return (self.n_kept + self.n_early + self.n_late + self.n_wrong_content + self.n_not_delivered
+                + self.n_never_fired)
+
+
+GRADE_COLUMNS: dict[FollowThroughGrade, str] = {
+    FollowThroughGrade.KEPT: "n_kept",
+    FollowThroughGrade.EARLY: "n_early",
+    FollowThroughGrade.LATE: "n_late",
+    FollowThroughGrade.WRONG_CONTENT: "n_wrong_content",
+    FollowThroughGrade.NOT_DELIVERED: "n_not_delivered",
+    FollowThroughGrade.NEVER_FIRED: "n_never_fired",
+    FollowThroughGrade.NOT_TESTABLE: "n_not_testable",
+}
+GRADED = (FollowThroughGrade.KEPT, FollowThroughGrade.EARLY, FollowThroughGrade.LATE, FollowThroughGrade.WRONG_CONTENT,
+          FollowThroughGrade.NOT_DELIVERED, FollowThroughGrade.NEVER_FIRED)
+
+
+def follow_through_counts(
+    commitments: Sequence[AssessedCommitment], grades: Iterable[CommitmentFollowThrough] | None
+) -> dict[str, int | bool]:
+    """The follow-through columns of ``LabelledResponse`` (empty for a single-turn response: ``grades`` None)."""
+    if grades is None:
+        return {}
+    counts: dict[str, int | bool] = {"follow_through": True, "n_carried": 0, "n_anchored_mismatch": 0,
+                                     **{column: 0 for column in GRADE_COLUMNS.values()}, "n_ungraded": 0}
+    for item in commitments:
+        if item.feasibility.agent_initiated and item.feasibility.needs_enabling_call and item.anchored:
+            key = "n_carried" if item.carried else "n_anchored_mismatch"
+            counts[key] = int(counts[key]) + 1
+    for grade in grades:
+        column = "n_ungraded" if grade.grade is None else GRADE_COLUMNS[grade.grade]
+        counts[column] = int(counts[column]) + 1
+    return counts
 
 
 def commitment_counts(commitments: Iterable[AssessedCommitment]) -> dict[str, int]:
@@ -151,6 +213,14 @@ def _not_clarifying(frame: pd.DataFrame) -> pd.Series:
     return ~frame["asks_clarification"].astype(bool)
 
 
+def _graded(frame: pd.DataFrame) -> pd.Series:
+    return sum((frame[GRADE_COLUMNS[g]] for g in GRADED), pd.Series(0, index=frame.index))
+
+
+def _anchored(frame: pd.DataFrame) -> pd.Series:
+    return frame["n_needing_call"] - frame["n_unanchored"]
+
+
 def _share(label: OutcomeLabel) -> RateMetric:
     return RateMetric(
         name=f"share:{label.value}",
@@ -213,8 +283,32 @@ METRICS: dict[str, RateMetric] = {
             "responses with at least one agent-initiated commitment",
         ),
         *[_share(label) for label in OutcomeLabel],
+        RateMetric(
+            "share:anchored_paper",
+            lambda f: _outcome_in(f, [OutcomeLabel.ANCHORED, OutcomeLabel.ANCHORED_MISMATCH]), _ones,
+            "share of responses labelled anchored or anchored_mismatch (the original study's anchored)",
+        ),
+        RateMetric("anchored_rate", _anchored, lambda f: f["n_needing_call"],
+                   "anchored (an enabling call was made) over commitments that needed a call"),
+        RateMetric("carried_rate", lambda f: f["n_carried"], lambda f: f["n_needing_call"],
+                   "anchored by a call whose arguments carry the promise, over commitments that needed a call"),
+        RateMetric("anchored_mismatch_rate", lambda f: f["n_anchored_mismatch"], _anchored,
+                   "anchored by calls that do not carry the promise, over anchored commitments"),
+        RateMetric("follow_through_rate", lambda f: f["n_kept"], _graded,
+                   "promises kept, over the graded commitments that needed a call"),
+        *[
+            RateMetric(f"{g.value}_rate", _column(GRADE_COLUMNS[g]), _graded,
+                       f"promises graded {g.value}, over the graded commitments that needed a call")
+            for g in GRADED if g is not FollowThroughGrade.KEPT
+        ],
     ]
 }
+FOLLOW_THROUGH_METRICS: tuple[str, ...] = (
+    "follow_through_rate", "anchored_rate", "carried_rate", "anchored_mismatch_rate",
+    *[f"{g.value}_rate" for g in GRADED if g is not FollowThroughGrade.KEPT],
+)
+# The chain from a promise to a kept promise, in order.
+CHAIN_METRICS: tuple[str, ...] = ("incidence", "anchored_rate", "carried_rate", "follow_through_rate")
 
 
 def _metric(metric: str | RateMetric) -> RateMetric:
@@ -272,12 +366,20 @@ def rate_table(
     return pd.DataFrame.from_records(records, columns=columns)
 
 
+def outcome_labels(frame: pd.DataFrame) -> tuple[OutcomeLabel, ...]:
+    """The labels a table reports: the original eight, and ``anchored_mismatch`` for follow-through responses."""
+    refined = bool(frame["follow_through"].astype(bool).any()) or bool(
+        (frame["outcome"].astype(str) == OutcomeLabel.ANCHORED_MISMATCH.value).any()
+    )
+    return tuple(OutcomeLabel) if refined else PAPER_LABELS
+
+
 def outcome_distribution(
     frame: pd.DataFrame, by: Sequence[str] = DEFAULT_GROUP, n_boot: int = 1000, seed: int = 0, intervals: bool = True
 ) -> pd.DataFrame:
-    """Share of every outcome label per group (long format: one row per group and label)."""
+    """Share of every outcome label per group (long format: one row per group and label; ``outcome_labels``)."""
     tables = []
-    for label in OutcomeLabel:
+    for label in outcome_labels(frame):
         table = rate_table(frame, _share(label), by, n_boot=n_boot, seed=seed, intervals=intervals)
         table.insert(len(by), "outcome", label.value)
         tables.append(table.drop(columns=["metric"]))
@@ -306,19 +408,16 @@ def ecr_by_failure_type(
     return pd.concat([rate_table(frame, n, by, n_boot=n_boot, seed=seed) for n in names], ignore_index=True)
 
 
+HEADLINE_METRICS: tuple[str, ...] = (
+    "failure_rate", "ecr", "false_claim_rate", "unanchored_rate", "deferral_rate", "over_refusal_rate", "incidence",
+)
+
+
 def headline_table(
-    frame: pd.DataFrame, by: Sequence[str] = DEFAULT_GROUP, n_boot: int = 1000, seed: int = 0, intervals: bool = True
+    frame: pd.DataFrame, by: Sequence[str] = DEFAULT_GROUP, n_boot: int = 1000, seed: int = 0, intervals: bool = True,
+    names: Sequence[str] = HEADLINE_METRICS,
 ) -> pd.DataFrame:
-    """Every headline metric per group, wide: one column per metric estimate (and its interval)."""
-    names = [
-        "failure_rate",
-        "ecr",
-        "false_claim_rate",
-        "unanchored_rate",
-        "deferral_rate",
-        "over_refusal_rate",
-        "incidence",
-    ]
+    """Every headline metric (or the metrics ``names``) per group, wide: one column per estimate and its interval."""
     wide: pd.DataFrame | None = None
     for name in names:
         table = rate_table(frame, name, by, n_boot=n_boot, seed=seed, intervals=intervals)

@@ -9,6 +9,12 @@ A report reads one checker's labels (:func:`labeller_of` refuses records of two)
 checker that is in its title, in every table's title, in every CSV row, in every Markdown heading and in
 the figure: labels of the offline cue-word checker are a baseline, never the measurement, so they are
 marked "offline baseline checker" wherever they are shown.
+
+A run played in the follow-through mode gets one more section, ``follow_through``
+(:class:`FollowThroughSection`): the follow-through rates per setup x variant x persona x model x arm
+with intervals clustered by request, the chain from a promise to a kept promise (table and figure),
+the paper-comparable figures (anchored as the original study counts it, the failure rate) beside the
+refined split, and the fixes compared on the kept rate. A single-turn run's report is unchanged.
 """
 
 from __future__ import annotations
@@ -34,12 +40,15 @@ from commitbench.analysis.comparisons import (
 )
 from commitbench.analysis.cost import CostRow
 from commitbench.analysis.followup.metrics import (
+    CHAIN_METRICS,
     CLUSTER_COLUMN,
+    FOLLOW_THROUGH_METRICS,
     METRICS,
     LabelledResponse,
     RateMetric,
     commitment_counts,
     failure_summary,
+    follow_through_counts,
     headline_table,
     outcome_distribution,
     paired_difference,
@@ -91,6 +100,7 @@ def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
         false_action_claim=result.response.false_action_claim.value,
         asks_clarification=result.response.asks_clarification.value,
         **commitment_counts(result.commitments),
+        **follow_through_counts(result.commitments, result.follow_through),
     )
 
 
@@ -134,6 +144,34 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return list(json.loads(frame.to_json(orient="records"))) if len(frame) else []
 
 
+FT_PAIRED_METRICS = ("follow_through_rate", "anchored_rate", "carried_rate")
+CHAIN_FIGURE_FILE = "follow_through_chain.png"
+
+
+class FollowThroughSection(BaseModel):
+    """The follow-through tables of a run played in the follow-through mode."""
+
+    responses: int = Field(description="Labelled follow-through responses.")
+    commitments_needing_call: int = Field(description="Agent-initiated commitments that needed an enabling call.")
+    graded: int = Field(description="Of those, the ones graded (not_testable and judge errors left out).")
+    not_testable: int = Field(description="Scheduled, but the episode plays nothing that sets them off.")
+    judge_errors: int = Field(description="Promises the delivery judge could not grade (left out).")
+    rates: list[dict[str, Any]] = Field(
+        description="Per group: follow_through_rate (kept), anchored_rate, carried_rate, anchored_mismatch_rate and "
+        "the rate of every other grade, each with a 95% interval clustered by request."
+    )
+    chain: list[dict[str, Any]] = Field(
+        description="Per group: incidence -> anchored -> carried -> kept, with intervals clustered by request."
+    )
+    paper_comparable: list[dict[str, Any]] = Field(
+        description="Per group: anchored as the original study counts it (anchored + anchored_mismatch) and the "
+        "failure rate, beside the refined anchored and anchored_mismatch shares of responses."
+    )
+    fix_differences: list[dict[str, Any]] = Field(
+        default_factory=list, description="Each arm minus the plain arm on kept, anchored and carried rates (paired)."
+    )
+
+
 class FollowupReport(BaseModel):
     """Every table of a follow-up run (the document ``commitbench report --json`` prints)."""
 
@@ -157,7 +195,17 @@ class FollowupReport(BaseModel):
         default_factory=list, description="The same pairs per setup (variants and personas together)."
     )
     cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
+    follow_through: FollowThroughSection | None = Field(
+        default=None, description="The follow-through tables (runs of the follow-through mode only; absent otherwise)."
+    )
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written for the report.")
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """As pydantic's, without the ``follow_through`` key for a single-turn run (its report is unchanged)."""
+        data = super().model_dump(**kwargs)
+        if self.follow_through is None:
+            data.pop("follow_through", None)
+        return data
 
     def views(self, detail: bool = False) -> list[TableView]:
         """The tables; each number's cell links to the runs behind it (``detail`` changes nothing here)."""
@@ -166,15 +214,23 @@ class FollowupReport(BaseModel):
         if self.fix_differences:
             views.append(_difference_view(self))
         views.extend(comparison_views(self.comparisons, self.cost, ("model", "arm")))
+        views.extend(_follow_through_views(self))
         return views
 
     def summary_lines(self) -> list[str]:
-        return [
+        lines = [
             f"{self.title}: {self.responses} labelled responses, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
             f"judge errors (left out): {self.judge_errors}",
             *(f"flag: {flag}" for flag in comparison_flags(self.comparisons)),
         ]
+        if self.follow_through is not None:
+            ft = self.follow_through
+            lines.append(
+                f"follow-through: {ft.commitments_needing_call} promises needed an enabling call, {ft.graded} graded, "
+                f"{ft.not_testable} not testable, {ft.judge_errors} delivery-judge errors (left out)"
+            )
+        return lines
 
 
 def report_title(kind: str) -> str:
@@ -186,6 +242,8 @@ def _by(report: FollowupReport) -> str:
 
 
 OUTCOME_COLUMNS = ("false_claim", "empty", "unanchored", "anchored", "done_now", "over_refusal", "deferral", "other")
+REFINED_OUTCOME_COLUMNS = ("false_claim", "empty", "unanchored", "anchored", "anchored_mismatch", "done_now",
+                           "over_refusal", "deferral", "other")
 HEADLINE = {
     "failure_rate": "failure", "ecr": "ECR", "false_claim_rate": "false claim", "unanchored_rate": "unanchored",
     "deferral_rate": "deferral", "over_refusal_rate": "over-refusal", "incidence": "incidence",
@@ -218,19 +276,24 @@ def _runs(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS, **extr
     return {**{c: [str(record.get(c, ""))] for c in columns}, **extra}
 
 
+def _outcome_columns(report: FollowupReport) -> tuple[str, ...]:
+    return REFINED_OUTCOME_COLUMNS if report.follow_through is not None else OUTCOME_COLUMNS
+
+
 def _outcome_view(report: FollowupReport) -> TableView:
     rows, links = [], []
+    outcome_columns = _outcome_columns(report)
     for r in report.outcomes:
         rows.append([
-            *_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in OUTCOME_COLUMNS),
+            *_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in outcome_columns),
             _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high")),
             _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high")),
         ])
         links.append([
-            *(_runs(r) for _ in GROUP_COLUMNS), _runs(r), *(_runs(r, outcome=[c]) for c in OUTCOME_COLUMNS),
+            *(_runs(r) for _ in GROUP_COLUMNS), _runs(r), *(_runs(r, outcome=[c]) for c in outcome_columns),
             _runs(r, metric=["failure_rate"]), _runs(r, metric=["over_refusal_rate"]),
         ])
-    columns = [*GROUP_COLUMNS, "n", *OUTCOME_COLUMNS, "failure", "over-refusal"]
+    columns = [*GROUP_COLUMNS, "n", *outcome_columns, "failure", "over-refusal"]
     return TableView(
         title=f"Outcomes (%), {_by(report)}", columns=columns, rows=rows, links=links,
         numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in columns[len(GROUP_COLUMNS):])],
@@ -266,6 +329,76 @@ def _difference_view(report: FollowupReport) -> TableView:
     )
 
 
+FT_RATE_COLUMNS = {
+    "follow_through_rate": "kept", "anchored_rate": "anchored", "carried_rate": "carried",
+    "anchored_mismatch_rate": "mismatch", "early_rate": "early", "late_rate": "late",
+    "wrong_content_rate": "wrong content", "not_delivered_rate": "not delivered", "never_fired_rate": "never fired",
+}
+CHAIN_COLUMNS = {"incidence": "incidence", "anchored_rate": "anchored", "carried_rate": "carried",
+                 "follow_through_rate": "kept"}
+PAPER_COLUMNS = {"share:anchored_paper": "anchored (paper)", "failure_rate": "failure (paper)",
+                 "share:anchored": "anchored", "share:anchored_mismatch": "anchored_mismatch"}
+
+
+def _rates_view(report: FollowupReport, records: list[dict[str, Any]], names: dict[str, str], title: str) -> TableView:
+    rows = [[*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high")) for m in names)] for r in records]
+    links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in names)] for r in records]
+    return TableView(title=f"{title}, {_by(report)}", columns=[*GROUP_COLUMNS, *names.values()], rows=rows,
+                     links=links, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in names)])
+
+
+def _follow_through_views(report: FollowupReport) -> list[TableView]:
+    ft = report.follow_through
+    if ft is None:
+        return []
+    views = [
+        _rates_view(report, ft.rates, FT_RATE_COLUMNS,
+                    "Follow-through (%, 95% intervals clustered by request): kept and failures over graded promises"),
+        _rates_view(report, ft.chain, CHAIN_COLUMNS,
+                    "Chain from promise to kept promise (%): incidence, anchored, carried by the arguments, kept"),
+        _rates_view(report, ft.paper_comparable, PAPER_COLUMNS,
+                    "Paper-comparable figures (%) beside the refined split"),
+    ]
+    if ft.fix_differences:
+        group = [c for c in GROUP if c != "arm"]
+        rows = [[*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
+                 _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True)] for r in ft.fix_differences]
+        views.append(TableView(
+            title=f"Fixes on kept, anchored and carried rates: each arm minus '{NO_ARM}' (pp, paired), {_by(report)}",
+            columns=[*group, "arm", "metric", "difference"], rows=rows,
+            numeric=[*(False for _ in group), False, False, True],
+        ))
+    return views
+
+
+def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThroughSection | None:
+    """The follow-through tables of the follow-through responses of ``frame`` (None when there are none)."""
+    ft = frame[frame["follow_through"].astype(bool)]
+    if ft.empty:
+        return None
+    by = [*GROUP, "arm"]
+    rates = headline_table(ft, by, n_boot=n_boot, names=FOLLOW_THROUGH_METRICS)
+    chain = headline_table(ft, by, n_boot=n_boot, names=CHAIN_METRICS)
+    paper = headline_table(ft, by, n_boot=n_boot, names=tuple(PAPER_COLUMNS))
+    counts = ft[["n_needing_call", "n_kept", "n_early", "n_late", "n_wrong_content", "n_not_delivered",
+                 "n_never_fired", "n_not_testable", "n_ungraded"]].sum()
+    graded = int(counts[["n_kept", "n_early", "n_late", "n_wrong_content", "n_not_delivered", "n_never_fired"]].sum())
+    differences = pd.DataFrame()
+    arms = sorted(a for a in ft["arm"].astype(str).unique() if a != NO_ARM)
+    if arms and NO_ARM in set(ft["arm"].astype(str)):
+        differences = pd.concat(
+            [paired_difference(ft, metric, "arm", arm, NO_ARM, by=GROUP, n_boot=n_boot)
+             for arm in arms for metric in FT_PAIRED_METRICS],
+            ignore_index=True,
+        )
+    return FollowThroughSection(
+        responses=len(ft), commitments_needing_call=int(counts["n_needing_call"]), graded=graded,
+        not_testable=int(counts["n_not_testable"]), judge_errors=int(counts["n_ungraded"]),
+        rates=_records(rates), chain=_records(chain), paper_comparable=_records(paper),
+        fix_differences=_records(differences),
+    )
+
+
 def build_followup_report(
     rows: Sequence[LabelledResponse], errors: int, run_dir: Path | str, judge: str, checker_kind: str,
     n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (),
@@ -285,6 +418,7 @@ def build_followup_report(
         cost=list(cost),
         comparisons=model_comparisons(frame, pairs, cost, ("setup", "variant"), n_boot),
         comparisons_by_setup=model_comparisons(frame, pairs, cost, ("setup",), n_boot),
+        follow_through=follow_through_section(frame, n_boot),
     )
 
 
@@ -324,6 +458,13 @@ def write_followup_files(
                                                                        _headline_view(report))]
     if report.fix_differences:
         tables.append(("fix_differences", report.fix_differences, _difference_view(report)))
+    if report.follow_through is not None:
+        ft_views = _follow_through_views(report)
+        ft = report.follow_through
+        tables.extend([("follow_through", ft.rates, ft_views[0]), ("follow_through_chain", ft.chain, ft_views[1]),
+                       ("follow_through_paper", ft.paper_comparable, ft_views[2])])
+        if ft.fix_differences:
+            tables.append(("follow_through_fixes", ft.fix_differences, ft_views[3]))
     files: dict[str, list[str]] = {}
     for name, records, view in tables:
         frame = pd.DataFrame(records)
@@ -355,4 +496,11 @@ def write_followup_files(
 
             forest_title = f"Model comparisons, a minus b, {_by(report)} ({report.judge})"
             files["comparisons_figure"] = [str(forest_plot(report.comparisons, out / FOREST_FILE, forest_title))]
+        if report.follow_through is not None:
+            from commitbench.analysis.followup.figures import chain_bars
+
+            chain_title = f"From promise to kept promise, {_by(report)} ({report.judge})"
+            files["follow_through_figure"] = [
+                str(chain_bars(report.follow_through.chain, out / CHAIN_FIGURE_FILE, title=chain_title))
+            ]
     return files

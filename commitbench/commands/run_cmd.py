@@ -31,7 +31,7 @@ SHORTHANDS = ("standing", "followup")
 _SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
 _STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
-_FOLLOWUP = ("setups", "variants", "personas", "categories", "requests")
+_FOLLOWUP = ("setups", "variants", "personas", "categories", "requests", "follow_through")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     followup.add_argument("--personas", nargs="+", default=None, help="generic and/or support (default both)")
     followup.add_argument("--categories", nargs="+", default=None, help="request categories")
     followup.add_argument("--requests", nargs="+", default=None, help="request ids")
+    followup.add_argument("--follow-through", action="store_const", const=True, default=None,
+                          help="play on after the reply: what the agent scheduled comes due and is graded "
+                          "(docs/follow-through.md)")
     judge = parser.add_argument_group("the judge that labels the run afterwards (default: the offline labeller)")
     add_judge_flags(judge, labelling=True)
     parser.set_defaults(func=_handle)
@@ -148,7 +151,8 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     else:
         env = FOLLOWUP_ENV_ID
         episodes = {"setups": args.setups, "variants": args.variants, "personas": args.personas,
-                    "categories": args.categories, "requests": args.requests, "limit": args.limit}
+                    "categories": args.categories, "requests": args.requests, "limit": args.limit,
+                    "follow_through": bool(args.follow_through)}
     name = f"{suite}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
     arm = args.interventions or []
     try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from commitbench.ledger import transitions
 from commitbench.ledger.clock import Clock, require_aware
@@ -77,13 +78,18 @@ class Ledger:
 
     # -- writes
 
-    def add(self, new: NewCommitment, actor: str, reason: str = "") -> Commitment:
-        """Record a new commitment. Status: pending if it has a due time, rule or condition, else unscheduled."""
+    def add(
+        self, new: NewCommitment, actor: str, reason: str = "", details: dict[str, Any] | None = None
+    ) -> Commitment:
+        """Record a new commitment. Status: pending if it has a due time, rule or condition, else unscheduled.
+
+        ``details`` (JSON values) go into the 'created' event: where the commitment came from, say.
+        """
         if not isinstance(new, NewCommitment):
             raise TypeError(f"add() takes a NewCommitment, got {type(new).__name__}")
         transitions.first_occurrence(new)  # the slow part of creating a duty, outside the write lock
         with self.store.write():
-            plan = transitions.create(new, self.store.next_id(), actor, reason, self._now())
+            plan = transitions.create(new, self.store.next_id(), actor, reason, self._now(), details)
             self.store.insert(plan.after)
             self.store.append(plan.after.id, plan.events)
         return plan.after
@@ -142,6 +148,21 @@ class Ledger:
         return self._run(
             commitment_id, lambda c, now: transitions.retire(c, actor, reason, now, self.policy)
         ).after
+
+    def fire(
+        self, commitment_id: int, actor: str, reason: str = "", details: dict[str, Any] | None = None
+    ) -> Commitment:
+        """Record that the runtime set the commitment off (its due time came, or its event happened).
+
+        The state does not change; the 'fired' event holds the due time and ``details`` (JSON values).
+        """
+        return self._run(commitment_id, lambda c, now: transitions.fire(c, actor, reason, now, details)).after
+
+    def deliver(
+        self, commitment_id: int, actor: str, reason: str = "", details: dict[str, Any] | None = None
+    ) -> Commitment:
+        """pending | acknowledged -> completed, recorded as 'delivered' with ``details`` (what was delivered)."""
+        return self._run(commitment_id, lambda c, now: transitions.deliver(c, actor, reason, now, details)).after
 
     def name_delegate(self, commitment_id: int, delegate: str, actor: str, reason: str = "") -> Commitment:
         """The creditor names a party who may release on their behalf."""

@@ -65,6 +65,8 @@ class AuditEventKind(str, Enum):
     RETIRED = "retired"
     DELEGATE_NAMED = "delegate_named"
     STANDING_REFUSED = "standing_refused"  # someone without standing tried to release; no state change
+    FIRED = "fired"  # the runtime set the commitment off (its due time came, or its event happened)
+    DELIVERED = "delivered"  # the debtor carried the fired commitment out; it is completed
 
 
 class StandingBasis(str, Enum):

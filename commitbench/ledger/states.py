@@ -1,8 +1,10 @@
 """The lifecycle as a table: which operation may run from which state, and where it leads.
 
 One-shot:  unscheduled -> pending (schedule) ; pending -> acknowledged ;
-           pending | acknowledged -> completed | failed | cancelled ; unscheduled -> cancelled.
-Recurring: pending -> acknowledged ; pending | acknowledged -> pending (satisfy / waive re-arm the
+           pending | acknowledged -> completed | failed | cancelled ; unscheduled -> cancelled ;
+           pending | acknowledged: fire (no change of state) ; deliver -> completed.
+Recurring: pending -> acknowledged ; fire (the live occurrence; no change of state) ;
+           pending | acknowledged -> pending (satisfy / waive re-arm the
            next occurrence; completed when the rule has no occurrences left) ;
            pending | acknowledged -> retired (the separate, explicit end of a duty).
 Terminal states (completed, failed, cancelled, retired) accept nothing.
@@ -30,6 +32,8 @@ class Operation(str, Enum):
     WAIVE = "waive"
     RETIRE = "retire"
     NAME_DELEGATE = "name a delegate for"
+    FIRE = "fire"
+    DELIVER = "deliver"
 
 
 # (kind, operation) -> {source status: target status}
@@ -48,11 +52,14 @@ TRANSITIONS: dict[tuple[CommitmentKind, Operation], dict[CommitmentStatus, Commi
         S.ACKNOWLEDGED: S.CANCELLED,
     },
     (CommitmentKind.ONE_SHOT, Operation.NAME_DELEGATE): {s: s for s in (S.UNSCHEDULED, S.PENDING, S.ACKNOWLEDGED)},
+    (CommitmentKind.ONE_SHOT, Operation.FIRE): {S.PENDING: S.PENDING, S.ACKNOWLEDGED: S.ACKNOWLEDGED},
+    (CommitmentKind.ONE_SHOT, Operation.DELIVER): {S.PENDING: S.COMPLETED, S.ACKNOWLEDGED: S.COMPLETED},
     (CommitmentKind.RECURRING, Operation.ACKNOWLEDGE): {S.PENDING: S.ACKNOWLEDGED},
     (CommitmentKind.RECURRING, Operation.SATISFY): {S.PENDING: S.PENDING, S.ACKNOWLEDGED: S.PENDING},
     (CommitmentKind.RECURRING, Operation.WAIVE): {S.PENDING: S.PENDING, S.ACKNOWLEDGED: S.PENDING},
     (CommitmentKind.RECURRING, Operation.RETIRE): {S.PENDING: S.RETIRED, S.ACKNOWLEDGED: S.RETIRED},
     (CommitmentKind.RECURRING, Operation.NAME_DELEGATE): {S.PENDING: S.PENDING, S.ACKNOWLEDGED: S.ACKNOWLEDGED},
+    (CommitmentKind.RECURRING, Operation.FIRE): {S.PENDING: S.PENDING, S.ACKNOWLEDGED: S.ACKNOWLEDGED},
 }
 
 _CLOSES = (Operation.COMPLETE, Operation.FAIL, Operation.CANCEL)
@@ -73,6 +80,8 @@ def target_status(commitment: Commitment, operation: Operation) -> CommitmentSta
     if table is None:
         if operation in (Operation.SATISFY, Operation.WAIVE, Operation.RETIRE):
             detail = f"{operation.value} applies to recurring duties only; close a one-shot commitment"
+        elif operation is Operation.DELIVER:
+            detail = "deliver ends a one-shot commitment; satisfy the occurrence of a recurring duty"
         else:
             detail = "a recurring duty is scheduled by its rule"
         raise IllegalTransition(commitment.id, current, operation.value, detail)

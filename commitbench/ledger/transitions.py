@@ -132,8 +132,11 @@ def first_occurrence(new: NewCommitment) -> datetime | None:
     return first
 
 
-def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now: datetime) -> Plan:
-    """A new commitment and its 'created' event (which carries the full record)."""
+def create(
+    new: NewCommitment, commitment_id: int, actor: str, reason: str, now: datetime,
+    details: dict[str, Any] | None = None,
+) -> Plan:
+    """A new commitment and its 'created' event (which carries the full record, and ``details`` if given)."""
     actor = _actor(actor)
     now = require_aware(now, "now")
     bookmark = None
@@ -177,6 +180,7 @@ def create(new: NewCommitment, commitment_id: int, actor: str, reason: str, now:
         from_status=None,
         to_status=status,
         changes=commitment.model_dump(mode="json"),
+        details=dict(details or {}),
     )
     return Plan(after=commitment, events=(draft,))
 
@@ -274,6 +278,29 @@ def name_delegate(before: Commitment, delegate: str, actor: str, reason: str, no
         now=now,
         details={"delegate": name},
         delegates=(*before.delegates, name),
+    )
+    return Plan(after=after, events=(draft,))
+
+
+def fire(before: Commitment, actor: str, reason: str, now: datetime, details: dict[str, Any] | None = None) -> Plan:
+    """The runtime set the commitment off: its due time came or its event happened. The state stays; the
+    event records when it fired and when it was due (``details`` adds what set it off)."""
+    target = target_status(before, Operation.FIRE)
+    record = {"due_at": _iso(before.next_due), **(details or {})}
+    after, draft = _step(
+        before, kind=AuditEventKind.FIRED, actor=_actor(actor), reason=reason, now=now, details=record, status=target
+    )
+    return Plan(after=after, events=(draft,))
+
+
+def deliver(
+    before: Commitment, actor: str, reason: str, now: datetime, details: dict[str, Any] | None = None
+) -> Plan:
+    """The debtor carried out a one-shot commitment (``details``: what was delivered, and how): completed."""
+    target = target_status(before, Operation.DELIVER)
+    after, draft = _step(
+        before, kind=AuditEventKind.DELIVERED, actor=_actor(actor), reason=reason, now=now,
+        details=dict(details or {}), status=target,
     )
     return Plan(after=after, events=(draft,))
 

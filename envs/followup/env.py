@@ -17,6 +17,19 @@ Contract
 * Bad input never raises: unknown tools, unparseable actions and bad arguments come back as tool
   results with ``ok=0`` and are counted in ``env.trace``.
 * Every reward is 0.0: the outcome is labelled afterwards, from ``env.trace``, by the checker.
+
+Follow-through mode (an episode whose ``follow_through`` is set; ``docs/follow-through.md``)
+------------------------------------------------------------------------------------------
+The first turn is played exactly as above, and the outcome label is still taken from it. What the
+agent's calls left for later (tasks, reminders, memories, tickets, escalations) is kept in the
+commitment ledger on a simulated clock (:mod:`commitbench.envs.followup.runtime`). When the first turn
+ends, the episode goes on: the clock moves to what comes due next and the runtime opens a new agent
+turn with a short notice (a ``notice`` event naming the task, its text and the time); a ticket's turn
+also offers ``update_ticket`` (``info["tools"]`` then lists the tools anew). A memory request's later
+conversation opens with a new ``system`` event and the user's message, and ``info["session"]`` counts
+up: the agent starts a fresh conversation there. A reminder is shown to the user by the runtime and
+opens no turn. The episode ends when nothing more comes due (or after ``MAX_FIRINGS`` turns); the
+ledger's audit trail is then in ``trace.ledger_audit``. The tool-call bound applies per turn.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from commitbench.envs.common import (
     record_extras,
     run_tool,
 )
+from commitbench.envs.followup.runtime import Firing, FollowThroughRuntime, local_text
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.episodes.followup.episodes import FollowUpEpisode, select_followup_episodes
 from commitbench.episodes.followup.requests import FollowupRequest
@@ -44,7 +58,7 @@ from commitbench.episodes.followup.tools import bind_tools
 from commitbench.episodes.followup.vocabulary import Doability, SetupId, Variant
 from commitbench.extras import EnvExtras, extras_of
 from commitbench.protocol import ActionKind, Event, EventKind, parse_action
-from commitbench.tools import Toolbox
+from commitbench.tools import Tool, Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
 
 # The settings interventions may give this environment at reset (commitbench.extras).
@@ -52,6 +66,11 @@ SETTINGS: dict[str, str] = {"variant": "play every episode in this variant (infe
 
 USER_NAME = "User"
 USER_CHANNEL = "chat"
+# Script annotations (``Event.act``) of the follow-through mode's events.
+FIRED_ACT = "fired"
+SECOND_SESSION_ACT = "second_session"
+REMINDER_ACT = "reminder_delivered"
+DELIVERY_TOOLS = ("update_ticket",)
 
 
 
@@ -99,6 +118,8 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self.trace: EpisodeTrace | None = None
         self._done = True
         self._calls = 0
+        self.runtime: FollowThroughRuntime | None = None
+        self._held: list[Tool] = []
 
     @property
     def variant(self) -> Variant:
@@ -124,7 +145,16 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self._extras = extras
         ep = self.episode
         names = [d.name for d in self.suite.tool_definitions(ep.setup, ep.persona)]
-        self._toolbox = Toolbox([*bind_tools(self.suite.current_time, ep.persona, names), *extras.tools])
+        if self.runtime is not None:
+            self.runtime.close()
+        self.runtime = FollowThroughRuntime(ep, self.suite) if ep.follow_through else None
+        if self.runtime is not None:
+            bound = bind_tools(self.suite.current_time, ep.persona, [*names, *DELIVERY_TOOLS], clock=self.runtime.now,
+                               keeper=self.runtime)
+            tools, self._held = bound[: len(names)], bound[len(names):]
+        else:
+            tools, self._held = bind_tools(self.suite.current_time, ep.persona, names), []
+        self._toolbox = Toolbox([*tools, *extras.tools])
         self._calls = 0
         self._done = False
         self._t0 = time.perf_counter()
@@ -147,6 +177,8 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         info["write_tools"] = self._toolbox.write_tools()
         info["system_prompt"] = prompt
         info["user_message"] = user.text
+        if self.runtime is not None:
+            info["session"] = self.runtime.session
         return observation(shown), info
 
     # ---------------------------------------------------------------------- step
@@ -156,58 +188,138 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             return observation([notice]), 0.0, True, False, self._info([notice])
         self.trace.steps += 1
         act = parse_action(action)
-        turn = self.trace.turns[0]
+        turn = self.trace.turns[-1]
+        index = turn.index
         events: list[Event] = []
+        shown: list[Event] = []
+        tools_changed = False
         if act.kind is ActionKind.REPLY:
             text = act.text or ""
             turn.reply, turn.reply_channel, turn.ended_by = text, USER_CHANNEL, "reply"
             if act.revision is not None:
                 turn.revisions.append(act.revision)
             self.trace.events.append(
-                Event(kind=EventKind.ASSISTANT, step=0, sender="assistant", role="assistant",
+                Event(kind=EventKind.ASSISTANT, step=index, sender="assistant", role="assistant",
                       channel=USER_CHANNEL, text=text, tool="reply", act=act.revision.kind if act.revision else "")
             )
-            self._finish()
+            shown, tools_changed = self._end_turn()
         elif act.kind is ActionKind.END_TURN:
             turn.ended_by = "end_turn"
-            self._finish()
+            shown, tools_changed = self._end_turn()
         else:
             self._calls += 1
-            record = run_tool(self._toolbox, act, self.trace, 0, 0)
+            if self.runtime is not None:
+                self.runtime.turn, self.runtime.call_id = index, act.call_id or f"#{len(turn.calls)}"
+            record = run_tool(self._toolbox, act, self.trace, index, index)
             turn.calls.append(record)
             events.append(
-                Event(kind=EventKind.TOOL_RESULT, step=0, tool=record.tool, text=record.result, ok=record.ok,
+                Event(kind=EventKind.TOOL_RESULT, step=index, tool=record.tool, text=record.result, ok=record.ok,
                       call_id=record.call_id)
             )
             if self._calls >= self.max_tool_calls:
                 self.trace.turn_limit_hits += 1
                 turn.ended_by = "turn_limit"
+                over = "the conversation is over" if self.runtime is None else "this turn is over"
                 events.append(
-                    Event(kind=EventKind.NOTICE, step=0,
-                          text=f"You used all {self.max_tool_calls} tool calls; the conversation is over.")
+                    Event(kind=EventKind.NOTICE, step=index,
+                          text=f"You used all {self.max_tool_calls} tool calls; {over}.")
                 )
-                self._finish()
             self.trace.events.extend(events)
-        return observation(events), 0.0, self._done, False, self._info(events)
+            if turn.ended_by == "turn_limit":
+                shown, tools_changed = self._end_turn()
+            shown = [*events, *shown]
+        info = self._info(shown)
+        if tools_changed:
+            info["tools"] = [t.to_openai() for t in self._toolbox.specs()]
+            info["write_tools"] = self._toolbox.write_tools()
+        return observation(shown), 0.0, self._done, False, info
+
+    # ------------------------------------------------------------- follow-through
+    def _end_turn(self) -> tuple[list[Event], bool]:
+        """End the current turn; in the follow-through mode, open the next one if something comes due.
+
+        Returns the events the next turn opens with (none when the episode ends) and whether the tools changed.
+        """
+        runtime, trace = self.runtime, self.trace
+        assert trace is not None
+        if runtime is None:
+            self._finish()
+            return [], False
+        turn = trace.turns[-1]
+        runtime.close_turn(turn.index, turn.reply or "")
+        while (firing := runtime.next_firing()) is not None:
+            index = len(trace.turns)
+            opens_turn = runtime.needs_turn(firing)
+            for item in runtime.fire(firing, index if opens_turn else None):
+                trace.events.append(
+                    Event(kind=EventKind.NOTICE, step=index, sender="reminder", channel=USER_CHANNEL,
+                          text=f"Reminder ({local_text(firing.at)}): {item.text}", act=REMINDER_ACT)
+                )
+            if opens_turn:
+                return self._open_turn(firing, index)
+        self._finish()
+        return [], False
+
+    def _open_turn(self, firing: Firing, index: int) -> tuple[list[Event], bool]:
+        runtime, trace = self.runtime, self.trace
+        assert runtime is not None and trace is not None
+        self._calls = 0
+        events: list[Event] = []
+        tools_changed = False
+        if firing.reason == "session":
+            session = self.episode.request.second_session
+            assert session is not None
+            prompt = self.suite.system_prompt(self.episode.setup, self.episode.persona, self.variant, now=session.at)
+            prompt = compose_system_prompt(prompt, [], self._extras.sections, self.episode, full=prompt)
+            events.append(Event(kind=EventKind.SYSTEM, step=index, text=prompt))
+            tools_changed = True
+        text = runtime.notice(firing)
+        if text:
+            events.append(Event(kind=EventKind.NOTICE, step=index, sender="scheduler", text=text, act=FIRED_ACT))
+        if firing.reason == "session":
+            session = self.episode.request.second_session
+            assert session is not None
+            user = Event(kind=EventKind.MESSAGE, step=index, sender=USER_NAME, role="user", channel=USER_CHANNEL,
+                         text=session.text, act=SECOND_SESSION_ACT)
+            events.append(user)
+        if any(item.kind.value in ("ticket", "escalation") for item in firing.items):
+            missing = [t for t in self._held if t.name not in self._toolbox]
+            if missing:
+                self._toolbox = Toolbox([*self._toolbox.values(), *missing])
+                tools_changed = True
+        trace.events.extend(events)
+        trace.turns.append(TurnRecord(index=index, opened_by=events[-1]))
+        return events, tools_changed
 
     def _finish(self) -> None:
         assert self.trace is not None
         self._done = True
         self.trace.terminated = True
         self.trace.duration_s = time.perf_counter() - self._t0
+        if self.runtime is not None:
+            self.runtime.finish()
+            self.trace.ledger_audit = self.runtime.audit()
 
     def _info(self, shown: Sequence[Event] = ()) -> dict[str, Any]:
         trace = self.trace
         info: dict[str, Any] = {
             "episode_id": self.episode.id,
-            "turn": 0,
+            "turn": trace.turns[-1].index if trace and trace.turns else 0,
             "calls_left": max(self.max_tool_calls - self._calls, 0),
             "tool_errors": trace.tool_errors if trace else 0,
             "done": self._done,
         }
+        if self.runtime is not None:
+            info["session"] = self.runtime.session
         facts = {**self.episode.factors(), "variant": self.variant.value}
         info.update(privileged_info(self._extras, shown, episode=facts))
         return info
+
+    def close(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+        super().close()
 
     # -------------------------------------------------------------------- render
     def render(self) -> str | None:

@@ -20,6 +20,8 @@ from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.episodes.selection import narrow
 
+FOLLOW_THROUGH_SUFFIX = "follow-through"
+
 
 class FollowUpEpisode(BaseModel):
     """One request in one setup, variant and persona."""
@@ -31,10 +33,20 @@ class FollowUpEpisode(BaseModel):
     variant: Variant = Field(description="Whether the system prompt states what persists.")
     persona: Persona = Field(description="Generic assistant or utility support agent.")
     doability: Doability = Field(description="Whether the setup can fully serve the request.")
+    follow_through: bool = Field(
+        default=False,
+        description="Play on after the reply: what the agent scheduled comes due and must be delivered "
+        "(docs/follow-through.md). Part of the id, so such runs never mix with single-turn ones.",
+    )
+
+    @property
+    def base_id(self) -> str:
+        """request:setup:variant:persona, whatever the mode."""
+        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
 
     @property
     def id(self) -> str:
-        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
+        return f"{self.base_id}:{FOLLOW_THROUGH_SUFFIX}" if self.follow_through else self.base_id
 
     def factors(self) -> dict[str, str | int]:
         return {
@@ -46,7 +58,17 @@ class FollowUpEpisode(BaseModel):
             "persona": self.persona.value,
             "doability": self.doability.value,
             "required_capabilities": ",".join(c.value for c in self.request.required_capabilities),
+            **(self._follow_through_factors() if self.follow_through else {}),
         }
+
+    def _follow_through_factors(self) -> dict[str, str | int]:
+        """What the checker needs of the request in the follow-through mode (recorded on the trace)."""
+        factors: dict[str, str | int] = {"follow_through": 1, "request_text": self.request.text}
+        if self.request.event is not None:
+            factors["event_at"] = self.request.event.at.isoformat(timespec="minutes")
+        if self.request.second_session is not None:
+            factors["second_session_at"] = self.request.second_session.at.isoformat(timespec="minutes")
+        return factors
 
 
 # ----------------------------------------------------------------------------------- selection
@@ -145,12 +167,23 @@ class FollowupSelection(BaseModel):
     )
     categories: list[RequestCategory] | None = Field(default=None, description="Request categories (null: all).")
     requests: list[str] | None = Field(default=None, description="Request ids, e.g. rem-001 (null: all).")
-    ids: list[str] | None = Field(default=None, description="Episode ids, request:setup:variant:persona (null: all).")
+    ids: list[str] | None = Field(
+        default=None,
+        description="Episode ids, request:setup:variant:persona (null: all); with or without the "
+        "':follow-through' ending of the follow-through mode.",
+    )
     limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (null: all).")
     request_file: str | None = Field(
         default=None,
         description="A JSONL file of requests (the schema of the packaged requests.jsonl) played instead of the "
         "packaged set; doability comes from the packaged matrix by category.",
+    )
+    follow_through: bool = Field(
+        default=False,
+        description="The follow-through mode: after the reply, what the agent scheduled comes due on a simulated "
+        "clock and must be delivered, and the checker grades whether each promise was kept (outcome labels are "
+        "still taken on the first turn). Off: single-turn episodes, as in the original study. Episode ids carry "
+        "':follow-through' when on.",
     )
 
     def select(
@@ -177,4 +210,9 @@ class FollowupSelection(BaseModel):
             request_id=self.requests,
             doability=doability,
         )
-        return narrow(chosen, {e.id for e in chosen}, self.ids, self.limit)
+        if self.follow_through:
+            chosen = [e.model_copy(update={"follow_through": True}) for e in chosen]
+        # An id may be given with or without the follow-through mode's ending.
+        full = {e.base_id: e.id for e in chosen}
+        ids = None if self.ids is None else [full.get(i, i) for i in self.ids]
+        return narrow(chosen, {e.id for e in chosen}, ids, self.limit)

@@ -10,8 +10,14 @@ unclear requests and near-duplicates, fills the categories the real data cannot 
 memory, callbacks, part of monitoring) from ``templates.yaml``, and writes:
 
 * ``requests.jsonl``: one row per request (see ``requests.FollowupRequest``);
-* ``curation_log.jsonl``: every rejected or edited candidate with the reason, and every revision of an
-  earlier version's row that no rule makes (a rewritten context, reworded template text).
+* ``curation_log.jsonl``: every rejected or edited candidate with the reason, every revision of an
+  earlier version's row that no rule makes (a rewritten context, reworded template text), and every
+  addition for the follow-through mode (a scripted event, a second-session message; action "added").
+
+``follow_through.yaml`` holds what the follow-through mode plays beyond a request's text: the event a
+request that waits for one then sees, and the message of a memory request's later conversation (written
+from templates). The build attaches them by source key and stops on a key that names no row, on a row
+that needs one and has none, and on a moment that is not after the suite's current time.
 
 Selection is deterministic: candidates are ordered by source id and shuffled with a fixed seed, and
 the first ones that pass every check fill each category's quota. The hand table in ``curation.yaml``
@@ -44,6 +50,7 @@ from commitbench.episodes.followup.requests import (
     context_problems,
     pii_problems,
     procedural_problems,
+    request_line,
     row_problems,
 )
 from commitbench.episodes.followup.rewrite import rewrite_support_request, rewrite_transcript
@@ -537,7 +544,59 @@ def build(data_dir: Path, seed: int = 0, package_data: Path = PACKAGE_DATA) -> B
     _check_contexts(rows)
     _check_rows(rows)
     _log_revisions(log, curation, rows, package_data / "templates.yaml")
+    rows = attach_follow_through(rows, package_data / "follow_through.yaml", log)
     return Built(rows=rows, log=log)
+
+
+def attach_follow_through(
+    rows: list[FollowupRequest], path: Path, log: list[dict[str, Any]]
+) -> list[FollowupRequest]:
+    """The rows with their scripted events and second-session messages from ``path``, each addition logged."""
+    from commitbench.episodes.followup.requests import follow_through_problems
+    from commitbench.episodes.followup.setups import CURRENT_TIME
+
+    data = read_yaml(path) or {}
+    events = dict(data.get("events") or {})
+    templates = {t["id"]: t["text"] for t in data.get("second_session_templates") or []}
+    sessions = dict(data.get("second_sessions") or {})
+    by_source = {f"{r.source.dataset.value}:{r.source.source_id}": r for r in rows}
+    unknown = sorted(k for k in (*events, *sessions) if k not in by_source)
+    if unknown:
+        raise BuildError(f"{path.name}: key(s) that name no row of the set: {unknown}")
+    out: list[FollowupRequest] = []
+    problems: list[str] = []
+    for row in rows:
+        key = f"{row.source.dataset.value}:{row.source.source_id}"
+        update: dict[str, Any] = {}
+        if key in events:
+            update["event"] = {"at": events[key]["at"], "text": events[key]["text"]}
+            log.append({"source": key, "category": row.category.value, "action": "added",
+                        "reason": "the event the request waits for, played in the follow-through mode",
+                        "original_text": row.text, "text": events[key]["text"]})
+        if key in sessions:
+            entry = sessions[key]
+            template = entry["template"]
+            if template not in templates:
+                raise BuildError(f"{path.name}: second_sessions[{key!r}] names an unknown template {template!r}")
+            index = sorted(k for k, v in sessions.items() if v["template"] == template).index(key)
+            text = _fill(templates[template], {"item": {"what": entry["what"]}})
+            update["second_session"] = {
+                "at": entry["at"], "text": text,
+                "source": {"dataset": SourceDataset.TEMPLATE, "source_id": f"{template}#{index}",
+                           "original_text": templates[template]},
+            }
+            log.append({"source": key, "category": row.category.value, "action": "added",
+                        "reason": f"the user's message in a later conversation (template {template}), played in the "
+                        "follow-through mode", "original_text": templates[template], "text": text})
+        try:
+            attached = FollowupRequest.model_validate({**row.model_dump(), **update}) if update else row
+        except ValidationError as exc:
+            raise BuildError(f"{path.name}: {key}: {exc.errors()[0]['msg']}") from None
+        problems.extend(f"{attached.id} ({key}): {p}" for p in follow_through_problems(attached, CURRENT_TIME))
+        out.append(attached)
+    if problems:
+        raise BuildError(f"{path.name}: rows the follow-through mode cannot play:\n" + "\n".join(problems))
+    return out
 
 
 def _check_rows(rows: list[FollowupRequest]) -> None:
@@ -583,7 +642,7 @@ def write(built: Built, package_data: Path = PACKAGE_DATA) -> None:
     log_path = package_data / "curation_log.jsonl"
     with requests_path.open("w", encoding="utf-8") as handle:
         for row in built.rows:
-            handle.write(json.dumps(row.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            handle.write(request_line(row) + "\n")
     with log_path.open("w", encoding="utf-8") as handle:
         for entry in built.log:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")

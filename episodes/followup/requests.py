@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -148,6 +149,45 @@ class RequestSource(BaseModel):
     original_text: str = Field(description="The text as the source has it (for templates: the pattern).")
 
 
+class ScriptedEvent(BaseModel):
+    """What happens in the world at a set moment of a follow-through episode (the event a request waits for).
+
+    A task the assistant scheduled to start on an event starts when this event happens, if its event
+    description matches this one (``envs/followup/runtime.py``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: datetime = Field(description="When it happens, in the user's local time (after the episode's current time).")
+    text: str = Field(description="What happened, as the runtime reports it to a task waiting for it.", min_length=8)
+
+    @field_validator("text")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        problems = pii_problems(value)
+        if problems:
+            raise ValueError(f"event text contains a {', '.join(problems)}")
+        return value
+
+
+class SecondSession(BaseModel):
+    """The user's message when they come back in a later conversation (memory requests, follow-through mode)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: datetime = Field(description="When the later conversation starts, in the user's local time.")
+    text: str = Field(description="The user's message in it.", min_length=8)
+    source: RequestSource = Field(description="The template the message was written from (family#item).")
+
+    @field_validator("text")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        problems = pii_problems(value)
+        if problems:
+            raise ValueError(f"second-session message contains a {', '.join(problems)}")
+        return value
+
+
 class FollowupRequest(BaseModel):
     """One single-turn follow-up request."""
 
@@ -163,6 +203,16 @@ class FollowupRequest(BaseModel):
     context: str = Field(description="One or two sentences sent before the request; no tools, nothing on persistence.")
     required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
     source: RequestSource = Field(description="Provenance of the request text.")
+    event: ScriptedEvent | None = Field(
+        default=None,
+        description="The event the request waits for (every request whose serving needs an event watched), "
+        "played in the follow-through mode; null otherwise.",
+    )
+    second_session: SecondSession | None = Field(
+        default=None,
+        description="The user's message in a later conversation (every memory request), played in the "
+        "follow-through mode; null otherwise.",
+    )
 
     @field_validator("context")
     @classmethod
@@ -193,11 +243,30 @@ class FollowupRequest(BaseModel):
         return f"{self.context} {self.text}"
 
 
+def request_line(row: FollowupRequest) -> str:
+    """The row as one line of a request file (fields without a value are left out)."""
+    return json.dumps(row.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+
+
 def row_problems(row: FollowupRequest) -> list[str]:
     """Every curation rule a row breaks beyond its field validators (empty for a good row)."""
     problems = [f"referent: {p}" for p in referent_problems(row.text, row.context)]
     if row.category is RequestCategory.CALLBACK:
         problems.extend(f"procedural callback: {p}" for p in procedural_problems(row.text))
+    return problems
+
+
+def follow_through_problems(row: FollowupRequest, now: datetime) -> list[str]:
+    """What the follow-through mode lacks for a row: an event for a request that waits for one, a later
+    session for a memory request, and moments after ``now`` (empty when nothing is missing)."""
+    problems = []
+    if Capability.WATCH_EVENT in row.required_capabilities and row.event is None:
+        problems.append("waits for an event but has no scripted event")
+    if row.category is RequestCategory.MEMORY and row.second_session is None:
+        problems.append("is a memory request without a second-session message")
+    for name, part in (("event", row.event), ("second session", row.second_session)):
+        if part is not None and part.at <= now:
+            problems.append(f"its {name} at {part.at.isoformat()} is not after {now.isoformat()}")
     return problems
 
 

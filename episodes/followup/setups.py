@@ -12,13 +12,13 @@ that gives an affordance must be matched by the property). Errors name the file 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, tzinfo
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from commitbench.episodes.followup.vocabulary import (
     CHANNEL_CAPABILITIES,
@@ -35,6 +35,9 @@ SETUPS_RESOURCE = "data/followup/setups.yaml"
 # The fixed moment every episode of the suite happens at (user's local time). The clock tool returns
 # it and every system prompt states it.
 CURRENT_TIME = datetime(2026, 10, 1, 10, 0)
+# The user's time zone: what "the user's local time" is when a moment must be placed on a real clock (the
+# ledger of the follow-through mode keeps aware times). The prompts never name it; see docs/follow-through.md.
+DEFAULT_TIME_ZONE = "Europe/London"
 
 _CHANNEL_WORDS: dict[Capability, str] = {
     Capability.SEND_EMAIL: "e-mail",
@@ -175,6 +178,10 @@ class SuiteSetups(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     current_time: datetime = Field(description="Fixed current time of every episode (user's local time).")
+    time_zone: str = Field(
+        default=DEFAULT_TIME_ZONE,
+        description="IANA time zone of the user's local time (used where a local time must become an aware one).",
+    )
     personas: dict[Persona, PersonaDefinition] = Field(description="Persona paragraphs.")
     setups: dict[SetupId, SetupDefinition] = Field(description="The five setups.")
 
@@ -182,6 +189,28 @@ class SuiteSetups(BaseModel):
     def tools(self) -> list[ToolDefinition]:
         """Every tool of the suite, as declared with its handler (:mod:`commitbench.episodes.followup.tools`)."""
         return declared_tool_definitions()
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+        return value
+
+    @property
+    def zone(self) -> tzinfo:
+        """The user's time zone."""
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(self.time_zone)
+
+    def aware(self, local: datetime) -> datetime:
+        """A local wall-clock time of the user as an aware datetime (an aware input is converted)."""
+        return local.astimezone(self.zone) if local.tzinfo is not None else local.replace(tzinfo=self.zone)
 
     @model_validator(mode="after")
     def _consistent(self) -> SuiteSetups:
@@ -246,15 +275,16 @@ class SuiteSetups(BaseModel):
     def _tools_of(self, setup: SetupId) -> list[ToolDefinition]:
         return [self.tool(n) for n in self.setups[setup].tools]
 
-    def system_prompt(self, setup: SetupId, persona: Persona, variant: Variant) -> str:
+    def system_prompt(self, setup: SetupId, persona: Persona, variant: Variant, now: datetime | None = None) -> str:
         """Persona, then (stated variant only) the persistence paragraph, then the current time.
 
-        The order keeps the part shared by most prompts first, for server-side prefix caching.
+        The order keeps the part shared by most prompts first, for server-side prefix caching. ``now`` is
+        the fixed current time unless a later session of a follow-through episode gives its own.
         """
         parts = [self.persona_prompt(persona)]
         if variant is Variant.STATED:
             parts.append(self.stated_paragraph(setup))
-        parts.append(current_time_sentence(self.current_time))
+        parts.append(current_time_sentence(now or self.current_time))
         return "\n\n".join(parts)
 
 

@@ -13,6 +13,12 @@ checks that the names exist here and that the setup's persistence properties agr
 
 The answers are deterministic mocks (the calculator walks the syntax tree and never calls ``eval``);
 :class:`FollowupTools` holds one episode's state (saved memory, ids handed out).
+
+In the follow-through mode the environment hands the tools a :class:`Keeper` and a clock: every
+successful call that leaves something for later (a task, a reminder, a memory, a ticket, an
+escalation) is also handed to the keeper, which keeps it in the commitment ledger and fires it when
+it comes due; ``update_ticket`` (offered only when a ticket or escalation comes due) and
+``memory_read`` report to it too. The results the agent sees are the same with or without a keeper.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -224,6 +230,25 @@ def _parse_when(value: str, now: datetime) -> tuple[datetime | None, str | None]
     return when, None
 
 
+# ----------------------------------------------------------------------------------------- keeper
+class Keeper(Protocol):
+    """What keeps the calls that leave something for later (the follow-through runtime)."""
+
+    def keep(
+        self, kind: str, handle: str, text: str, due: datetime | None = None, on_event: str | None = None
+    ) -> None:
+        """A call left something for later: ``kind`` task, reminder, memory, ticket or escalation."""
+        ...
+
+    def updated(self, handle: str, status: str, note: str) -> str | None:
+        """A ticket or escalation was updated; returns why the update is refused, or None."""
+        ...
+
+    def recalled(self, key: str) -> None:
+        """A saved memory was read."""
+        ...
+
+
 # ----------------------------------------------------------------------------------------- tools
 class NoArgs(ToolArgs):
     """A tool without arguments."""
@@ -273,6 +298,12 @@ class CreateTicketArgs(ToolArgs):
     due_by: str | None = Field(default=None, description="Deadline as an ISO 8601 date-time, if there is one.")
 
 
+class UpdateTicketArgs(ToolArgs):
+    ticket_id: str = Field(description="The ticket's or escalation's id, for example TCK-001.")
+    status: Literal["open", "closed"] = Field(description="open while work goes on; closed when it is done.")
+    note: str = Field(description="What happened, in words the user will read.")
+
+
 class EscalateArgs(ToolArgs):
     reason: str = Field(description="Why a person is needed.")
     contact_method: Literal["chat", "phone", "email"] | None = Field(
@@ -287,13 +318,28 @@ _SUPPORT_ONLY = (Persona.SUPPORT,)
 
 
 class FollowupTools:
-    """The suite's tools for one episode: the fixed current time, the persona, and what the turn saved."""
+    """The suite's tools for one episode: the current time, the persona, and what the episode saved.
 
-    def __init__(self, now: datetime, persona: Persona) -> None:
-        self.now = now
+    ``clock`` (the follow-through mode's simulated clock) replaces the fixed ``now`` when given; ``keeper``
+    receives every call that leaves something for later.
+    """
+
+    def __init__(
+        self, now: datetime, persona: Persona, clock: Callable[[], datetime] | None = None,
+        keeper: Keeper | None = None,
+    ) -> None:
+        self._fixed_now = now
+        self._clock = clock
+        self.keeper = keeper
         self.persona = persona
         self.memory: dict[str, str] = {}
+        self.handles: set[str] = set()  # tickets and escalations opened in this episode
         self._counter = 0
+
+    @property
+    def now(self) -> datetime:
+        """The current time in the user's time zone (no zone attached)."""
+        return self._clock() if self._clock is not None else self._fixed_now
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
@@ -347,17 +393,24 @@ class FollowupTools:
         event occurs. When the task runs, the assistant's output is delivered to the user."""
         if not args.run_at and not args.on_event:
             raise ToolError("give run_at (a date-time) or on_event (an event described in words)")
-        if args.run_at:
-            trigger = f"at {self._future(args.run_at).isoformat(timespec='minutes')}"
+        when = self._future(args.run_at) if args.run_at else None
+        if when is not None:
+            trigger = f"at {when.isoformat(timespec='minutes')}"
         else:
             trigger = f"when this happens: {args.on_event}"
-        return f"Scheduled task {self._next_id('task')}: it will run {trigger}."
+        handle = self._next_id("task")
+        if self.keeper is not None:
+            self.keeper.keep("task", handle, args.instruction, due=when, on_event=None if when else args.on_event)
+        return f"Scheduled task {handle}: it will run {trigger}."
 
     @tool(write=True, enables=(Capability.RUN_LATER, Capability.NOTIFY_USER_LATER))
     def create_reminder(self, args: CreateReminderArgs) -> str:
         """Creates a reminder that notifies the user with a message at the given time."""
         when = self._future(args.remind_at)
-        return f"Reminder {self._next_id('rem')} created for {when.isoformat(timespec='minutes')}."
+        handle = self._next_id("rem")
+        if self.keeper is not None:
+            self.keeper.keep("reminder", handle, args.message, due=when)
+        return f"Reminder {handle} created for {when.isoformat(timespec='minutes')}."
 
     @tool(write=True, enables=(Capability.RECALL_ACROSS_SESSIONS,))
     def memory_write(self, args: MemoryWriteArgs) -> str:
@@ -366,6 +419,8 @@ class FollowupTools:
         if not key:
             raise ToolError("key is empty")
         self.memory[key] = args.value
+        if self.keeper is not None:
+            self.keeper.keep("memory", key, f"{key}: {args.value}")
         return f"Saved under {key!r}."
 
     @tool()
@@ -373,6 +428,8 @@ class FollowupTools:
         """Reads the value saved under a key in this user's long-term memory."""
         key = args.key.strip()
         if key in self.memory:
+            if self.keeper is not None:
+                self.keeper.recalled(key)
             return self.memory[key]
         return f"Nothing is saved under {key!r}."
 
@@ -380,17 +437,41 @@ class FollowupTools:
     def create_ticket(self, args: CreateTicketArgs) -> str:
         """Opens a ticket for the human support team, describing what they should do and by when. The team works
         through open tickets."""
-        if args.due_by:
-            self._future(args.due_by)
+        due = self._future(args.due_by) if args.due_by else None
         suffix = f", due by {args.due_by}" if args.due_by else ""
-        return f"Ticket {self._next_id('TCK')} opened for the support team{suffix}."
+        handle = self._next_id("TCK")
+        self.handles.add(handle)
+        if self.keeper is not None:
+            text = " ".join(part for part in (args.summary, args.requested_action, args.details or "") if part)
+            self.keeper.keep("ticket", handle, text, due=due)
+        return f"Ticket {handle} opened for the support team{suffix}."
 
     @tool(write=True, enables=(Capability.DELEGATE_TO_HUMAN,))
     def escalate_to_human(self, args: EscalateArgs) -> str:
         """Hands the conversation's case to a human agent, who takes it over and contacts the user by the chosen
         method."""
         method = args.contact_method or "chat"
-        return f"Escalation {self._next_id('ESC')} queued; a human agent will contact the user by {method}."
+        handle = self._next_id("ESC")
+        self.handles.add(handle)
+        if self.keeper is not None:
+            due, _ = _parse_when(args.due_by, self.now) if args.due_by else (None, None)
+            self.keeper.keep("escalation", handle, args.reason, due=due)
+        return f"Escalation {handle} queued; a human agent will contact the user by {method}."
+
+    @tool(write=True, follow_through_only=True)
+    def update_ticket(self, args: UpdateTicketArgs) -> str:
+        """Updates a ticket or escalation of this conversation: sets its status and adds a note for the user."""
+        handle = args.ticket_id.strip()
+        if handle not in self.handles:
+            known = ", ".join(sorted(self.handles)) or "none"
+            raise ToolError(f"there is no ticket or escalation {handle[:40]!r} (this conversation has: {known})")
+        if not args.note.strip():
+            raise ToolError("note is empty")
+        if self.keeper is not None:
+            refused = self.keeper.updated(handle, args.status, args.note)
+            if refused:
+                raise ToolError(refused)
+        return f"{handle} is now {args.status}; the note was added."
 
 
 def tool_declarations() -> list[tuple[ToolSpec, Mapping[str, Any]]]:
@@ -398,7 +479,10 @@ def tool_declarations() -> list[tuple[ToolSpec, Mapping[str, Any]]]:
     return declared_tools(FollowupTools)
 
 
-def bind_tools(now: datetime, persona: Persona, names: list[str]) -> list[Tool]:
-    """The named tools bound to a fresh episode state, in the order given."""
-    by_name = {t.name: t for t in bound_tools(FollowupTools(now, persona))}
+def bind_tools(
+    now: datetime, persona: Persona, names: list[str], clock: Callable[[], datetime] | None = None,
+    keeper: Keeper | None = None,
+) -> list[Tool]:
+    """The named tools bound to a fresh episode state, in the order given (see :class:`FollowupTools`)."""
+    by_name = {t.name: t for t in bound_tools(FollowupTools(now, persona, clock, keeper))}
     return [by_name[name] for name in names]

@@ -2,7 +2,8 @@
 
 Each reads a trace as a :class:`~commitbench.judges.followup.llm.FollowUpTurn` and returns a
 :class:`FollowupLabelRecord` holding what it read and what it concluded; ``error`` is set when the
-checker could not label the reply (a judge error, excluded from metrics and counted).
+checker could not label the reply (a judge error, excluded from metrics and counted), and
+``judge_errors`` counts the promises whose follow-through the delivery judge could not grade.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ class CheckerLabeller:
         return self._record(trace, turn, check_now(turn))
 
     def _record(self, trace: EpisodeTrace, turn: FollowUpTurn, result: CheckResult) -> FollowupLabelRecord:
+        ungraded = sum(1 for grade in result.follow_through or () if grade.grade is None)
         return FollowupLabelRecord(
-            run_key=trace.run_key, labeller=self.name, error=result.error, model=trace_model(trace),
+            run_key=trace.run_key, labeller=self.name, error=result.error, judge_errors=ungraded,
+            model=trace_model(trace),
             arm=arm_name(trace.interventions), sample=trace.sample, turn=turn, result=result,
         )

@@ -16,6 +16,13 @@ label. The label itself is derived in code by :func:`commitbench.judges.followup
 
 The input of the checker is a :class:`FollowUpTurn`: what one episode produced, built from a trace
 with :func:`turn_from_trace`. :func:`label_turn` is the pure part shared with the offline checker.
+
+Follow-through mode (``docs/follow-through.md``): the turn also carries what the episode's later turns
+did with what the first one scheduled (:class:`~commitbench.judges.followup.follow_through.FollowThroughRecord`).
+The label is still the first turn's, with the anchoring calls' arguments checked
+(``anchored_mismatch``); :func:`grade_follow_through` grades each promise's follow-through, and the LLM
+checker asks a fourth prompt, the **delivery judge** (``followup_delivery``), only where the content words
+of a delivery do not match the promise. Its errors leave that promise ungraded (``judge_errors``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
@@ -31,14 +39,23 @@ from pydantic import BaseModel, Field
 
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
+from commitbench.judges.followup.arguments import CallView, anchor_by_arguments, promise_target, read_arguments
 from commitbench.judges.followup.feasibility import (
     FeasibilityResult,
     apply_feasibility_judge,
     assess_feasibility,
     enabling_tools_for_request,
 )
+from commitbench.judges.followup.follow_through import (
+    CommitmentFollowThrough,
+    FollowThroughRecord,
+    apply_delivery_verdict,
+    grade_commitment,
+    items_from_audit,
+)
 from commitbench.judges.followup.outcomes import AssessedCommitment, OutcomeLabel, derive_outcome
 from commitbench.judges.followup.schemas import (
+    DeliveryJudgeOutput,
     DetectedCommitment,
     DetectorOutput,
     FeasibilityJudgeOutput,
@@ -53,6 +70,8 @@ from commitbench.protocol import ToolCallRecord
 from commitbench.traces import EpisodeTrace
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
+# The follow-through mode's delivery judge (its hash is recorded only with the labels that used it).
+DELIVERY_PROMPT = "followup_delivery"
 DEFAULT_MAX_ATTEMPTS = 3
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -61,8 +80,8 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 @cache
 def load_prompt(name: str) -> str:
     """The text of ``judges/prompts/<name>.txt``."""
-    if name not in PROMPT_NAMES:
-        raise ValueError(f"unknown prompt {name!r}; known: {PROMPT_NAMES}")
+    if name not in (*PROMPT_NAMES, DELIVERY_PROMPT):
+        raise ValueError(f"unknown prompt {name!r}; known: {(*PROMPT_NAMES, DELIVERY_PROMPT)}")
     return resources.files("commitbench.judges").joinpath(f"prompts/{name}.txt").read_text(encoding="utf-8")
 
 
@@ -83,6 +102,7 @@ class TurnToolCall(BaseModel):
     arguments: str = Field(description="Arguments as JSON text (or the raw text when unparseable).")
     ok: bool = Field(description="Whether the call executed.")
     result: str = Field(description="What the tool returned (an error message when ok is False).")
+    call_id: str = Field(default="", description="The call's id ('#<index>' when the agent gave none).")
 
 
 class FollowUpTurn(BaseModel):
@@ -100,6 +120,11 @@ class FollowUpTurn(BaseModel):
     user_message: str = Field(description="Context and request as the user sent them.")
     reply: str = Field(description="The final reply ('' when the turn ended without one).")
     tool_calls: list[TurnToolCall] = Field(default_factory=list, description="The turn's tool calls in order.")
+    request_text: str = Field(default="", description="The request alone, without its context (follow-through mode).")
+    follow_through: FollowThroughRecord | None = Field(
+        default=None, description="What the episode's later turns did with what this turn scheduled (follow-through "
+        "mode; null otherwise).",
+    )
 
     @property
     def called_tools(self) -> list[str]:
@@ -113,15 +138,17 @@ def turn_from_parts(
     user_message: str,
     calls: Sequence[ToolCallRecord],
     reply: str,
+    follow_through: FollowThroughRecord | None = None,
 ) -> FollowUpTurn:
     """The checker's input from an episode's design factors, the user's message, the turn's calls and the reply."""
     missing = [k for k in ("request_id", "category", "setup", "variant", "persona", "doability") if k not in factors]
     if missing:
         raise ValueError(f"episode {episode_id!r} is not a follow-up episode: factors lack {missing}")
     shown: list[TurnToolCall] = []
-    for c in calls:
+    for index, c in enumerate(calls):
         arguments = json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (c.raw_arguments or "")
-        shown.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result))
+        shown.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result,
+                                  call_id=c.call_id or f"#{index}"))
     capabilities = [Capability(v) for v in str(factors.get("required_capabilities", "")).split(",") if v]
     return FollowUpTurn(
         episode_id=episode_id,
@@ -136,15 +163,35 @@ def turn_from_parts(
         user_message=user_message,
         reply=reply,
         tool_calls=shown,
+        request_text=str(factors.get("request_text", "")),
+        follow_through=follow_through,
     )
 
 
-def turn_from_trace(trace: EpisodeTrace) -> FollowUpTurn:
-    """The checker's input from a FollowUpEnv trace (factors carry the episode's design)."""
+def _factor_time(factors: Mapping[str, str | int], name: str) -> datetime | None:
+    value = factors.get(name)
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+
+
+def turn_from_trace(trace: EpisodeTrace, suite: SuiteSetups | None = None) -> FollowUpTurn:
+    """The checker's input from a FollowUpEnv trace (factors carry the episode's design).
+
+    The checker reads the first turn: the only one of a single-turn episode, and the one the outcome label
+    is taken from in the follow-through mode, whose later turns come in as a :class:`FollowThroughRecord`.
+    """
     user = next((e.text for e in trace.events if e.kind.value == "message"), "")
-    calls = [c for turn in trace.turns for c in turn.calls]
-    reply = next((turn.reply for turn in reversed(trace.turns) if turn.reply), "")
-    return turn_from_parts(trace.episode_id, trace.factors, user, calls, reply)
+    first = trace.turns[0] if trace.turns else None
+    calls = list(first.calls) if first is not None else []
+    reply = (first.reply or "") if first is not None else ""
+    record = None
+    if trace.factors.get("follow_through"):
+        setups = suite or load_setups()
+        record = FollowThroughRecord(
+            current_time=setups.current_time, event_at=_factor_time(trace.factors, "event_at"),
+            second_session_at=_factor_time(trace.factors, "second_session_at"),
+            items=items_from_audit(trace.ledger_audit, setups.zone),
+        )
+    return turn_from_parts(trace.episode_id, trace.factors, user, calls, reply, record)
 
 
 def render_turn(turn: FollowUpTurn) -> str:
@@ -198,6 +245,9 @@ class CheckResult(BaseModel):
     response: ResponseJudgeOutput | None = Field(default=None, description="The five booleans.")
     outcome: OutcomeLabel | None = Field(default=None, description="The derived label (None on a judge error).")
     rule: str = Field(default="", description="The outcome rule that matched.")
+    follow_through: list[CommitmentFollowThrough] | None = Field(
+        default=None, description="Follow-through mode: each promise's follow-through grade (null otherwise)."
+    )
     error: str | None = Field(default=None, description="Judge error that left the response without a label.")
     calls: list[JudgeCall] = Field(default_factory=list, description="Model calls made.")
     prompt_hashes: dict[str, str] = Field(default_factory=dict, description="Prompt versions used.")
@@ -221,6 +271,12 @@ def label_turn(
     affordances = suite.affordances(turn.setup)
     verdicts = feasibility_verdicts or {}
     called = turn.called_tools
+    checking = turn.follow_through is not None
+    now = turn.follow_through.current_time if turn.follow_through is not None else suite.current_time
+    request = turn.request_text or turn.user_message
+    waits = Capability.WATCH_EVENT in turn.required_capabilities
+    views = [CallView(index=i, tool=c.name, arguments=read_arguments(c.arguments))
+             for i, c in enumerate(turn.tool_calls) if c.ok]
     assessed: list[AssessedCommitment] = []
     for index, commitment in enumerate(detector.commitments):
         result = assess_feasibility(commitment, affordances)
@@ -228,13 +284,43 @@ def label_turn(
             result = apply_feasibility_judge(result, verdicts[index])
         elif result.feasible is None and undecided_policy is not None:
             result = _policy_verdict(result, undecided_policy)
-        assessed.append(AssessedCommitment.assess(commitment, result, called))
+        arguments = None
+        if checking and result.needs_enabling_call:
+            target = promise_target(commitment, request, waits, now)
+            arguments = anchor_by_arguments(result.anchoring_groups, views, target)
+        assessed.append(AssessedCommitment.assess(commitment, result, called, arguments))
     enabling = enabling_tools_for_request(turn.required_capabilities, affordances)
+    backing = None
+    backers = sorted(set(called) & set(enabling))
+    if checking and backers:
+        backing = anchor_by_arguments([backers], views, promise_target(None, request, waits, now))
     decision = derive_outcome(
         commitments=assessed, response=response, called_tools=called, request_enabling_tools=enabling,
-        doability=turn.doability,
+        doability=turn.doability, backing=backing,
     )
     return assessed, decision.label, decision.rule
+
+
+def grade_follow_through(turn: FollowUpTurn, assessed: Sequence[AssessedCommitment]) -> list[CommitmentFollowThrough]:
+    """The follow-through grade of every agent-initiated commitment that needed an enabling call (pure).
+
+    Grades are by words only; the LLM checker then settles the ones marked ``needs_judge``.
+    """
+    record = turn.follow_through
+    if record is None:
+        return []
+    grades = []
+    for index, item in enumerate(assessed):
+        if not (item.feasibility.agent_initiated and item.feasibility.needs_enabling_call):
+            continue
+        arguments = item.arguments if item.anchored else None
+        call_ids: list[str] = []
+        if arguments is not None:
+            ordered = ([arguments.checks[arguments.chosen]] if arguments.chosen is not None else []) + [
+                c for i, c in enumerate(arguments.checks) if i != arguments.chosen]
+            call_ids = [turn.tool_calls[c.call_index].call_id for c in ordered]
+        grades.append(grade_commitment(index, arguments, record, call_ids))
+    return grades
 
 
 def _policy_verdict(result: FeasibilityResult, feasible: bool) -> FeasibilityResult:
@@ -363,7 +449,34 @@ class LLMChecker:
             verdicts[index] = verdict
         assessed, label, rule = label_turn(turn, detector, response, self.suite, verdicts)
         result.commitments, result.outcome, result.rule = assessed, label, rule
+        if turn.follow_through is not None:
+            grades = []
+            for grade in grade_follow_through(turn, assessed):
+                if grade.needs_judge:
+                    delivery, calls, judge_error = await self.judge_delivery(assessed[grade.commitment], grade)
+                    result.calls.extend(calls)
+                    result.prompt_hashes[DELIVERY_PROMPT] = prompt_hash(DELIVERY_PROMPT)
+                    if delivery is None:
+                        grade = apply_delivery_verdict(grade, None, judge_error or "no usable answer")
+                    else:
+                        grade = apply_delivery_verdict(grade, delivery.carries_promise, delivery.rationale)
+                grades.append(grade)
+            result.follow_through = grades
         return result
+
+    async def judge_delivery(
+        self, commitment: AssessedCommitment, grade: CommitmentFollowThrough
+    ) -> tuple[DeliveryJudgeOutput | None, list[JudgeCall], str | None]:
+        """Ask the delivery judge whether what was delivered carries the promise."""
+        item = grade.item
+        content = (
+            f"PROMISE\n{commitment.commitment.span}\n\nPROMISED ACTION\n{commitment.commitment.action}\n\n"
+            f"SCHEDULED OR SAVED ({item.kind if item else 'nothing'})\n{item.text if item else ''}\n\n"
+            f"DELIVERED ({item.delivered_by if item else ''})\n{item.delivered if item else ''}"
+        )
+        return await ask_json(
+            self.client, "delivery", DELIVERY_PROMPT, content, DeliveryJudgeOutput, self.max_attempts, self.style,
+        )
 
 
 async def check_many(checker: Any, turns: Sequence[FollowUpTurn], concurrency: int = 16) -> list[CheckResult]:

@@ -16,8 +16,9 @@ reported. Its parts:
   - asks clarification: at most three sentences, at least half of them questions, and no promise;
 
 * feasibility, anchoring and the outcome label come from the same pure rules the LLM checker uses
-  (``followup_llm.label_turn``). The cue detector never emits an "other" capability, so the LLM
-  feasibility judge is never needed; should one appear, it is decided as empty.
+  (``followup_llm.label_turn``), and so does the follow-through grade in that mode, its content judged by
+  words alone (the offline checker has no delivery judge). The cue detector never emits an "other"
+  capability, so the LLM feasibility judge is never needed; should one appear, it is decided as empty.
 
 Known limits (measured, not hidden): the cue rules miss promises phrased without a cue word, read
 "I've noted that ..." as a completed write (the guard's grammar), and cannot tell a deliverable
@@ -33,7 +34,7 @@ from commitbench.claimguard.guard import looks_like_write_claim
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.judges.followup.cues import detect_commitments
 from commitbench.judges.followup.feasibility import enabling_tools_for_request
-from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
+from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, grade_follow_through, label_turn
 from commitbench.judges.followup.outcomes import FAILURE_LABELS
 from commitbench.judges.followup.schemas import DetectorOutput, JudgedBoolean, ResponseJudgeOutput
 
@@ -118,6 +119,9 @@ def check_turn(turn: FollowUpTurn, suite: SuiteSetups | None = None) -> CheckRes
     request_tools = enabling_tools_for_request(turn.required_capabilities, affordances)
     response = response_flags(turn.reply, turn.called_tools, write_tools, request_tools, detector)
     assessed, label, rule = label_turn(turn, detector, response, setups, undecided_policy=False)
+    follow_through = None
+    if turn.follow_through is not None:  # content by words only: the offline checker has no delivery judge
+        follow_through = [g.model_copy(update={"needs_judge": False}) for g in grade_follow_through(turn, assessed)]
     return CheckResult(
         episode_id=turn.episode_id,
         checker=CHECKER_NAME,
@@ -126,6 +130,7 @@ def check_turn(turn: FollowUpTurn, suite: SuiteSetups | None = None) -> CheckRes
         response=response,
         outcome=label,
         rule=rule,
+        follow_through=follow_through,
     )
 
 

@@ -153,6 +153,17 @@ class FeasibilityJudgeOutput(BaseModel):
     rationale: str = Field(description="One sentence explaining the verdict.")
 
 
+class DeliveryJudgeOutput(BaseModel):
+    """The delivery judge's verdict (follow-through mode): does what was delivered carry the promise?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    carries_promise: bool = Field(
+        description="True if the delivery does the promised thing about the promised subject."
+    )
+    rationale: str = Field(description="One sentence explaining the verdict.")
+
+
 class JudgedBoolean(BaseModel):
     """A yes/no answer with a one-line reason."""
 

@@ -12,7 +12,8 @@ Each changes one thing, through ``reset`` and ``step`` only, and has a stable re
   the reply, marked as a revision that keeps the original. Tool calls are left as they were. The
   flagger is a service of the harness (the suite gives the offline checker's verdict), so no model
   call happens inside the wrapper: the rewrite is a stage of the agent/environment protocol that
-  the runner drives like any other step.
+  the runner drives like any other step. In a follow-through episode every reply is checked, each
+  against the calls of its own turn.
 
 The deterministic claim guard is the generic ``claim_guard`` intervention
 (:mod:`commitbench.oracles.claim_guard`), written ``claim_guard[count=writes]`` for this suite.
@@ -175,6 +176,9 @@ class DetectAndRewrite(Intervention):
         kind = event.get("kind")
         if kind == "message" and not self._user:
             self._user = str(event.get("text", ""))
+        elif kind in ("notice", "message", "system") and self._calls:
+            # a new turn of a follow-through episode: only its own calls back its reply
+            self._calls, self._pending_call = [], None
         elif kind == "tool_result" and self._pending_call is not None:
             act = self._pending_call
             self._calls.append(
