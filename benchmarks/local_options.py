@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.json is not None:
                 with args.json.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(row) + "\n")
-    print(f"\n| model | option | cells | calls | valid call | world call | executed cells | creditor cells "
-          f"| s/call | calls with entities | load before/after |")
+    print("\n| model | option | cells | calls | valid call | world call | executed cells | creditor cells "
+          "| s/call | calls with entities | load before/after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['option']} | {r['cells']} | {r['calls']} | {r['valid_call_share']:.0%} "

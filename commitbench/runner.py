@@ -69,6 +69,8 @@ from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeT
 
 __all__ = [
     "MANIFEST_FILE",
+    "PROGRESS_INTERVAL_S",
+    "PROGRESS_LINES",
     "TRACES_FILE",
     "Cell",
     "CellStatus",
@@ -103,6 +105,9 @@ MAX_STEPS_PER_EPISODE = 5_000
 # httpx's connection pool scans every connection on every request, so its CPU cost per call grows
 # with the connections open: a model with more requests in flight than this gets several clients.
 CONNECTIONS_PER_CLIENT = 64
+# A run that is not attached to a terminal prints a progress line this often (seconds).
+PROGRESS_INTERVAL_S = 20.0
+PROGRESS_LINES = "lines"
 # Finished traces waiting for the writer, at most; a player that finishes while the queue is full
 # waits for the disk (backpressure), so memory does not grow with the number of cells.
 WRITE_QUEUE_LINES = 128
@@ -645,13 +650,14 @@ class Runner:
         config: ExperimentConfig,
         out_dir: Path | str,
         *,
-        progress: bool = False,
+        progress: bool | str = False,
         argv: Sequence[str] | None = None,
         force: bool = False,
     ) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
+        self.progress_interval_s = PROGRESS_INTERVAL_S
         self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
         self.force = force
         self.traces_path = self.out_dir / TRACES_FILE
@@ -914,7 +920,11 @@ class Runner:
                 installed.append(signum)
             except (ValueError, NotImplementedError, RuntimeError):
                 pass  # not the main thread (tests, embedding): no signal handling
-        progress = _Progress(self, len(pending)) if self.progress_enabled and pending else None
+        progress: _Progress | _ProgressLines | None = None
+        if self.progress_enabled == PROGRESS_LINES and pending:
+            progress = _ProgressLines(self, len(pending), self.progress_interval_s)
+        elif self.progress_enabled and pending:
+            progress = _Progress(self, len(pending))
         try:
             n_workers = min(self.config.concurrency, len(pending))
             shared_episodes = tuple(episodes)
@@ -964,7 +974,7 @@ class Runner:
         queue: deque[Cell],
         writer: _TraceWriter,
         episodes: tuple[Any, ...],
-        progress: _Progress | None,
+        progress: _Progress | _ProgressLines | None,
     ) -> None:
         envs: dict[tuple[str, bool], gym.Env[Any, Any]] = {}
         try:
@@ -1103,6 +1113,36 @@ def _http_client(in_flight: int) -> Any:
     )
 
 
+class _ProgressLines:
+    """For a run not attached to a terminal (a log, a pipe): one plain line on stderr every ``interval_s``
+    seconds (cells done, model calls, elapsed time), and one at the end."""
+
+    def __init__(self, runner: Runner, total: int, interval_s: float) -> None:
+        self.runner = runner
+        self.total = total
+        self.interval_s = interval_s
+        self.done = 0
+        self.started = time.monotonic()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def line(self) -> str:
+        totals = self.runner.client_totals()
+        calls = totals.calls if totals is not None else 0
+        elapsed = time.monotonic() - self.started
+        return (f"progress: {self.done}/{self.total} cells done, {calls} model calls, {elapsed:.0f} s elapsed, "
+                f"{self.runner._counters.failed} failed")
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
+
+
 class _Progress:
     """A rich progress bar refreshed from the event loop (no refresh thread)."""
 
@@ -1157,11 +1197,14 @@ def run_experiment(
     config: ExperimentConfig,
     out_dir: Path | str,
     *,
-    progress: bool = False,
+    progress: bool | str = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
 ) -> RunSummary:
     """Play every pending cell of ``config`` into ``out_dir`` and return what was done.
+
+    ``progress``: True for a progress bar (a terminal), ``"lines"`` for a plain line every
+    :data:`PROGRESS_INTERVAL_S` seconds (a log or a pipe), False for nothing.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
     experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.

@@ -26,6 +26,8 @@ from commitbench.cli import UsageError
 from commitbench.commands.common import add_judge_flags, judge_config, label_of, model_entry
 
 SHORTHANDS = ("standing", "followup")
+DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a demonstration of the pipeline, "
+             "not a measurement; its numbers describe no model worth studying.")
 _SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
 _STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
@@ -44,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' / 'followup'")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
     parser.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; play nothing")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (on a terminal) or progress lines (every 20 s otherwise)")
     parser.add_argument("--no-report", action="store_true", help="do not print the metric tables afterwards")
     parser.add_argument("--concurrency", type=int, default=None, help="episodes played at the same time")
     parser.add_argument("--cache", type=Path, default=None, help="cache database (default OUT/cache.sqlite)")
@@ -221,9 +224,11 @@ def _handle(args: argparse.Namespace) -> int:
     out_dir = args.out if args.out is not None else Path("runs") / config.name
     if args.dry_run:
         return _dry_run(config, out_dir)
-    show_progress = not args.no_progress and sys.stderr.isatty()
+    from commitbench.runner import PROGRESS_LINES
+
+    progress: bool | str = False if args.no_progress else (True if sys.stderr.isatty() else PROGRESS_LINES)
     try:
-        summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force)
+        summary = run_experiment(config, out_dir, progress=progress, argv=sys.argv, force=args.force)
     except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
@@ -239,6 +244,8 @@ def _handle(args: argparse.Namespace) -> int:
     judged = True
     if config.judge.kind == "llm":
         judged = _label(out_dir, config)
+    if any(entry.local for entry in config.models):
+        print(DEMO_NOTE, flush=True)
     if not args.no_report:
         _report(out_dir, config)
     if summary.cells_remaining:
