@@ -227,10 +227,28 @@ def bound_schema(schema: Any, max_items: int = MAX_ITEMS) -> Any:
 _STRING_RULE = 'string ::= "\\"" char* "\\"" space'
 
 
+def _smallest_max_length(schema: Any) -> int | None:
+    found: list[int] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if isinstance(node.get("maxLength"), int):
+                found.append(node["maxLength"])
+            stack.extend(node.values())
+    return min(found) if found else None
+
+
 def grammar_text(schema: dict[str, Any], max_string: int = MAX_STRING) -> str:
-    """The GBNF grammar of ``schema`` in which no string is longer than ``max_string`` characters."""
+    """The GBNF grammar of ``schema`` in which no string is longer than ``max_string`` characters, nor
+    than the smallest ``maxLength`` the schema sets (one bound for every string of the grammar)."""
     from llama_cpp import llama_grammar
 
+    smallest = _smallest_max_length(schema)
+    if smallest is not None:
+        max_string = max(1, min(max_string, smallest))
     text = llama_grammar.json_schema_to_gbnf(json.dumps(bound_schema(schema)))
     lines = text.splitlines()
     for index, line in enumerate(lines):
