@@ -30,7 +30,7 @@ def label_of(model: str) -> str:
 
 def model_entry(
     model: str, base_url: str | None = None, api_key_env: str | None = None, generation: dict[str, Any] | None = None,
-    flag: str = "--model",
+    flag: str = "--model", protocol: str | None = None,
 ) -> Any:
     """A config model entry for ``model`` (``local``: the embedded model, started when it is needed)."""
     from pydantic import ValidationError
@@ -44,12 +44,13 @@ def model_entry(
                 raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
             # The small embedded model sometimes rambles until the context is full; cap it.
             generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
-            return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation))
+            return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation), protocol=protocol)
         generation["model"] = model
         fields: dict[str, Any] = {
             "name": label_of(model),
             "base_url": base_url or "http://127.0.0.1:8000/v1",
             "settings": GenerationSettings(**generation),
+            "protocol": protocol,
         }
         if api_key_env is not None:
             fields["api_key_env"] = api_key_env

@@ -28,7 +28,8 @@ from commitbench.commands.common import add_judge_flags, judge_config, label_of,
 SHORTHANDS = ("standing", "followup")
 DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a demonstration of the pipeline, "
              "not a measurement; its numbers describe no model worth studying.")
-_SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
+_SHARED = ("agent", "model", "base_url", "api_key_env", "protocol", "temperature", "max_tokens", "seed", "extra_body",
+           "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
 _STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
 _FOLLOWUP = ("setups", "variants", "personas", "categories", "requests")
@@ -63,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--model", default=None, help="the tested model's name, or 'local' (the embedded model)")
     shorthand.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
     shorthand.add_argument("--api-key-env", default=None, help="environment variable with --model's API key")
+    shorthand.add_argument("--protocol", choices=["auto", "tools_only"], default=None,
+                           help="the chat agent's turn protocol: auto (text is the reply) or tools_only (every answer "
+                           "a forced tool call; reply and end of turn are tools); default tools_only for 'local', "
+                           "auto otherwise")
     shorthand.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0)")
     shorthand.add_argument("--max-tokens", type=int, default=None, help="max generated tokens per call")
     shorthand.add_argument("--seed", type=int, default=None, help="sampling seed")
@@ -127,9 +132,10 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     if CHAT_AGENT in agents:
         if not args.model:
             raise UsageError("the chat agent needs --model NAME (a served model, or 'local' for the embedded one)")
-        models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args)))
-    elif args.model or args.base_url:
-        raise UsageError("--model and --base-url go with --agent chat")
+        models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args),
+                                  protocol=args.protocol))
+    elif args.model or args.base_url or args.protocol:
+        raise UsageError("--model, --base-url and --protocol go with --agent chat")
     if suite == "standing":
         env = STANDING_ENV_ID
         split = args.split or (None if args.types else "test")
