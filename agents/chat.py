@@ -94,7 +94,7 @@ END_TURN_TOOL = "end_turn"
 POSTED_TEXT = "Posted."
 ENDED_TEXT = "Turn ended."
 MAX_REPLY_CHARS = 4000
-PROTOCOL_TOOLS = (
+PROTOCOL_TOOLS: tuple[dict[str, Any], ...] = (
     {
         "type": "function",
         "function": {

@@ -373,7 +373,7 @@ def complete_chat(
     choice = completion["choices"][0]
     text = str(choice.get("text") or "")
     finish = choice.get("finish_reason") or "stop"
-    _, call = parse_output(text, names) if mode != "none" else (text, None)
+    call = parse_output(text, names)[1] if mode != "none" else None
     message: dict[str, Any] = {"role": "assistant", "content": text if call is None else None}
     if call is not None:
         message["tool_calls"] = [
@@ -411,6 +411,6 @@ def register_handlers() -> list[str]:
     names = []
     for fmt in CHAT_FORMATS.values():
         name = HANDLER_PREFIX + fmt.name
-        registry.register_chat_completion_handler(name, _handler(fmt), overwrite=True)
+        registry.register_chat_completion_handler(name, _handler(fmt), overwrite=True)  # type: ignore[arg-type]
         names.append(name)
     return names

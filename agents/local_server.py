@@ -32,7 +32,8 @@ def fix_request(body: bytes) -> bytes:
     if not isinstance(data, dict):
         return body
     changed = False
-    for message in data.get("messages") if isinstance(data.get("messages"), list) else ():
+    messages = data.get("messages")
+    for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content", "") is None:
             message["content"] = ""
             changed = True
@@ -96,7 +97,7 @@ def main() -> None:
 
     register_handlers()
     create_app = server.create_app
-    server.create_app = lambda **kwargs: RequestFix(create_app(**kwargs))  # type: ignore[assignment]
+    server.create_app = lambda **kwargs: RequestFix(create_app(**kwargs))
     server.main()
 
 
