@@ -51,6 +51,7 @@ class Option:
     path: Path
     chat_format: str
     protocol: str
+    temperature: float = 0.0
 
 
 def options(gemma: Path | None) -> list[Option]:
@@ -60,10 +61,13 @@ def options(gemma: Path | None) -> list[Option]:
                DEFAULT_PROTOCOL),
         Option("own handler, auto", "SmolLM2-135M", smol, "commitbench-chatml", DEFAULT_PROTOCOL),
         Option("own handler, tools_only", "SmolLM2-135M", smol, "commitbench-chatml", TOOLS_ONLY),
+        Option("own handler, tools_only, temperature 0.8", "SmolLM2-135M", smol, "commitbench-chatml", TOOLS_ONLY, 0.8),
     ]
     if gemma is not None:
         out.append(Option("own handler, auto", "Gemma-3-270M", gemma, "commitbench-gemma", DEFAULT_PROTOCOL))
         out.append(Option("own handler, tools_only", "Gemma-3-270M", gemma, "commitbench-gemma", TOOLS_ONLY))
+        out.append(Option("own handler, tools_only, temperature 0.8", "Gemma-3-270M", gemma, "commitbench-gemma",
+                          TOOLS_ONLY, 0.8))
     return out
 
 
@@ -77,7 +81,8 @@ def measure(option: Option, types: list[str], out: Path, max_tokens: int) -> dic
     with LocalModelServer(model_path=option.path, chat_format=option.chat_format) as server:
         entry = ModelEntry(
             name="local-option", base_url=server.base_url, api_key_env=None, protocol=option.protocol,
-            settings=GenerationSettings(model=server.alias, max_tokens=max_tokens),
+            settings=GenerationSettings(model=server.alias, max_tokens=max_tokens, temperature=option.temperature,
+                                        seed=0 if option.temperature else None),
         )
         config = ExperimentConfig(
             name="local-options", agents=["chat"], models=[entry], concurrency=1,
@@ -127,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--types", nargs="+", default=["deploy_service"], help="commitment types to play")
     parser.add_argument("--gemma", type=Path, default=None, help="a Gemma 3 270M GGUF file to add as options")
-    parser.add_argument("--only", nargs="+", default=None, help="run only the options whose name holds one of these")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="run only the options whose 'MODEL OPTION' label holds one of these exactly")
     parser.add_argument("--max-tokens", type=int, default=256, help="max tokens per call (the embedded default)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON lines here")
     args = parser.parse_args(argv)
     rows = []
-    chosen = [o for o in options(args.gemma) if not args.only or any(k in f"{o.model} {o.name}" for k in args.only)]
+    chosen = [o for o in options(args.gemma) if not args.only or f"{o.model} {o.name}" in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         for index, option in enumerate(chosen):
             row = measure(option, args.types, Path(tmp) / f"o{index}", args.max_tokens)
