@@ -74,8 +74,11 @@ async def live_checks(settings: ModelSettings) -> list[tuple[str, bool, str]]:
             free = await client.complete(history, tools=[TOOL])
             results.append(("tool result accepted without tool_choice", free.error is None,
                             f"error={free.error}, text={free.text!r:.80}, calls={len(free.tool_calls)}"))
-        kwargs = await client.complete(messages, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
-        results.append(("chat_template_kwargs accepted", kwargs.error is None, f"error={kwargs.error}"))
+        with_kwargs = settings.model_copy(update={"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}})
+        async with ModelClient(with_kwargs) as other:
+            kwargs = await other.complete(messages)
+        results.append(("chat_template_kwargs accepted", kwargs.error is None,
+                        f"error={kwargs.error}, text={(kwargs.text or '')[:60]!r}"))
         judge_prompt = [{"role": "user", "content": "Message: 'Alice, should I still deploy?' Does it consult "
                          "the requester Alice, notify her of a cancellation, or is it off topic? Answer in JSON."}]
         judged = await client.complete(judge_prompt, response_format=response_format())
