@@ -50,8 +50,9 @@ __all__ = [
 ]
 
 HANDLER_PREFIX = "commitbench-"
-# Longest string the grammar lets the model write inside a tool argument or a judge's JSON value.
-MAX_STRING = 600
+# Longest string the grammar lets the model write inside a tool argument or a judge's JSON value
+# (about 50 tokens: every generated token costs a pass of the grammar over the whole vocabulary).
+MAX_STRING = 200
 # Longest array the grammar lets the model write where a schema sets no bound.
 MAX_ITEMS = 16
 # Bound on how many tools are rendered and turned into a grammar (more is a caller's bug).

@@ -95,8 +95,8 @@ def test_the_grammar_bounds_every_string() -> None:
     judge = {"type": "object", "properties": {"answer": {"type": "boolean"}, "reason": {"type": "string"}},
              "required": ["answer", "reason"]}
     assert "char*" not in grammar_text(judge)
-    judge["properties"]["reason"]["maxLength"] = 200  # a smaller bound the schema sets is kept for every string
-    assert "char{0,200}" in grammar_text(judge)
+    judge["properties"]["reason"]["maxLength"] = 80  # a smaller bound the schema sets is kept for every string
+    assert "char{0,80}" in grammar_text(judge)
     from llama_cpp import llama_grammar
 
     llama_grammar.LlamaGrammar.from_string(text, verbose=False)  # llama.cpp parses it

@@ -149,10 +149,13 @@ def shorthand_config(args: argparse.Namespace) -> Any:
                     "categories": args.categories, "requests": args.requests, "limit": args.limit}
     name = f"{suite}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
     arm = args.interventions or []
+    # The embedded server answers one request at a time and reuses the prompt it evaluated last: one
+    # episode at a time keeps consecutive calls on a shared prefix.
+    concurrency = {"concurrency": 1} if any(m.local for m in models) else {}
     try:
         return ExperimentConfig(
             name=name, env=env, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
-            interventions=[arm] if arm else ["none"], judge=judge_config(args),
+            interventions=[arm] if arm else ["none"], judge=judge_config(args), **concurrency,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
