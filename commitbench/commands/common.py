@@ -20,6 +20,10 @@ from commitbench.cli import UsageError
 LOCAL = "local"
 # Default cap on generated tokens per call for the embedded model (override with --max-tokens).
 LOCAL_MAX_TOKENS = 256
+# The embedded model samples (seeded, so a run is repeatable and its calls are cached): greedy decoding
+# makes a 135M model repeat the same call in every turn (docs/models.md). Override with --temperature.
+LOCAL_TEMPERATURE = 1.0
+LOCAL_SEED = 0
 
 
 def label_of(model: str) -> str:
@@ -44,6 +48,8 @@ def model_entry(
                 raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
             # The small embedded model sometimes rambles until the context is full; cap it.
             generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
+            generation.setdefault("temperature", LOCAL_TEMPERATURE)
+            generation.setdefault("seed", LOCAL_SEED)
             return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation), protocol=protocol)
         generation["model"] = model
         fields: dict[str, Any] = {
@@ -116,7 +122,7 @@ def render(report: Any) -> None:
 
     console = Console()
     if not console.is_terminal:  # a file or a pipe: room for the intervals on one line
-        console = Console(width=max(console.width, 150))
+        console = Console(width=max(console.width, 200))
     lines = report.summary_lines() if hasattr(report, "summary_lines") else []
     if lines:
         console.print(lines[0], markup=False)
