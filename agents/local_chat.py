@@ -304,7 +304,7 @@ def parse_output(text: str, tool_names: Sequence[str]) -> tuple[str, dict[str, A
     if not stripped.startswith("{"):
         return text, None
     try:
-        value = json.loads(stripped)
+        value = json.loads(stripped, strict=False)  # the grammar lets strings hold raw newlines
     except ValueError:
         return text, None
     if not isinstance(value, dict) or value.get("name") not in tool_names:

@@ -83,6 +83,9 @@ def test_parse_output_accepts_only_known_tools() -> None:
     assert parse_output('{"name": "rm", "arguments": {}}', ["deploy"])[1] is None
     assert parse_output("Sure, I'll do it.", ["deploy"]) == ("Sure, I'll do it.", None)
     assert parse_output('{"name": "deploy", "arguments": {', ["deploy"])[1] is None
+    # The grammar's strings may hold raw control characters (a newline): still a call.
+    assert parse_output('{"arguments": {"service": "a\nb"}, "name": "deploy"}', ["deploy"])[1] == {
+        "name": "deploy", "arguments": {"service": "a\nb"}}
 
 
 def test_the_grammar_bounds_every_string() -> None:
