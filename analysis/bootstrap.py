@@ -12,7 +12,10 @@ columns) and ``n`` shape ``(...)`` (the number of rows), and it returns shape ``
 difference of rates on the same rows is a one-line statistic of the same form. A replicate whose
 statistic is undefined (0/0) is NaN and is left out of the interval; ``n_valid`` says how many remain.
 
-The interval is the percentile interval of the replicate statistics.
+The interval is the percentile interval of the replicate statistics. With fewer than
+:data:`MIN_CLUSTERS` clusters resampling them says little about the spread, so no interval is
+given: ``low`` and ``high`` are NaN (null in reports) and ``n_clusters`` says why; tables write
+:func:`interval_note` (``n/a (2 clusters)``) in its place. Both suites' reports go through here.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 StatFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+# Fewest clusters for which an interval is given (commitment types in standing, requests in follow-up).
+MIN_CLUSTERS = 6
 
 # Upper bound on the entries of one (replicates x clusters) multiplicity block, to bound memory.
 _BLOCK_ENTRIES = 500_000
@@ -55,6 +61,18 @@ class BootstrapResult(BaseModel):
     n_clusters: int = Field(description="Distinct clusters resampled.")
     n_rows: int = Field(description="Rows in the input (both arms together for a paired bootstrap).")
     seed: int = Field(description="Seed of the random generator.")
+
+
+def interval_withheld(n_clusters: int | None, min_clusters: int = MIN_CLUSTERS) -> bool:
+    """True when an estimate over ``n_clusters`` clusters gets no interval."""
+    return n_clusters is not None and n_clusters < min_clusters
+
+
+def interval_note(n_clusters: int | None, min_clusters: int = MIN_CLUSTERS) -> str:
+    """What a table shows instead of a withheld interval (``n/a (2 clusters)``); '' when one is given."""
+    if not interval_withheld(n_clusters, min_clusters):
+        return ""
+    return f"n/a ({n_clusters} cluster{'' if n_clusters == 1 else 's'})"
 
 
 def _as_matrix(values: Any, name: str) -> np.ndarray:
@@ -143,11 +161,18 @@ def cluster_bootstrap(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> BootstrapResult:
-    """Cluster bootstrap of ``stat`` over rows ``values`` (shape (n,) or (n, k)) grouped by ``clusters``."""
+    """Cluster bootstrap of ``stat`` over rows ``values`` (shape (n,) or (n, k)) grouped by ``clusters``.
+
+    With fewer than ``min_clusters`` clusters the interval is withheld (NaN).
+    """
     _check_args(n_boot, confidence)
     estimate, replicates = cluster_bootstrap_replicates(values, clusters, stat, n_boot, seed)
+    n_clusters = len(np.unique(np.asarray(clusters)))
     low, high, n_valid = _interval(replicates, confidence)
+    if interval_withheld(n_clusters, min_clusters):
+        low = high = float("nan")
     return BootstrapResult(
         estimate=estimate,
         low=low,
@@ -155,7 +180,7 @@ def cluster_bootstrap(
         confidence=confidence,
         n_boot=n_boot,
         n_valid=n_valid,
-        n_clusters=len(np.unique(np.asarray(clusters))),
+        n_clusters=n_clusters,
         n_rows=len(np.asarray(clusters)),
         seed=seed,
     )
@@ -170,10 +195,12 @@ def paired_bootstrap(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> BootstrapResult:
     """Paired bootstrap of ``stat(a) - stat(b)``: each replicate draws clusters once for both arms.
 
     A cluster that appears in only one arm contributes nothing to the other arm's totals when drawn.
+    With fewer than ``min_clusters`` clusters the interval is withheld (NaN).
     """
     _check_args(n_boot, confidence)
     matrix_a = _as_matrix(values_a, "values_a")
@@ -196,6 +223,8 @@ def paired_bootstrap(
     rep_a, rep_b = _replicate_totals([totals_a, totals_b], n_boot, rng)
     replicates = _apply(function, rep_a) - _apply(function, rep_b)
     low, high, n_valid = _interval(replicates, confidence)
+    if interval_withheld(n_clusters, min_clusters):
+        low = high = float("nan")
     return BootstrapResult(
         estimate=estimate,
         low=low,

@@ -66,8 +66,10 @@ from commitbench.runner import (
     Runner,
     RunSummary,
     _Progress,
+    _ProgressLines,
     _TraceWriter,
     expand_cells,
+    make_progress,
     merge_client_stats,
     prompt_hashes,
     select_config_episodes,
@@ -329,7 +331,7 @@ class _Dispatcher:
         self.waiters: dict[str, deque[tuple[_Handle, int]]] = {}
         self.done = asyncio.Event()
         self.writer: _TraceWriter | None = None
-        self.progress: _Progress | None = None
+        self.progress: _Progress | _ProgressLines | None = None
         self.snapshot: Any = None
         self.config_json = runner.config.model_dump(mode="json")
         self.expected_cells = cells_hash(c.run_key for c in runner.all_cells)
@@ -359,7 +361,7 @@ class _Dispatcher:
             except (ValueError, NotImplementedError, RuntimeError):
                 pass  # not the main thread: no signal handling
         runner = self.runner
-        self.progress = _Progress(runner, len(self.queue)) if runner.progress_enabled and self.queue else None
+        self.progress = make_progress(runner, len(self.queue))
         ticker = loop.create_task(self.progress.tick()) if self.progress is not None else None
         try:
             if self.queue:
@@ -622,7 +624,7 @@ class RayRunner(Runner):
     """The runner whose play phase deals cells out to Ray actors (see the module doc)."""
 
     def __init__(self, config: ExperimentConfig, out_dir: Path | str, *, options: RayOptions | None = None,
-                 progress: bool = False, argv: Sequence[str] | None = None, force: bool = False,
+                 progress: bool | str = False, argv: Sequence[str] | None = None, force: bool = False,
                  shard: tuple[int, int] | None = None) -> None:
         super().__init__(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
         self.options = options or RayOptions()
@@ -673,7 +675,7 @@ def run_on_ray(
     out_dir: Path | str,
     *,
     options: RayOptions | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
     shard: tuple[int, int] | None = None,

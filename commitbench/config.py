@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOLS, TOOLS_ONLY
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
@@ -112,6 +113,26 @@ class ModelEntry(BaseModel):
         default_factory=ReplicaPolicy,
         description="Per-replica concurrency limit, and when a replica that stops answering is taken out.",
     )
+
+    protocol: str | None = Field(
+        default=None,
+        description="The chat agent's turn protocol: 'auto' (tools sent without tool_choice; text is the reply) or "
+        "'tools_only' (every answer is a tool call forced with tool_choice 'required'; the reply and the end of the "
+        "turn are tools). Default: tools_only for the embedded model, auto for a server.",
+    )
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, protocol: str | None) -> str | None:
+        if protocol is not None and protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        return protocol
+
+    def chat_protocol(self) -> str:
+        """The turn protocol the chat agent plays this model with."""
+        if self.protocol is not None:
+            return self.protocol
+        return TOOLS_ONLY if self.local else DEFAULT_PROTOCOL
 
     @field_validator("name")
     @classmethod

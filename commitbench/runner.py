@@ -77,6 +77,8 @@ from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeT
 
 __all__ = [
     "MANIFEST_FILE",
+    "PROGRESS_INTERVAL_S",
+    "PROGRESS_LINES",
     "TRACES_FILE",
     "Cell",
     "CellStatus",
@@ -112,6 +114,9 @@ MAX_STEPS_PER_EPISODE = 5_000
 # httpx's connection pool scans every connection on every request, so its CPU cost per call grows
 # with the connections open: a model with more requests in flight than this gets several clients.
 CONNECTIONS_PER_CLIENT = 64
+# A run that is not attached to a terminal prints a progress line this often (seconds).
+PROGRESS_INTERVAL_S = 20.0
+PROGRESS_LINES = "lines"
 # Finished traces waiting for the writer, at most; a player that finishes while the queue is full
 # waits for the disk (backpressure), so memory does not grow with the number of cells.
 WRITE_QUEUE_LINES = 128
@@ -173,7 +178,7 @@ def players(config: ExperimentConfig) -> list[Player]:
             for entry in config.models:
                 agent_name = f"chat:{entry.name}"
                 settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
-                identity = chat_identity(agent_name, settings, config.calls_per_turn)
+                identity = chat_identity(agent_name, settings, config.calls_per_turn, entry.chat_protocol())
                 out.append(Player(name=agent_name, kind="chat", identity=identity, model=entry))
         else:
             agent = suite.reference_agents[name]()
@@ -677,7 +682,7 @@ class Runner:
         config: ExperimentConfig,
         out_dir: Path | str,
         *,
-        progress: bool = False,
+        progress: bool | str = False,
         argv: Sequence[str] | None = None,
         force: bool = False,
         shard: tuple[int, int] | None = None,
@@ -688,6 +693,7 @@ class Runner:
         self.shard = shard
         self.out_dir = Path(out_dir)
         self.progress_enabled = progress
+        self.progress_interval_s = PROGRESS_INTERVAL_S
         self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
         self.force = force
         self.traces_path = self.out_dir / TRACES_FILE
@@ -954,7 +960,7 @@ class Runner:
                 installed.append(signum)
             except (ValueError, NotImplementedError, RuntimeError):
                 pass  # not the main thread (tests, embedding): no signal handling
-        progress = _Progress(self, len(pending)) if self.progress_enabled and pending else None
+        progress = make_progress(self, len(pending))
         try:
             n_workers = min(self.config.concurrency, len(pending))
             shared_episodes = tuple(episodes)
@@ -1004,7 +1010,7 @@ class Runner:
         queue: deque[Cell],
         writer: TraceSink,
         episodes: tuple[Any, ...],
-        progress: _Progress | None,
+        progress: _Progress | _ProgressLines | None,
     ) -> None:
         envs: dict[tuple[str, bool], gym.Env[Any, Any]] = {}
         try:
@@ -1051,6 +1057,7 @@ class Runner:
                 sample_index=cell.sample,
                 session_id=cell.run_key,
                 max_model_calls_per_turn=self.config.calls_per_turn,
+                protocol=cell.player.model.chat_protocol(),
             )
             agent = chat
         else:
@@ -1150,6 +1157,46 @@ def _http_client(in_flight: int) -> Any:
     )
 
 
+def make_progress(runner: Runner, total: int) -> _Progress | _ProgressLines | None:
+    """The run's progress display for ``total`` cells: a bar on a terminal, lines every
+    ``runner.progress_interval_s`` seconds otherwise, or none (``progress`` off, or nothing to play)."""
+    if not runner.progress_enabled or total == 0:
+        return None
+    if runner.progress_enabled == PROGRESS_LINES:
+        return _ProgressLines(runner, total, runner.progress_interval_s)
+    return _Progress(runner, total)
+
+
+class _ProgressLines:
+    """For a run not attached to a terminal (a log, a pipe): one plain line on stderr every ``interval_s``
+    seconds (cells done, model calls, elapsed time), and one at the end."""
+
+    def __init__(self, runner: Runner, total: int, interval_s: float) -> None:
+        self.runner = runner
+        self.total = total
+        self.interval_s = interval_s
+        self.done = 0
+        self.started = time.monotonic()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def line(self) -> str:
+        totals = self.runner.client_totals()
+        calls = totals.calls if totals is not None else 0
+        elapsed = time.monotonic() - self.started
+        return (f"progress: {self.done}/{self.total} cells done, {calls} model calls, {elapsed:.0f} s elapsed, "
+                f"{self.runner._counters.failed} failed")
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
+
+
 class _Progress:
     """A rich progress bar refreshed from the event loop (no refresh thread)."""
 
@@ -1204,12 +1251,15 @@ def run_experiment(
     config: ExperimentConfig,
     out_dir: Path | str,
     *,
-    progress: bool = False,
+    progress: bool | str = False,
     argv: Sequence[str] | None = None,
     force: bool = False,
     shard: tuple[int, int] | None = None,
 ) -> RunSummary:
     """Play every pending cell of ``config`` (of its shard ``(index, count)``, when given) into ``out_dir``.
+
+    ``progress``: True for a progress bar (a terminal), ``"lines"`` for a plain line every
+    :data:`PROGRESS_INTERVAL_S` seconds (a log or a pipe), False for nothing.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
     experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.

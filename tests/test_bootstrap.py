@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from commitbench.analysis.bootstrap import (
+    MIN_CLUSTERS,
     cluster_bootstrap,
     cluster_bootstrap_replicates,
+    interval_note,
+    interval_withheld,
     mean_stat,
     paired_bootstrap,
     ratio_stat,
@@ -25,7 +28,7 @@ def test_two_cluster_case_by_hand() -> None:
     assert set(rounded) <= {0.0, round(2 / 3, 9), 1.0}
     assert np.mean(rounded == 1.0) == pytest.approx(0.25, abs=0.03)
     assert np.mean(rounded == round(2 / 3, 9)) == pytest.approx(0.5, abs=0.03)
-    result = cluster_bootstrap(values, clusters, n_boot=4000, seed=3)
+    result = cluster_bootstrap(values, clusters, n_boot=4000, seed=3, min_clusters=1)
     assert (result.low, result.high) == (0.0, 1.0)
     assert result.n_clusters == 2 and result.n_rows == 3 and result.n_valid == 4000
 
@@ -83,7 +86,7 @@ def test_coverage_of_a_clustered_rate() -> None:
 def test_ratio_with_empty_denominators() -> None:
     # Only cluster "x" has a denominator; replicates without it are undefined and left out.
     values = np.array([[1.0, 2.0], [0.0, 0.0], [0.0, 0.0]])
-    result = cluster_bootstrap(values, ["x", "y", "z"], ratio_stat, n_boot=500, seed=0)
+    result = cluster_bootstrap(values, ["x", "y", "z"], ratio_stat, n_boot=500, seed=0, min_clusters=1)
     assert result.estimate == pytest.approx(0.5)
     assert 0 < result.n_valid < 500
     assert result.low == result.high == pytest.approx(0.5)
@@ -131,3 +134,18 @@ def test_input_errors() -> None:
         cluster_bootstrap([1.0], ["a"], confidence=1.0)
     with pytest.raises(ValueError, match="same value columns"):
         paired_bootstrap(np.ones((2, 2)), [1, 2], np.ones(2), [1, 2], mean_stat)
+
+
+def test_too_few_clusters_give_no_interval() -> None:
+    # Two commitment types (or requests) say nothing about the spread: the estimate stays, the interval goes.
+    values = [1.0, 0.0, 1.0, 1.0, 0.0]
+    few = cluster_bootstrap(values, ["a", "a", "b", "b", "b"], n_boot=200)
+    assert few.estimate == pytest.approx(0.6)
+    assert np.isnan(few.low) and np.isnan(few.high) and few.n_clusters == 2
+    assert interval_withheld(few.n_clusters) and interval_note(few.n_clusters) == "n/a (2 clusters)"
+    assert interval_note(1) == "n/a (1 cluster)"
+    paired = paired_bootstrap(values, list("aabbb"), values[::-1], list("aabbb"), n_boot=200)
+    assert np.isnan(paired.low) and paired.n_clusters == 2
+    enough = cluster_bootstrap(values + values, list("abcdefabcd"), n_boot=200)
+    assert enough.n_clusters == MIN_CLUSTERS == 6
+    assert np.isfinite(enough.low) and np.isfinite(enough.high) and interval_note(enough.n_clusters) == ""

@@ -113,7 +113,8 @@ def test_outcome_distribution_sums_to_one() -> None:
     assert set(table["outcome"]) == {label.value for label in PAPER_LABELS}
     deferral_c0 = table[(table["setup"] == "C0") & (table["outcome"] == "deferral")].iloc[0]
     assert deferral_c0["estimate"] == pytest.approx(0.4)
-    assert deferral_c0["low"] <= 0.4 <= deferral_c0["high"]
+    # Fewer than six requests: no interval, and the cluster count beside it.
+    assert math.isnan(deferral_c0["low"]) and math.isnan(deferral_c0["high"]) and deferral_c0["clusters"] < 6
 
 
 def test_failure_summary_keeps_over_refusal_beside_failure() -> None:
@@ -134,7 +135,7 @@ def test_paired_difference_between_setups() -> None:
     table = paired_difference(FRAME, "failure_rate", "setup", "C0", "C2", n_boot=300)
     only = table.iloc[0]
     assert only["difference"] == pytest.approx(0.2)
-    assert only["low"] <= 0.2 <= only["high"]
+    assert math.isnan(only["low"]) and only["clusters"] < 6  # too few requests for an interval
     with pytest.raises(ValueError, match="cannot also be a grouping column"):
         paired_difference(FRAME, "failure_rate", "setup", "C0", "C2", by=("setup",))
 

@@ -268,3 +268,40 @@ def test_label_command_errors_are_clear(tmp_path, capsys):
     assert "--judge llm needs --judge-model" in capsys.readouterr().err
     assert main(["label", str(run_dir), "--judge-model", "m"]) == 2
     assert "needs --judge-base-url" in capsys.readouterr().err
+
+
+def _unbounded(node: object, path: str = "$") -> list[str]:
+    """Paths of free strings without maxLength and arrays without maxItems in a JSON schema."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
+            found.append(path)
+        if node.get("type") == "array" and "maxItems" not in node:
+            found.append(path)
+        for key, value in node.items():
+            found += _unbounded(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _unbounded(value, f"{path}[{index}]")
+    return found
+
+
+def test_every_string_of_every_judge_schema_is_bounded_in_both_forms() -> None:
+    # A constrained small model can otherwise write inside one string until the token limit cuts the JSON.
+    from commitbench.judges.followup.schemas import (
+        DetectorOutput,
+        FeasibilityJudgeOutput,
+        ResponseFormatStyle,
+        ResponseJudgeOutput,
+        response_format_for,
+    )
+    from commitbench.judges.standing.llm import response_format
+
+    for style in ResponseFormatStyle:
+        formats = [response_format(style)] + [
+            response_format_for(model, "out", style)
+            for model in (DetectorOutput, FeasibilityJudgeOutput, ResponseJudgeOutput)
+        ]
+        for fmt in formats:
+            schema = fmt["json_schema"]["schema"] if style is ResponseFormatStyle.JSON_SCHEMA else fmt["schema"]
+            assert _unbounded(schema) == [], (style, fmt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,3 +158,32 @@ def test_a_killed_serve_local_command_leaves_no_server_behind() -> None:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
+
+
+@pytest.mark.slow
+def test_the_embedded_model_acts_and_writes_clean_text_in_a_few_episodes(tmp_path: Path) -> None:
+    from commitbench.config import ExperimentConfig, GenerationSettings, ModelEntry
+    from commitbench.runner import run_experiment
+    from commitbench.traces import read_traces
+
+    entry = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=128))
+    config = ExperimentConfig(
+        name="local-clean", agents=["chat"], models=[entry], concurrency=3,
+        episodes={"split": "test", "types": ["deploy_service"], "cells": ["BASE", "PEER-DIRECT", "RELAY-TRUE"],
+                  "policies": ["explicit"], "gaps": [1], "surfaces": [0]},
+    )
+    summary = run_experiment(config, tmp_path / "run")
+    assert summary.cells_done == 3 and summary.cells_failed == 0
+    traces = list(read_traces(tmp_path / "run" / "traces.jsonl"))
+    calls = [m for t in traces for m in t.model_calls if m.purpose == "agent"]
+    assert calls and all(not m.error for m in calls)
+    # The embedded model plays the tools_only protocol: every answer is a well-formed tool call.
+    assert all(len(m.tool_calls) == 1 for m in calls)
+    assert sum(1 for t in traces for _ in t.tool_calls()) > 0  # it used the workspace's tools, not only reply
+    texts = [m.text for m in calls] + [str(c["arguments"]) for m in calls for c in m.tool_calls]
+    texts += [turn.reply or "" for t in traces for turn in t.turns]
+    found = [text for text in texts if ENTITY.search(text)]
+    assert found == [], found[:3]

@@ -39,7 +39,7 @@ def test_rank_effect_by_hand_including_the_silent_policy():
     silent = values["silent", RankMeasure.DROPPED]
     assert silent.manager == 1.0 and silent.peer == pytest.approx(2 / 8)
     assert silent.estimate == pytest.approx(0.75) and silent.pairs == 8 and silent.unpaired == 1
-    assert silent.low is not None and silent.low <= 0.75 <= silent.high
+    assert silent.low is None and silent.high is None and silent.clusters == 4  # four types: no interval
     explicit = values["explicit", RankMeasure.DROPPED]
     assert explicit.manager == 0.5 and explicit.peer == 0.25 and explicit.estimate == pytest.approx(0.25)
     assert explicit.unpaired == 0
@@ -66,4 +66,5 @@ def test_the_report_and_its_json_carry_the_rank_effect(tmp_path):
     }
     view = next(v for v in report.views() if v.title.startswith("Rank effect"))
     silent_drop = next(row for row in view.rows if row[2] == "silent" and row[3] == "drop")
-    assert silent_drop[4] == "100 [100,100]" and silent_drop[6].startswith("+75") and silent_drop[7] == "8"
+    assert silent_drop[4] == "100 n/a (4 clusters)" and silent_drop[6].startswith("+75") and silent_drop[7] == "8"
+    assert next(r for r in document["rank_effect"] if r["group"]["policy"] == "silent")["clusters"] == 4

@@ -514,3 +514,21 @@ def test_local_model_plays_episodes_and_a_replay_needs_no_server(tmp_path: Path)
     assert again.status is RunStatus.COMPLETE and again.http_requests == 0
     assert again.cache_hits == again.model_calls == live.model_calls
     assert os.path.exists(tmp_path / "replay" / TRACES_FILE)
+
+
+def test_a_run_without_a_terminal_prints_progress_lines(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from commitbench.runner import PROGRESS_INTERVAL_S, PROGRESS_LINES, Runner
+
+    assert PROGRESS_INTERVAL_S <= 30  # a log shows a line at least every 30 s
+    mock_server.set_responder(standing_responder(load_episodes()))
+    mock_server.set_latency(20)
+    runner = Runner(chat_config(mock_server.base_url, 4, concurrency=1), tmp_path / "run", progress=PROGRESS_LINES)
+    runner.progress_interval_s = 0.05  # the interval, shortened for the test
+    summary = runner.run()
+    assert summary.cells_done == 4
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("progress: ")]
+    assert len(lines) >= 2  # some while playing, one at the end
+    assert lines[-1].startswith("progress: 4/4 cells done, ") and " model calls, " in lines[-1]
+    assert " s elapsed" in lines[-1]

@@ -357,12 +357,12 @@ def rate_table(
         record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(group))
         if denominator > 0 and intervals:
             result = cluster_bootstrap(pairs, group[CLUSTER_COLUMN].to_numpy(), ratio_stat, n_boot=n_boot, seed=seed)
-            record.update(estimate=result.estimate, low=result.low, high=result.high)
+            record.update(estimate=result.estimate, low=result.low, high=result.high, clusters=result.n_clusters)
         else:
             estimate = numerator / denominator if denominator > 0 else float("nan")
-            record.update(estimate=estimate, low=float("nan"), high=float("nan"))
+            record.update(estimate=estimate, low=float("nan"), high=float("nan"), clusters=None)
         records.append(record)
-    columns = [*by, "metric", "estimate", "low", "high", "numerator", "denominator", "n_responses"]
+    columns = [*by, "metric", "estimate", "low", "high", "clusters", "numerator", "denominator", "n_responses"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 
@@ -392,7 +392,7 @@ def failure_summary(
     """Failure rate with over-refusal beside it (never one without the other)."""
     failure = rate_table(frame, "failure_rate", by, n_boot=n_boot, seed=seed)
     over = rate_table(frame, "over_refusal_rate", by, n_boot=n_boot, seed=seed)
-    keep = ["estimate", "low", "high", "denominator"]
+    keep = ["estimate", "low", "high", "clusters", "denominator"]
     left = failure[[*by, *keep]].rename(columns={k: f"failure_{k}" for k in keep})
     right = over[[*by, *keep]].rename(columns={k: f"over_refusal_{k}" for k in keep})
     if not by:
@@ -421,8 +421,8 @@ def headline_table(
     wide: pd.DataFrame | None = None
     for name in names:
         table = rate_table(frame, name, by, n_boot=n_boot, seed=seed, intervals=intervals)
-        table = table[[*by, "estimate", "low", "high"]].rename(
-            columns={"estimate": name, "low": f"{name}_low", "high": f"{name}_high"}
+        table = table[[*by, "estimate", "low", "high", "clusters"]].rename(
+            columns={"estimate": name, "low": f"{name}_low", "high": f"{name}_high", "clusters": f"{name}_clusters"}
         )
         if wide is None:
             wide = table
@@ -466,9 +466,9 @@ def paired_difference(
                 rate_columns(a, spec), a[CLUSTER_COLUMN].to_numpy(),
                 rate_columns(b, spec), b[CLUSTER_COLUMN].to_numpy(), ratio_stat, n_boot=n_boot, seed=seed,
             )
-            record.update(difference=result.estimate, low=result.low, high=result.high)
+            record.update(difference=result.estimate, low=result.low, high=result.high, clusters=result.n_clusters)
         else:
-            record.update(difference=float("nan"), low=float("nan"), high=float("nan"))
+            record.update(difference=float("nan"), low=float("nan"), high=float("nan"), clusters=None)
         records.append(record)
-    columns = [*by, "metric", "arm_a", "arm_b", "difference", "low", "high", "n_a", "n_b"]
+    columns = [*by, "metric", "arm_a", "arm_b", "difference", "low", "high", "clusters", "n_a", "n_b"]
     return pd.DataFrame.from_records(records, columns=columns)

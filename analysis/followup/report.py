@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import ratio_stat
+from commitbench.analysis.bootstrap import interval_note, ratio_stat
 from commitbench.analysis.comparisons import (
     Comparison,
     ModelPair,
@@ -257,14 +257,16 @@ def _pct(value: Any) -> str:
     return f"{100 * float(value):.0f}"
 
 
-def _interval(estimate: Any, low: Any, high: Any, signed: bool = False) -> str:
+def _interval(estimate: Any, low: Any, high: Any, signed: bool = False, clusters: Any = None) -> str:
     if estimate is None or (isinstance(estimate, float) and estimate != estimate):
         return "-"
     fmt = "{:+.0f}" if signed else "{:.0f}"
     text = fmt.format(100 * float(estimate))
     if low is not None and high is not None and low == low and high == high:
         text += f" [{fmt.format(100 * float(low))},{fmt.format(100 * float(high))}]"
-    return text
+    known = clusters is not None and clusters == clusters
+    note = interval_note(int(clusters)) if known else ""
+    return f"{text} {note}" if note else text
 
 
 def _group(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS) -> list[str]:
@@ -286,8 +288,10 @@ def _outcome_view(report: FollowupReport) -> TableView:
     for r in report.outcomes:
         rows.append([
             *_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in outcome_columns),
-            _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high")),
-            _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high")),
+            _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high"),
+                      clusters=r.get("failure_clusters")),
+            _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high"),
+                      clusters=r.get("over_refusal_clusters")),
         ])
         links.append([
             *(_runs(r) for _ in GROUP_COLUMNS), _runs(r), *(_runs(r, outcome=[c]) for c in outcome_columns),
@@ -302,7 +306,8 @@ def _outcome_view(report: FollowupReport) -> TableView:
 
 def _headline_view(report: FollowupReport) -> TableView:
     rows = [
-        [*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high")) for m in HEADLINE)]
+        [*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high"), clusters=r.get(f"{m}_clusters"))
+                       for m in HEADLINE)]
         for r in report.headline
     ]
     links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in HEADLINE)] for r in report.headline]
@@ -318,7 +323,8 @@ def _difference_view(report: FollowupReport) -> TableView:
     rows, links = [], []
     for r in report.fix_differences:
         rows.append([*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
-                     _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True)])
+                     _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True,
+                               clusters=r.get("clusters"))])
         arms = [str(r.get("arm_a", "")), str(r.get("arm_b", ""))]
         links.append([*(_runs(r, group, arm=arms) for _ in group), _runs(r, group, arm=arms), None,
                       _runs(r, group, arm=arms, metric=[str(r.get("metric", ""))])])

@@ -210,6 +210,9 @@ class MetricValue(BaseModel):
     high: float | None = Field(description="Upper end of the 95% interval.")
     n: int = Field(description="Rows that entered the metric.")
     excluded: int = Field(description="Rows left out because a judge label was missing.")
+    clusters: int | None = Field(
+        default=None, description="Clusters the interval resamples (commitment types); below 6 no interval is given."
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -249,6 +252,7 @@ def compute_metrics(
                     high=_finite(result.high) if result else None,
                     n=n,
                     excluded=excluded,
+                    clusters=result.n_clusters if result else None,
                 )
             )
     return out

@@ -50,6 +50,9 @@ class RankEffect(BaseModel):
     pairs: int = Field(description="MGR/PEER twin pairs compared.")
     unpaired: int = Field(description="MGR or PEER runs left out for want of a twin.")
     excluded: int = Field(description="Pairs left out because a judge label needed by the measure was missing.")
+    clusters: int | None = Field(
+        default=None, description="Clusters the intervals resample (commitment types); below 6 no interval is given."
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -103,7 +106,7 @@ def rank_effect_table(
             m, p = mgr.to_numpy()[known], peer.to_numpy()[known]
             result = dict.fromkeys(
                 ("manager", "manager_low", "manager_high", "peer", "peer_low", "peer_high", "estimate", "low",
-                 "high"),
+                 "high", "clusters"),
             )
             if known.any():
                 diff = paired_bootstrap(m, clusters, p, clusters, n_boot=n_boot, seed=seed)
@@ -114,6 +117,7 @@ def rank_effect_table(
                     "manager_high": _finite(rate_m.high), "peer": _finite(rate_p.estimate),
                     "peer_low": _finite(rate_p.low), "peer_high": _finite(rate_p.high),
                     "estimate": _finite(diff.estimate), "low": _finite(diff.low), "high": _finite(diff.high),
+                    "clusters": diff.n_clusters,
                 }
             out.append(RankEffect(
                 group=group, measure=measure, pairs=int(known.sum()), unpaired=unpaired,
@@ -126,6 +130,7 @@ def rank_frame(values: Sequence[RankEffect]) -> pd.DataFrame:
     """One row per (group, measure), for CSV."""
     return pd.DataFrame.from_records([
         {**v.group, "measure": v.measure.value, "manager": v.manager, "peer": v.peer, "difference": v.estimate,
-         "low": v.low, "high": v.high, "pairs": v.pairs, "unpaired": v.unpaired, "excluded": v.excluded}
+         "low": v.low, "high": v.high, "pairs": v.pairs, "unpaired": v.unpaired, "excluded": v.excluded,
+         "clusters": v.clusters}
         for v in values
     ])

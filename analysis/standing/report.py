@@ -25,6 +25,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.bootstrap import interval_note
 from commitbench.analysis.comparisons import (
     Comparison,
     ModelPair,
@@ -212,15 +213,18 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
         if values:
             frame = st.paired_frame(values)
             text = frame.assign(
-                difference=[st.interval_text(p.estimate, p.low, p.high, signed=True) for p in values]
+                difference=[st.interval_text(p.estimate, p.low, p.high, signed=True, clusters=p.clusters)
+                            for p in values]
             ).drop(columns=["low", "high", *drop])
             tables[name] = (frame, text)
     if report.rank_effect:
         frame = rank_frame(report.rank_effect)
         text = frame.assign(
-            manager=[st.interval_text(r.manager, r.manager_low, r.manager_high) for r in report.rank_effect],
-            peer=[st.interval_text(r.peer, r.peer_low, r.peer_high) for r in report.rank_effect],
-            difference=[st.interval_text(r.estimate, r.low, r.high, signed=True) for r in report.rank_effect],
+            manager=[st.interval_text(r.manager, r.manager_low, r.manager_high, clusters=r.clusters)
+                     for r in report.rank_effect],
+            peer=[st.interval_text(r.peer, r.peer_low, r.peer_high, clusters=r.clusters) for r in report.rank_effect],
+            difference=[st.interval_text(r.estimate, r.low, r.high, signed=True, clusters=r.clusters)
+                        for r in report.rank_effect],
         ).drop(columns=["low", "high"])
         tables["rank_effect"] = (frame, text)
     for name, compared in (("comparisons", report.comparisons), ("comparisons_by_cell", report.comparisons_by_cell)):
@@ -254,15 +258,19 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
 
 
 # ----------------------------------------------------------------------------------- views
-def compact(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
-    """``62 [40,81]`` (percent), ``+12 [-3,25]`` for differences, ``-`` when undefined."""
+def compact(
+    estimate: float | None, low: float | None, high: float | None, signed: bool = False, clusters: int | None = None
+) -> str:
+    """``62 [40,81]`` (percent), ``+12 [-3,25]`` for differences, ``62 n/a (2 clusters)`` when too few
+    clusters gave no interval, ``-`` when undefined."""
     if estimate is None:
         return "-"
     fmt = "{:+.0f}" if signed else "{:.0f}"
     text = fmt.format(100 * estimate)
     if low is not None and high is not None:
         text += f" [{fmt.format(100 * low)},{fmt.format(100 * high)}]"
-    return text
+    note = interval_note(clusters)
+    return f"{text} {note}" if note else text
 
 
 def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
@@ -272,7 +280,7 @@ def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
 def _metric_text(m: MetricValue | None) -> str:
     if m is None:
         return "-"
-    return compact(m.estimate, m.low, m.high) + (f" +{m.excluded}" if m.excluded else "")
+    return compact(m.estimate, m.low, m.high, clusters=m.clusters) + (f" +{m.excluded}" if m.excluded else "")
 
 
 def _runs(metric: str | None = None, **fields: str | list[str]) -> RunFilter:
@@ -367,7 +375,8 @@ def _paired_views(report: StandingReport) -> list[TableView]:
         body, links = [], []
         for (arm, policy), metrics in grouped.items():
             body.append([arm, policy, *(
-                compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
+                compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True, clusters=metrics[n].clusters)
+                if n in metrics else "-"
                 for n in st.MAIN_METRICS
             )])
             both = [arm, metrics[next(iter(metrics))].baseline]
@@ -394,7 +403,8 @@ def _policy_views(report: StandingReport) -> list[TableView]:
     body, links = [], []
     for (agent, arm), metrics in effects.items():
         body.append([agent, arm, *(
-            compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True) if n in metrics else "-"
+            compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True, clusters=metrics[n].clusters)
+            if n in metrics else "-"
             for n in st.MAIN_METRICS
         )])
         group = {"agent": agent, "interventions": arm}
@@ -413,8 +423,9 @@ def _rank_views(report: StandingReport) -> list[TableView]:
     body = [
         [r.group["agent"], r.group["interventions"], r.group["policy"],
          "drop" if r.measure is RankMeasure.DROPPED else "drop, not asked",
-         compact(r.manager, r.manager_low, r.manager_high), compact(r.peer, r.peer_low, r.peer_high),
-         compact(r.estimate, r.low, r.high, signed=True), str(r.pairs)]
+         compact(r.manager, r.manager_low, r.manager_high, clusters=r.clusters),
+         compact(r.peer, r.peer_low, r.peer_high, clusters=r.clusters),
+         compact(r.estimate, r.low, r.high, signed=True, clusters=r.clusters), str(r.pairs)]
         for r in sorted(report.rank_effect, key=lambda r: (r.group["agent"], _arm_key(
             (r.group["interventions"], r.group["policy"])), r.measure.value))
     ]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import paired_bootstrap
+from commitbench.analysis.bootstrap import interval_note, paired_bootstrap
 from commitbench.analysis.standing.metrics import (
     METRIC_NAMES,
     METRICS,
@@ -84,6 +84,9 @@ class PairedValue(BaseModel):
     low: float | None = Field(description="Lower end of the 95% paired-bootstrap interval.")
     high: float | None = Field(description="Upper end of the interval.")
     episodes: int = Field(description="Episodes both arms played.")
+    clusters: int | None = Field(
+        default=None, description="Clusters the interval resamples (commitment types); below 6 no interval is given."
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -114,8 +117,9 @@ def paired_table(
                 try:
                     result = paired_difference(other, base, metric, n_boot=n_boot, seed=seed)
                     estimate, low, high = _finite(result.estimate), _finite(result.low), _finite(result.high)
+                    clusters: int | None = result.n_clusters
                 except ValueError:  # the metric has no qualifying rows in one arm
-                    estimate = low = high = None
+                    estimate = low = high = clusters = None
                 out.append(
                     PairedValue(
                         group={"agent": str(agent), "policy": str(policy)},
@@ -126,6 +130,7 @@ def paired_table(
                         low=low,
                         high=high,
                         episodes=len(shared),
+                        clusters=clusters,
                     )
                 )
     return out
@@ -161,8 +166,9 @@ def policy_table(
                     values_a, clusters_a, values_b, clusters_b, stat=spec.stat, n_boot=n_boot, seed=seed
                 )
                 estimate, low, high = _finite(result.estimate), _finite(result.low), _finite(result.high)
+                clusters: int | None = result.n_clusters
             except ValueError:
-                estimate = low = high = None
+                estimate = low = high = clusters = None
             out.append(
                 PairedValue(
                     group={"agent": str(agent), "interventions": str(arm)},
@@ -173,6 +179,7 @@ def policy_table(
                     low=low,
                     high=high,
                     episodes=twins,
+                    clusters=clusters,
                 )
             )
     return out
@@ -182,7 +189,7 @@ def policy_table(
 def long_frame(values: Sequence[MetricValue]) -> pd.DataFrame:
     """One row per (group, metric) with estimate, interval, n and exclusions."""
     records = [{**v.group, "metric": v.metric, "estimate": v.estimate, "low": v.low, "high": v.high, "n": v.n,
-                "excluded": v.excluded} for v in values]
+                "excluded": v.excluded, "clusters": v.clusters} for v in values]
     return pd.DataFrame.from_records(records)
 
 
@@ -197,18 +204,22 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
-def interval_text(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+def interval_text(
+    estimate: float | None, low: float | None, high: float | None, signed: bool = False, clusters: int | None = None
+) -> str:
+    """``62% [40, 81]``; ``62% n/a (2 clusters)`` when too few clusters gave no interval; ``-`` when undefined."""
     if estimate is None:
         return "-"
+    note = interval_note(clusters)
     if signed:
         text = f"{100 * estimate:+.0f} pp"
         if low is not None and high is not None:
             text += f" [{100 * low:+.0f}, {100 * high:+.0f}]"
-        return text
+        return f"{text} {note}" if note else text
     text = percent(estimate)
     if low is not None and high is not None:
         text += f" [{100 * low:.0f}, {100 * high:.0f}]"
-    return text
+    return f"{text} {note}" if note else text
 
 
 def wide_frame(values: Sequence[MetricValue], group_by: Sequence[str], column: str = "metric") -> pd.DataFrame:
@@ -220,7 +231,7 @@ def wide_frame(values: Sequence[MetricValue], group_by: Sequence[str], column: s
         name = v.metric if column == "metric" else v.group[column]
         if name not in columns:
             columns.append(name)
-        text = interval_text(v.estimate, v.low, v.high)
+        text = interval_text(v.estimate, v.low, v.high, clusters=v.clusters)
         if v.estimate is not None:
             text += f" (n={v.n}" + (f", {v.excluded} excl.)" if v.excluded else ")")
         elif v.excluded:

@@ -20,6 +20,10 @@ from commitbench.cli import UsageError
 LOCAL = "local"
 # Default cap on generated tokens per call for the embedded model (override with --max-tokens).
 LOCAL_MAX_TOKENS = 256
+# The embedded model samples (seeded, so a run is repeatable and its calls are cached): greedy decoding
+# makes a 135M model repeat the same call in every turn (docs/models.md). Override with --temperature.
+LOCAL_TEMPERATURE = 0.8
+LOCAL_SEED = 0
 
 
 def label_of(model: str) -> str:
@@ -30,7 +34,7 @@ def label_of(model: str) -> str:
 
 def model_entry(
     model: str, base_url: str | None = None, api_key_env: str | None = None, generation: dict[str, Any] | None = None,
-    flag: str = "--model",
+    flag: str = "--model", protocol: str | None = None,
 ) -> Any:
     """A config model entry for ``model`` (``local``: the embedded model, started when it is needed)."""
     from pydantic import ValidationError
@@ -44,12 +48,15 @@ def model_entry(
                 raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
             # The small embedded model sometimes rambles until the context is full; cap it.
             generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
-            return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation))
+            generation.setdefault("temperature", LOCAL_TEMPERATURE)
+            generation.setdefault("seed", LOCAL_SEED)
+            return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation), protocol=protocol)
         generation["model"] = model
         fields: dict[str, Any] = {
             "name": label_of(model),
             "base_url": base_url or "http://127.0.0.1:8000/v1",
             "settings": GenerationSettings(**generation),
+            "protocol": protocol,
         }
         if api_key_env is not None:
             fields["api_key_env"] = api_key_env
@@ -115,7 +122,7 @@ def render(report: Any) -> None:
 
     console = Console()
     if not console.is_terminal:  # a file or a pipe: room for the intervals on one line
-        console = Console(width=max(console.width, 150))
+        console = Console(width=max(console.width, 200))
     lines = report.summary_lines() if hasattr(report, "summary_lines") else []
     if lines:
         console.print(lines[0], markup=False)

@@ -28,7 +28,10 @@ from commitbench.cli import UsageError
 from commitbench.commands.common import add_judge_flags, judge_config, label_of, model_entry
 
 SHORTHANDS = ("standing", "followup")
-_SHARED = ("agent", "model", "base_url", "api_key_env", "temperature", "max_tokens", "seed", "extra_body", "samples",
+DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a demonstration of the pipeline, "
+             "not a measurement; its numbers describe no model worth studying.")
+_SHARED = ("agent", "model", "base_url", "api_key_env", "protocol", "temperature", "max_tokens", "seed", "extra_body",
+           "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
 _STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
 _FOLLOWUP = ("setups", "variants", "personas", "categories", "requests", "follow_through")
@@ -46,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' / 'followup'")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
     parser.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; play nothing")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (it is off when not a TTY)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (on a terminal) or progress lines (every 20 s otherwise)")
     parser.add_argument("--no-report", action="store_true", help="do not print the metric tables afterwards")
     parser.add_argument("--concurrency", type=int, default=None, help="episodes played at the same time")
     parser.add_argument("--cache", type=Path, default=None, help="cache database (default OUT/cache.sqlite)")
@@ -71,6 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--model", default=None, help="the tested model's name, or 'local' (the embedded model)")
     shorthand.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
     shorthand.add_argument("--api-key-env", default=None, help="environment variable with --model's API key")
+    shorthand.add_argument("--protocol", choices=["auto", "tools_only"], default=None,
+                           help="the chat agent's turn protocol: auto (text is the reply) or tools_only (every answer "
+                           "a forced tool call; reply and end of turn are tools); default tools_only for 'local', "
+                           "auto otherwise")
     shorthand.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0)")
     shorthand.add_argument("--max-tokens", type=int, default=None, help="max generated tokens per call")
     shorthand.add_argument("--seed", type=int, default=None, help="sampling seed")
@@ -138,9 +146,10 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     if CHAT_AGENT in agents:
         if not args.model:
             raise UsageError("the chat agent needs --model NAME (a served model, or 'local' for the embedded one)")
-        models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args)))
-    elif args.model or args.base_url:
-        raise UsageError("--model and --base-url go with --agent chat")
+        models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args),
+                                  protocol=args.protocol))
+    elif args.model or args.base_url or args.protocol:
+        raise UsageError("--model, --base-url and --protocol go with --agent chat")
     if suite == "standing":
         env = STANDING_ENV_ID
         split = args.split or (None if args.types else "test")
@@ -155,10 +164,13 @@ def shorthand_config(args: argparse.Namespace) -> Any:
                     "follow_through": bool(args.follow_through)}
     name = f"{suite}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
     arm = args.interventions or []
+    # The embedded server answers one request at a time and reuses the prompt it evaluated last: one
+    # episode at a time keeps consecutive calls on a shared prefix.
+    concurrency = {"concurrency": 1} if any(m.local for m in models) else {}
     try:
         return ExperimentConfig(
             name=name, env=env, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
-            interventions=[arm] if arm else ["none"], judge=judge_config(args),
+            interventions=[arm] if arm else ["none"], judge=judge_config(args), **concurrency,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
@@ -238,14 +250,16 @@ def _handle(args: argparse.Namespace) -> int:
     shard = _shard(args.shard)
     if args.dry_run:
         return _dry_run(config, out_dir)
+    from commitbench.runner import PROGRESS_LINES
+
     for warning in config.warnings():
         print(f"commitbench: warning: {warning}", file=sys.stderr)
-    show_progress = not args.no_progress and sys.stderr.isatty()
+    progress: bool | str = False if args.no_progress else (True if sys.stderr.isatty() else PROGRESS_LINES)
     try:
         if args.ray is not None:
-            summary = _run_on_ray(config, out_dir, args, show_progress, shard)
+            summary = _run_on_ray(config, out_dir, args, progress, shard)
         else:
-            summary = run_experiment(config, out_dir, progress=show_progress, argv=sys.argv, force=args.force,
+            summary = run_experiment(config, out_dir, progress=progress, argv=sys.argv, force=args.force,
                                      shard=shard)
     except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
@@ -262,6 +276,8 @@ def _handle(args: argparse.Namespace) -> int:
     judged = True
     if config.judge.kind == "llm":
         judged = _label(out_dir, config)
+    if any(entry.local for entry in config.models):
+        print(DEMO_NOTE, flush=True)
     if not args.no_report:
         _report(out_dir, config)
     if summary.cells_remaining:
@@ -296,7 +312,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
-def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: bool,
+def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: bool | str,
                 shard: tuple[int, int] | None) -> Any:
     from commitbench.cluster import RayUnavailableError, run_on_ray
 

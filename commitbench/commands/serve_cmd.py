@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from commitbench.agents.local_model import LOCAL_N_CTX
+
 
 def register(subparsers: Any) -> None:
     local = subparsers.add_parser(
@@ -15,8 +17,9 @@ def register(subparsers: Any) -> None:
     )
     local.add_argument("--port", type=int, default=None, help="port to listen on (default: a free port)")
     local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    local.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (default: 4096)")
-    local.add_argument("--threads", type=int, default=2, help="CPU threads (default: 2)")
+    local.add_argument("--n-ctx", type=int, default=LOCAL_N_CTX,
+                       help=f"context window in tokens (default: {LOCAL_N_CTX})")
+    local.add_argument("--threads", type=int, default=None, help="CPU threads (default: half the CPUs, at least 1)")
     local.add_argument("--model-path", default=None, help="another GGUF file to serve instead of SmolLM2")
     local.set_defaults(func=serve_local_handler)
 

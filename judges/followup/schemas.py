@@ -306,8 +306,9 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def strict_response_format(model: type[BaseModel], name: str) -> dict[str, Any]:
-    """An OpenAI-compatible ``response_format`` object for ``model`` (also honoured by vLLM)."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": strict_json_schema(model), "strict": True}}
+    """An OpenAI-compatible ``response_format`` object for ``model`` (also honoured by vLLM), bounded
+    (:func:`bounded_json_schema`)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": bounded_json_schema(model), "strict": True}}
 
 
 class ResponseFormatStyle(str, Enum):
@@ -317,10 +318,11 @@ class ResponseFormatStyle(str, Enum):
     JSON_OBJECT = "json_object"
 
 
-# Grammar-constrained decoding (llama.cpp) lets a small model ramble inside a string until the
-# token limit; a length bound in the grammar ends each string. OpenAI's strict mode rejects
-# maxLength, so only the json_object form carries it (the parsed models stay unbounded).
+# Constrained decoding (vLLM, llama.cpp) lets a small model ramble inside a string, or add list items,
+# until the token limit cuts the JSON off; a bound in the schema ends each string and list. Both forms
+# of the response format carry it (the parsed models stay unbounded).
 GRAMMAR_MAX_STRING = 200
+GRAMMAR_MAX_ITEMS = 8
 
 
 def _bound_strings(node: Any) -> Any:
@@ -328,10 +330,18 @@ def _bound_strings(node: Any) -> Any:
         out = {k: _bound_strings(v) for k, v in node.items()}
         if out.get("type") == "string" and "enum" not in out and "maxLength" not in out:
             out["maxLength"] = GRAMMAR_MAX_STRING
+        if out.get("type") == "array" and "maxItems" not in out:
+            out["maxItems"] = GRAMMAR_MAX_ITEMS
         return out
     if isinstance(node, list):
         return [_bound_strings(v) for v in node]
     return node
+
+
+def bounded_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """:func:`strict_json_schema` with every free string given a ``maxLength`` and every array a ``maxItems``."""
+    bounded: dict[str, Any] = _bound_strings(strict_json_schema(model))
+    return bounded
 
 
 def response_format_for(
@@ -339,5 +349,5 @@ def response_format_for(
 ) -> dict[str, Any]:
     """The ``response_format`` for ``model`` in the form the server understands."""
     if style is ResponseFormatStyle.JSON_OBJECT:
-        return {"type": "json_object", "schema": _bound_strings(strict_json_schema(model))}
+        return {"type": "json_object", "schema": bounded_json_schema(model)}
     return strict_response_format(model, name)

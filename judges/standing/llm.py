@@ -166,9 +166,10 @@ def _bounded_reasons(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA) -> dict[str, Any]:
-    schema = strict_json_schema(StandingJudgeOutput)
+    """The judge's schema with every string bounded, in the form the server understands."""
+    schema = _bounded_reasons(strict_json_schema(StandingJudgeOutput))
     if style is ResponseFormatStyle.JSON_OBJECT:
-        return {"type": "json_object", "schema": _bounded_reasons(schema)}
+        return {"type": "json_object", "schema": schema}
     return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
 
 

@@ -1,0 +1,51 @@
+"""The scripts that need a real vLLM server (not run in CI): their syntax, and the study's dry run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ["scripts/gpu_study.sh", "scripts/vllm_cpu_check.sh"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this environment's commitbench
+    return env
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_script_parses(script: str) -> None:
+    result = subprocess.run(["bash", "-n", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def _dry_run(model: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "scripts/gpu_study.sh", "--dry-run", model, *extra], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_gpu_study_dry_run_plans_thinking_on_and_off_and_the_followup_matrix() -> None:
+    result = _dry_run("/models/Qwen3-8B", "0,1")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "--tool-call-parser hermes --reasoning-parser qwen3" in out and "devices 0,1" in out
+    assert out.count("1080 episodes") == 2  # the standing test split, thinking on and off
+    assert "standing-thinking-on" in out and "standing-thinking-off" in out
+    assert "suite followup" in out and "nothing was played: --dry-run" in out
+
+
+@pytest.mark.slow
+def test_the_gpu_study_picks_parsers_by_family() -> None:
+    llama = _dry_run("/models/Meta-Llama-3.1-8B-Instruct")
+    assert llama.returncode == 0 and "--tool-call-parser llama3_json" in llama.stdout
+    assert llama.stdout.count("1080 episodes") == 1  # no thinking switch
+    gemma = _dry_run("/models/gemma-3-12b-it")
+    assert gemma.returncode == 0 and "--tool-call-parser pythonic" in gemma.stdout
+    unknown = _dry_run("/models/mystery")
+    assert unknown.returncode == 2 and "FAMILY=" in unknown.stderr
