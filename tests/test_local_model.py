@@ -54,7 +54,8 @@ def test_real_calls_through_the_model_client() -> None:
         assert server.running
 
         async def calls() -> tuple[str | None, list[str]]:
-            async with ModelClient(server.settings(max_tokens=24)) as client:
+            # Room for a whole call: the grammar's JSON envelope alone takes about 15 tokens.
+            async with ModelClient(server.settings(max_tokens=64)) as client:
                 text = await client.complete([{"role": "user", "content": "Name one colour."}])
                 assert text.error is None, text.error
                 forced = await client.complete(
