@@ -102,7 +102,9 @@ def test_report_tables_and_files(run_dir, capsys):
     assert float(row["estimate"]) == pytest.approx(8 / 15) and row["n"] == "60" and row["excluded"] == "0"
     text = (out / "metrics.md").read_text(encoding="utf-8")
     assert text.startswith("# Standing metrics per model, intervention and policy")
-    assert "| last-speaker-wins | none | explicit |" in text and "53% [53, 53] (n=60)" in text
+    # Two commitment types are two clusters: the estimate, and no interval.
+    assert "| last-speaker-wins | none | explicit |" in text and "53% n/a (2 clusters) (n=60)" in text
+    assert row["low"] == row["high"] == ""
     assert json.loads((run_dir / "results.json").read_text(encoding="utf-8"))["runs"] == report["runs"]
 
 
