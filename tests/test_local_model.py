@@ -172,7 +172,7 @@ def test_the_embedded_model_acts_and_writes_clean_text_in_a_few_episodes(tmp_pat
 
     entry = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=128))
     config = ExperimentConfig(
-        name="local-clean", agents=["chat"], models=[entry], concurrency=3,
+        name="local-clean", agents=["chat"], models=[entry], concurrency=1,
         episodes={"split": "test", "types": ["deploy_service"], "cells": ["BASE", "PEER-DIRECT", "RELAY-TRUE"],
                   "policies": ["explicit"], "gaps": [1], "surfaces": [0]},
     )

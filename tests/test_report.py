@@ -15,6 +15,7 @@ from commitbench.analysis.standing.metrics import compute_metrics
 from commitbench.analysis.standing.results import load_rows
 from commitbench.analysis.standing.tables import markdown, paired_table, wide_frame
 from commitbench.cli import main
+from commitbench.commands.run_cmd import DEMO_NOTE
 from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jsonl import append_lines
@@ -202,7 +203,11 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
     )
     run_dir = tmp_path / "run"
     assert main(["run", str(config), "--out", str(run_dir), "--no-report", "--no-progress"]) == 0
-    capsys.readouterr()
+    assert DEMO_NOTE not in capsys.readouterr().out  # no table, no note
+    # Run again (every cell is done): the table comes, and one line before it says it is no measurement.
+    assert main(["run", str(config), "--out", str(run_dir), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == DEMO_NOTE and "Standing report: 10 runs" in lines[1]
     traces = [json.loads(line) for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(traces) == 2 * len(LOCAL_CELLS) and {t["factors"]["cell"] for t in traces} == set(LOCAL_CELLS)
     assert {tuple(t["interventions"]) for t in traces} == {(), ("oracle:B3+",)}

@@ -496,7 +496,7 @@ def test_local_model_plays_episodes_and_a_replay_needs_no_server(tmp_path: Path)
             "agents": ["chat"],
             "models": [{"name": "local", "local": True, "settings": {"max_tokens": 24}}],
             "episodes": {"split": "test", "cells": ["BASE"], "gaps": [1], "policies": ["explicit"], "limit": 2},
-            "concurrency": 2,
+            "concurrency": 1,
             "cache": {"path": str(tmp_path / "cache.sqlite")},
         }
     )

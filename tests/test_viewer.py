@@ -302,10 +302,13 @@ def pct(value: float | None, signed: bool = False) -> str:
     return "-" if value is None else (f"{100 * value:+.0f}" if signed else f"{100 * value:.0f}")
 
 
-def interval(estimate: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+def interval(estimate: float | None, low: float | None, high: float | None, signed: bool = False,
+             clusters: int | None = None) -> str:
     if estimate is None:
         return "-"
     text = pct(estimate, signed)
+    if low is None and high is None and clusters is not None and clusters < 6:
+        return f"{text} n/a ({clusters} cluster{'' if clusters == 1 else 's'})"  # too few clusters for an interval
     return text + (f" [{pct(low, signed)},{pct(high, signed)}]" if low is not None and high is not None else "")
 
 
@@ -330,14 +333,16 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
     for v in doc["metrics"]:
         g = v["group"]
         text, link = cell(tables, f"{g['agent']}: metrics (%)", (g["interventions"], g["policy"]), SHORT[v["metric"]])
-        assert text == interval(v["estimate"], v["low"], v["high"]) + (f" +{v['excluded']}" if v["excluded"] else "")
+        expected = interval(v["estimate"], v["low"], v["high"], clusters=v.get("clusters"))
+        assert text == expected + (f" +{v['excluded']}" if v["excluded"] else "")
         if link:
             links.append((link, v["n"] + v["excluded"]))
     for v in doc["by_gap"]:
         g = v["group"]
         caption = f"{g['agent']}: metrics per gap (%)"
         text, _ = cell(tables, caption, (g["interventions"], g["policy"], g["gap"]), SHORT[v["metric"]])
-        assert text == interval(v["estimate"], v["low"], v["high"]) + (f" +{v['excluded']}" if v["excluded"] else "")
+        expected = interval(v["estimate"], v["low"], v["high"], clusters=v.get("clusters"))
+        assert text == expected + (f" +{v['excluded']}" if v["excluded"] else "")
     for v in doc["by_cell"]:
         g = v["group"]
         text, link = cell(tables, f"{g['agent']}: strict accuracy by cell (%)", (g["cell"],),
@@ -349,12 +354,12 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
         g = p["group"]
         text, _ = cell(tables, f"{g['agent']}: difference from '{doc['baseline']}' on the same episodes (pp)",
                        (p["arm"], g["policy"]), SHORT[p["metric"]])
-        assert text == interval(p["estimate"], p["low"], p["high"], signed=True)
+        assert text == interval(p["estimate"], p["low"], p["high"], signed=True, clusters=p.get("clusters"))
     for p in doc["policy_effect"]:
         g = p["group"]
         text, _ = cell(tables, "Explicit minus silent policy, same chats (pp)", (g["agent"], g["interventions"]),
                        SHORT[p["metric"]])
-        assert text == interval(p["estimate"], p["low"], p["high"], signed=True)
+        assert text == interval(p["estimate"], p["low"], p["high"], signed=True, clusters=p.get("clusters"))
     assert chrome.evaluate("document.querySelector('figure img').naturalWidth") > 100  # the heatmap
     shot(chrome, tmp_path / "standing-overview.png", capsys)
     assert len(links) > 50
@@ -371,7 +376,8 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
         for metric, label in HEADLINE.items():
             text, _ = cell(tables, "Headline rates (%, 95% intervals clustered by request), labels by the LLM checker",
                            tuple(str(r[c]) for c in group), label)
-            assert text == interval(r[metric], r[f"{metric}_low"], r[f"{metric}_high"])
+            clusters = r.get(f"{metric}_clusters")
+            assert text == interval(r[metric], r[f"{metric}_low"], r[f"{metric}_high"], clusters=clusters)
     for r in doc["outcomes"]:
         caption = "Outcomes (%), labels by the LLM checker"
         text, link = cell(tables, caption, tuple(str(r[c]) for c in group), "n")
@@ -387,7 +393,7 @@ def test_overview_numbers_equal_report_json_and_link_to_their_runs(
         text, _ = cell(tables, "Each arm minus 'none' on the same requests (pp, paired bootstrap), labels by the "
                        "LLM checker",
                        (*(str(r[c]) for c in group[:4]), r["arm_a"], r["metric"]), "difference")
-        assert text == interval(r["difference"], r["low"], r["high"], signed=True)
+        assert text == interval(r["difference"], r["low"], r["high"], signed=True, clusters=r.get("clusters"))
     assert chrome.evaluate("document.querySelector('figure img').naturalWidth") > 100
     assert_clean(chrome)
 

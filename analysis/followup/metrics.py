@@ -363,7 +363,7 @@ def rate_table(
             record.update(estimate=estimate, low=float("nan"), high=float("nan"), clusters=None)
         records.append(record)
     columns = [*by, "metric", "estimate", "low", "high", "clusters", "numerator", "denominator", "n_responses"]
-    return pd.DataFrame.from_records(records, columns=columns)
+    return _counts_as_integers(pd.DataFrame.from_records(records, columns=columns), ["clusters"])
 
 
 def outcome_labels(frame: pd.DataFrame) -> tuple[OutcomeLabel, ...]:
@@ -431,7 +431,14 @@ def headline_table(
         else:
             wide = pd.concat([wide, table], axis=1)
     assert wide is not None
-    return wide
+    return _counts_as_integers(wide, [f"{name}_clusters" for name in names])
+
+
+def _counts_as_integers(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Cluster counts stay integers where some are missing (pandas would make them floats): 5, not 5.0."""
+    for column in columns:
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def paired_difference(
@@ -471,4 +478,4 @@ def paired_difference(
             record.update(difference=float("nan"), low=float("nan"), high=float("nan"), clusters=None)
         records.append(record)
     columns = [*by, "metric", "arm_a", "arm_b", "difference", "low", "high", "clusters", "n_a", "n_b"]
-    return pd.DataFrame.from_records(records, columns=columns)
+    return _counts_as_integers(pd.DataFrame.from_records(records, columns=columns), ["clusters"])

@@ -18,12 +18,6 @@ from typing import Any
 from commitbench.cli import UsageError
 
 LOCAL = "local"
-# Default cap on generated tokens per call for the embedded model (override with --max-tokens).
-LOCAL_MAX_TOKENS = 256
-# The embedded model samples (seeded, so a run is repeatable and its calls are cached): greedy decoding
-# makes a 135M model repeat the same call in every turn (docs/models.md). Override with --temperature.
-LOCAL_TEMPERATURE = 0.8
-LOCAL_SEED = 0
 
 
 def label_of(model: str) -> str:
@@ -46,10 +40,7 @@ def model_entry(
         if model == LOCAL:
             if base_url:
                 raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
-            # The small embedded model sometimes rambles until the context is full; cap it.
-            generation.setdefault("max_tokens", LOCAL_MAX_TOKENS)
-            generation.setdefault("temperature", LOCAL_TEMPERATURE)
-            generation.setdefault("seed", LOCAL_SEED)
+            # Sampling settings left unset get the embedded model's defaults (config.LOCAL_SETTINGS).
             return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation), protocol=protocol)
         generation["model"] = model
         fields: dict[str, Any] = {

@@ -276,9 +276,9 @@ def _handle(args: argparse.Namespace) -> int:
     judged = True
     if config.judge.kind == "llm":
         judged = _label(out_dir, config)
-    if any(entry.local for entry in config.models):
-        print(DEMO_NOTE, flush=True)
     if not args.no_report:
+        if any(entry.local for entry in config.models):
+            print(DEMO_NOTE, flush=True)  # the table that follows is no measurement
         _report(out_dir, config)
     if summary.cells_remaining:
         print(f"{summary.cells_remaining} cells have no good trace; run the same command again to retry them",
