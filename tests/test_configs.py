@@ -92,3 +92,24 @@ def test_a_tested_model_as_its_own_judge_is_refused_unless_asked_for(tmp_path: P
     )
     with pytest.raises(ConfigError, match=r"self\.yaml: .*judge model is also a tested model \(m\)"):
         load_config(path)
+
+
+def test_a_local_entry_gets_the_embedded_models_defaults_unless_it_names_its_own() -> None:
+    from commitbench.commands.common import model_entry
+    from commitbench.config import LOCAL_SETTINGS, GenerationSettings, ModelEntry
+
+    plain = ModelEntry(name="local", local=True).settings
+    assert (plain.temperature, plain.seed, plain.max_tokens) == (0.8, 0, 256) == (
+        LOCAL_SETTINGS["temperature"], LOCAL_SETTINGS["seed"], LOCAL_SETTINGS["max_tokens"])
+    # a field the entry sets wins, as a dict (YAML) or as a settings object; the others keep their default
+    greedy = ModelEntry.model_validate({"name": "local", "local": True, "settings": {"temperature": 0}}).settings
+    assert (greedy.temperature, greedy.seed, greedy.max_tokens) == (0.0, 0, 256)
+    short = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=64)).settings
+    assert (short.temperature, short.max_tokens) == (0.8, 64)
+    # the command line's --model local is the same entry; a server keeps the plain defaults
+    assert model_entry("local").settings == plain
+    served = ModelEntry(name="m", base_url="http://127.0.0.1:1/v1").settings
+    assert (served.temperature, served.seed, served.max_tokens) == (0.0, None, None)
+    # a dumped entry reads back equal (the manifest's copy of the config)
+    entry = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=64))
+    assert ModelEntry.model_validate(entry.model_dump(mode="json")) == entry
