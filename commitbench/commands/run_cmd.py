@@ -79,9 +79,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help="the chat agent's turn protocol: auto (text is the reply) or tools_only (every answer "
                            "a forced tool call; reply and end of turn are tools); default tools_only for 'local', "
                            "auto otherwise")
-    shorthand.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0)")
-    shorthand.add_argument("--max-tokens", type=int, default=None, help="max generated tokens per call")
-    shorthand.add_argument("--seed", type=int, default=None, help="sampling seed")
+    shorthand.add_argument("--temperature", type=float, default=None,
+                           help="sampling temperature (default 0; 0.8 for 'local')")
+    shorthand.add_argument("--max-tokens", type=int, default=None,
+                           help="max generated tokens per call (default: the server's; 256 for 'local')")
+    shorthand.add_argument("--seed", type=int, default=None, help="sampling seed (default none; 0 for 'local')")
     shorthand.add_argument("--extra-body", default=None, help="JSON object of extra request fields")
     shorthand.add_argument("--samples", type=int, default=None, help="samples per chat cell")
     shorthand.add_argument("--limit", type=int, default=None, help="play only the first N matching episodes")
