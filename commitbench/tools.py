@@ -52,6 +52,7 @@ __all__ = [
     "bound_tools",
     "declared_tools",
     "is_agent_error",
+    "json_type",
     "parameters_schema",
     "schema_tool",
     "tool",
@@ -236,14 +237,15 @@ def describe_validation_error(exc: ValidationError) -> str:
         head = kind.split("_", 1)[0]
         if kind.endswith("_type") or kind in ("int_from_float", "bool_parsing", "int_parsing"):
             word = _TYPE_WORDS.get(head, head)
-            return f"argument '{loc}' must be {word}, got {_json_type(error.get('input'))}"
+            return f"argument '{loc}' must be {word}, got {json_type(error.get('input'))}"
     if extra:
         return f"unknown argument(s): {', '.join(extra)}"
     first = errors[0]
     return f"argument '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a parsed JSON value (``integer``, ``array``, ``null``, ...)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from commitbench.tools import json_type
 from commitbench.yamlfile import YamlError, read_yaml
 
 N_VARIANTS = 3
@@ -182,20 +183,14 @@ def _own_tool_name(value: str) -> str:
     return value
 
 
+_KIND_PHRASES = {"boolean": "a boolean", "integer": "an integer", "number": "a number", "string": "a string",
+                 "array": "a list", "object": "a mapping", "null": "nothing"}
+
+
 def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return "nothing" if value is None else type(value).__name__
+    """A value's JSON type in words, as a YAML author would put it (``a list``, ``a mapping``)."""
+    kind = json_type(value)
+    return _KIND_PHRASES.get(kind, kind)
 
 
 def _fits(value: Any, json_type: str) -> bool:
