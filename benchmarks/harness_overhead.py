@@ -32,24 +32,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bare_client import bare_loop
+from mock_player import mock_model, scripted_replies
 
 from commitbench.config import ExperimentConfig
-from commitbench.mockserver import MockServerProcess, ReplySpec, ToolCallSpec
+from commitbench.mockserver import MockServerProcess
 from commitbench.runner import run_experiment
 
 TARGET_RATIO = 0.8
 TARGET_CPU_MS = 2.0
-
-
-def scripted_replies(n: int) -> list[ReplySpec]:
-    """A repeating mix: a lookup tool call, plain text (a reply), end_turn, plain text."""
-    pattern = [
-        ReplySpec(tool_calls=[ToolCallSpec(name="lookup", arguments={"query": "printer"})]),
-        ReplySpec(text="Noted, thanks."),
-        ReplySpec(tool_calls=[ToolCallSpec(name="end_turn", arguments={})]),
-        ReplySpec(text="Happy to help with that."),
-    ]
-    return [pattern[i % len(pattern)] for i in range(n)]
 
 
 def runner_config(base_url: str, concurrency: int, n_episodes: int) -> ExperimentConfig:
@@ -57,15 +47,7 @@ def runner_config(base_url: str, concurrency: int, n_episodes: int) -> Experimen
         {
             "name": "harness-overhead",
             "agents": ["chat"],
-            "models": [
-                {
-                    "name": "mock",
-                    "base_url": base_url,
-                    "api_key_env": None,
-                    "settings": {"model": "mock-model", "timeout": 60.0},
-                    "retry": {"max_attempts": 3, "base_delay_s": 0.01},
-                }
-            ],
+            "models": [mock_model([base_url])],
             "episodes": {"split": "test", "limit": n_episodes},
             "concurrency": concurrency,
         }

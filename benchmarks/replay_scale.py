@@ -26,6 +26,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_player import mock_model, scripted_replies
+
 TARGET_RSS_RATIO = 1.3
 
 
@@ -33,15 +37,7 @@ def config_data(base_url: str, cache: Path, episodes: int, samples: int, concurr
     return {
         "name": "replay-scale",
         "agents": ["chat"],
-        "models": [
-            {
-                "name": "mock",
-                "base_url": base_url,
-                "api_key_env": None,
-                "settings": {"model": "mock-model", "timeout": 60.0},
-                "retry": {"max_attempts": 3, "base_delay_s": 0.01},
-            }
-        ],
+        "models": [mock_model([base_url])],
         "episodes": {"split": "test", "limit": episodes},
         "samples": samples,
         "concurrency": concurrency,
@@ -52,18 +48,11 @@ def config_data(base_url: str, cache: Path, episodes: int, samples: int, concurr
 def fill(cache: Path, out: Path, episodes: int, samples: int, concurrency: int) -> int:
     """Play every call once against the mock server; returns the number of model calls."""
     from commitbench.config import ExperimentConfig
-    from commitbench.mockserver import MockServerProcess, ReplySpec, ToolCallSpec
+    from commitbench.mockserver import MockServerProcess
     from commitbench.runner import run_experiment
 
-    pattern = [
-        ReplySpec(tool_calls=[ToolCallSpec(name="lookup", arguments={"query": "printer"})]),
-        ReplySpec(text="Noted, thanks."),
-        ReplySpec(tool_calls=[ToolCallSpec(name="end_turn", arguments={})]),
-        ReplySpec(text="Happy to help with that."),
-    ]
     with MockServerProcess(record_requests=0) as server:
-        # Replies beyond the script echo the last user message, so the queue need not be exact.
-        server.script(*[pattern[i % len(pattern)] for i in range(8 * episodes * samples)])
+        server.script(*scripted_replies(8 * episodes * samples))
         config = ExperimentConfig.model_validate(config_data(server.base_url, cache, episodes, samples, concurrency))
         summary = run_experiment(config, out, argv=["replay_scale", "fill"])
     if summary.cells_remaining:

@@ -27,22 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_player import mock_model, scripted_replies
+
 from commitbench.config import ExperimentConfig
-from commitbench.mockserver import MockServerProcess, ReplySpec, ToolCallSpec
+from commitbench.mockserver import MockServerProcess
 from commitbench.runner import RunSummary, run_experiment
 
 REPLICAS = (1, 2, 4)
-
-
-def scripted_replies(n: int) -> list[ReplySpec]:
-    """A repeating mix of the model's moves: a lookup, a reply, end of turn, a reply."""
-    pattern = [
-        ReplySpec(tool_calls=[ToolCallSpec(name="lookup", arguments={"query": "printer"})]),
-        ReplySpec(text="Noted, thanks."),
-        ReplySpec(tool_calls=[ToolCallSpec(name="end_turn", arguments={})]),
-        ReplySpec(text="Happy to help with that."),
-    ]
-    return [pattern[i % len(pattern)] for i in range(n)]
 
 
 def config_for(urls: list[str], episodes: int, concurrency: int, cache: dict[str, Any]) -> ExperimentConfig:
@@ -50,9 +43,7 @@ def config_for(urls: list[str], episodes: int, concurrency: int, cache: dict[str
         {
             "name": "scale-out",
             "agents": ["chat"],
-            "models": [{"name": "mock", "base_urls": urls, "api_key_env": None,
-                        "settings": {"model": "mock-model", "timeout": 120.0},
-                        "retry": {"max_attempts": 3, "base_delay_s": 0.01}}],
+            "models": [mock_model(urls, timeout=120.0)],
             "episodes": {"split": "test", "limit": episodes},
             "concurrency": concurrency,
             "cache": cache,
