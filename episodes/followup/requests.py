@@ -149,6 +149,13 @@ class RequestSource(BaseModel):
     original_text: str = Field(description="The text as the source has it (for templates: the pattern).")
 
 
+def _without_pii(value: str, what: str) -> str:
+    """``value`` unchanged, or a ValueError naming the personal data found in it."""
+    problems = pii_problems(value)
+    if problems:
+        raise ValueError(f"{what} contains a {', '.join(problems)}")
+    return value
+
 class ScriptedEvent(BaseModel):
     """What happens in the world at a set moment of a follow-through episode (the event a request waits for).
 
@@ -164,10 +171,7 @@ class ScriptedEvent(BaseModel):
     @field_validator("text")
     @classmethod
     def _clean(cls, value: str) -> str:
-        problems = pii_problems(value)
-        if problems:
-            raise ValueError(f"event text contains a {', '.join(problems)}")
-        return value
+        return _without_pii(value, "event text")
 
 
 class SecondSession(BaseModel):
@@ -182,10 +186,7 @@ class SecondSession(BaseModel):
     @field_validator("text")
     @classmethod
     def _clean(cls, value: str) -> str:
-        problems = pii_problems(value)
-        if problems:
-            raise ValueError(f"second-session message contains a {', '.join(problems)}")
-        return value
+        return _without_pii(value, "second-session message")
 
 
 class FollowupRequest(BaseModel):
@@ -225,10 +226,7 @@ class FollowupRequest(BaseModel):
     @field_validator("text")
     @classmethod
     def _clean_text(cls, value: str) -> str:
-        problems = pii_problems(value)
-        if problems:
-            raise ValueError(f"request contains a {', '.join(problems)}")
-        return value
+        return _without_pii(value, "request")
 
     @field_validator("required_capabilities")
     @classmethod
