@@ -62,6 +62,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from commitbench.processes import die_with_parent
+
 __all__ = [
     "FaultConfig",
     "FaultKind",
@@ -878,7 +880,8 @@ class MockServerProcess:
 
     def start(self, timeout_s: float = 20.0) -> MockServerProcess:
         self._proc = subprocess.Popen(
-            self._args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+            self._args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            preexec_fn=die_with_parent(),  # the server ends with this process, however it ends
         )
         deadline = time.monotonic() + timeout_s
         assert self._proc.stdout is not None

@@ -31,6 +31,7 @@ BOTTOM = (
     "commitbench.cache",
     "commitbench.ledger",
     "commitbench.mockserver",
+    "commitbench.processes",
     "commitbench.claimguard",
     "commitbench.yamlfile",
     "commitbench.textscan",
