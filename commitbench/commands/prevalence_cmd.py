@@ -72,6 +72,7 @@ async def judge_strata(
 
 
 def handler(args: argparse.Namespace) -> int:
+    from commitbench.agents.local_model import LocalModelError, unless_it_dies
     from commitbench.analysis.followup.prevalence import estimate_prevalence, format_report, read_log
     from commitbench.cache import CacheError, CacheMode
     from commitbench.judges.followup.labellers import make_checker
@@ -101,16 +102,17 @@ def handler(args: argparse.Namespace) -> int:
     else:
         cache = args.cache or args.logs.with_name(args.logs.name + ".cache.sqlite")
         try:
-            with judge_client(judge, cache, CacheMode(args.cache_mode), args.concurrency) as (client, style):
+            with judge_client(judge, cache, CacheMode(args.cache_mode), args.concurrency) as (client, style, server):
                 checker = make_checker("llm", client, style, judge.max_attempts)
 
                 async def go() -> list[Any]:
                     async with client:
-                        return await judge_strata(turns, args.sample, args.seed, checker, args.concurrency)
+                        work = judge_strata(turns, args.sample, args.seed, checker, args.concurrency)
+                        return await unless_it_dies(server, work)
 
                 strata = asyncio.run(go())
                 name = checker.name
-        except (CacheError, ModelEndpointError) as exc:
+        except (CacheError, ModelEndpointError, LocalModelError) as exc:
             raise UsageError(str(exc)) from None
     report = estimate_prevalence(strata, n_boot=args.n_boot, seed=args.seed, checker=name)
     print(report.model_dump_json(indent=2) if args.json else format_report(report))

@@ -327,13 +327,14 @@ def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: 
 
 
 def _label(out_dir: Path, config: Any) -> bool:
+    from commitbench.agents.local_model import LocalModelError
     from commitbench.cache import CacheError
     from commitbench.commands.label_cmd import print_summary
     from commitbench.labeljob import label_directory
 
     try:
         summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
-    except (ValueError, CacheError) as exc:
+    except (ValueError, CacheError, LocalModelError) as exc:
         print(f"commitbench: not labelled: {exc}", file=sys.stderr)
         return False
     print_summary(summary)

@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
                        help=f"context window in tokens (default: {LOCAL_N_CTX})")
     local.add_argument("--threads", type=int, default=None, help="CPU threads (default: half the CPUs, at least 1)")
     local.add_argument("--model-path", default=None, help="another GGUF file to serve instead of SmolLM2")
+    local.add_argument("--check", action="store_true",
+                       help="run only the self-test (a multi-token prompt in a child process), print what the "
+                       "llama.cpp build uses and how fast it was, and exit (1 if it failed)")
     local.set_defaults(func=serve_local_handler)
 
     mock = subparsers.add_parser(
@@ -44,13 +47,25 @@ def serve_local_handler(args: argparse.Namespace) -> int:
     server = LocalModelServer(
         host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads, model_path=args.model_path
     )
+    if args.check:
+        try:
+            result = server.check()
+        except LocalModelError as exc:
+            raise UsageError(str(exc)) from exc
+        print(
+            f"self-test passed: llama-cpp-python {result.llama_cpp_version}, build uses {' '.join(result.features)}; "
+            f"a {result.prompt_tokens}-token prompt and {result.completion_tokens} generated tokens in "
+            f"{result.seconds:.2f} s on {server.n_threads} thread(s)",
+            flush=True,
+        )
+        return 0
     # Whatever ends this command (Ctrl-C while the model loads or serves, the server's own exit), the
     # server is stopped; if this process is killed outright, the kernel ends the server with it.
     try:
         server.start()
         print(f"serving {server.alias} at {server.base_url} (Ctrl-C to stop)", flush=True)
-        code = server.wait()
-        print(f"the model server exited with code {code}:\n{server.log_tail()}", flush=True)
+        server.wait()
+        print(server.death(), flush=True)
         return 1
     except LocalModelError as exc:
         raise UsageError(str(exc)) from exc
