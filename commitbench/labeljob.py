@@ -88,6 +88,7 @@ def label_directory(
     concurrency: int = 16,
     retry_errors: bool = False,
     limit: int | None = None,
+    relabel_stale: bool = False,
 ) -> LabelSummary:
     """Label the finished traces of ``run_dir`` that ``judge`` has not labelled yet; returns the counts."""
     suite = run_suite(run_dir)
@@ -98,7 +99,7 @@ def label_directory(
     async def go(labeller: Labeller[LabelRecord]) -> LabelSummary:
         return await label_run(
             traces, labeller, labels_path(run_dir, labeller.name), record_type=suite.label_record,
-            concurrency=concurrency, retry_errors=retry_errors, limit=limit,
+            concurrency=concurrency, retry_errors=retry_errors, limit=limit, relabel_stale=relabel_stale,
         )
 
     if judge.kind == "rules":

@@ -20,13 +20,25 @@ hold judge errors; the newer record wins), repairs a torn last line first, and r
 A labels file holds one labeller's records. :func:`one_labeller_labels` (what reports read) and
 :func:`label_run` refuse a file in which any record names another labeller
 (:class:`MixedLabellersError`), so no table ever pools the labels of two judges or checkers.
+
+Every record also carries its labeller's *version* (:attr:`LabelRecord.labeller_version`): a digest
+of what decides its labels (the rule code of an offline labeller; the prompts, the output schema
+and what the judge is shown of an LLM judge; :func:`code_version`). A record of another version is
+stale: :func:`label_run` labels it again for an offline labeller always and for an LLM judge when
+asked (``relabel_stale``), and :func:`check_versions` says what a report may read: offline labels are
+computed anew, stale LLM labels are refused with the command that refreshes them, and no table mixes
+two versions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import hashlib
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, Field
@@ -43,6 +55,9 @@ __all__ = [
     "Labeller",
     "LabellerUnavailable",
     "MixedLabellersError",
+    "StaleLabelsError",
+    "check_versions",
+    "code_version",
     "judge_name",
     "label_run",
     "labels_path",
@@ -80,6 +95,11 @@ class LabelRecord(BaseModel):
     labeller: str = Field(description="Name of the labeller, e.g. 'rules' or 'llm:Qwen/Qwen3-8B'.")
     error: str | None = Field(default=None, description="Why the trace got no label at all (a judge error).")
     judge_errors: int = Field(default=0, description="Items of the trace the judge could not label.")
+    labeller_version: str = Field(
+        default="",
+        description="Digest of what decided these labels (rule code; prompts, schema and what the judge is shown); "
+        "'' in records made before versions were kept, which count as stale.",
+    )
 
     @property
     def has_errors(self) -> bool:
@@ -95,12 +115,66 @@ class LabellerUnavailable(RuntimeError):
 
 
 class Labeller(Protocol[RecordT_co]):
-    """Anything that labels one trace."""
+    """Anything that labels one trace; its records carry its ``version``. An offline labeller (no model) is
+    ``cheap``: its stale records are labelled again whenever they are met."""
 
     @property
     def name(self) -> str: ...
 
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def cheap(self) -> bool: ...
+
     async def label(self, trace: EpisodeTrace) -> RecordT_co: ...
+
+
+@cache
+def _file_bytes(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def code_version(modules: Iterable[ModuleType] = (), objects: Iterable[object] = (), texts: Iterable[str] = ()) -> str:
+    """A labeller's version: sha256 (16 hex digits) over the source files of ``modules``, the source of
+    ``objects`` (functions or classes) and ``texts`` (prompts, JSON schemas)."""
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(module.__name__.encode())
+        digest.update(_file_bytes(str(module.__file__)))
+    for obj in objects:
+        digest.update(inspect.getsource(obj).encode())  # type: ignore[arg-type]
+    for text in texts:
+        digest.update(text.encode())
+    return digest.hexdigest()[:16]
+
+
+class StaleLabelsError(ValueError):
+    """Stored labels of an LLM judge were made by another version of it; the message names the fix."""
+
+
+def check_versions(
+    records: Mapping[str, RecordT], labeller: str, version: str, cheap: bool, run_dir: Path | str
+) -> dict[str, RecordT] | None:
+    """What a table may read of one labeller's stored records (its latest per run key).
+
+    All of the current version: the records. Any stale one: None for a cheap (offline) labeller, whose
+    labels the caller computes anew; :class:`StaleLabelsError` for an LLM judge, naming the command that
+    labels the stale records again. So no table mixes two versions of a labeller.
+    """
+    stale = [r for r in records.values() if r.labeller_version != version]
+    if not stale:
+        return dict(records)
+    if cheap:
+        return None
+    found = sorted({r.labeller_version or "unversioned" for r in stale})
+    model = labeller.split(":", 1)[1] if labeller.startswith("llm:") else "MODEL"
+    raise StaleLabelsError(
+        f"{len(stale)} of {len(records)} labels of {labeller!r} in {run_dir} were made by another version of the "
+        f"judge ({', '.join(found)}; now {version}: its prompt, schema or what it is shown changed). Label them "
+        f"again: `commitbench label {run_dir} --judge llm --judge-model {model} --relabel-stale` (or label the run "
+        "under another judge name); reports never mix the two versions"
+    )
 
 
 def labels_path(run_dir: Path | str, labeller: str) -> Path:
@@ -148,6 +222,9 @@ class LabelSummary(BaseModel):
     labels_file: str = Field(description="Where the labels are.")
     runs_total: int = Field(description="Finished traces offered.")
     runs_skipped: int = Field(default=0, description="Traces already labelled before this pass.")
+    runs_relabelled: int = Field(
+        default=0, description="Traces labelled again because their stored labels were of another labeller version."
+    )
     runs_labelled: int = Field(default=0, description="Traces labelled now.")
     runs_unavailable: int = Field(default=0, description="Traces left unlabelled: the judge model did not answer.")
     runs_with_judge_errors: int = Field(default=0, description="Records stored now that hold judge errors.")
@@ -164,13 +241,20 @@ async def label_run(
     concurrency: int = 16,
     retry_errors: bool = False,
     limit: int | None = None,
+    relabel_stale: bool = False,
 ) -> LabelSummary:
-    """Label the traces not yet in ``path``, appending each record as it is made (see the module docstring)."""
+    """Label the traces not yet in ``path``, appending each record as it is made (see the module docstring).
+
+    A stored record of another version of the labeller is labelled again when the labeller is cheap (offline)
+    or ``relabel_stale`` asks for it; otherwise it stays, and reports refuse it (:func:`check_versions`).
+    """
     repair_torn_tail(path)
-    done: dict[str, bool] = {}
-    if path.exists():
-        done = {key: record.has_errors for key, record in one_labeller_labels(path, record_type, labeller.name).items()}
-    todo = [t for t in traces if not t.infra_error and (t.run_key not in done or (retry_errors and done[t.run_key]))]
+    stored = one_labeller_labels(path, record_type, labeller.name) if path.exists() else {}
+    again = relabel_stale or labeller.cheap
+    stale = {key for key, record in stored.items() if again and record.labeller_version != labeller.version}
+    with_errors = {key for key, record in stored.items() if retry_errors and record.has_errors}
+    todo = [t for t in traces
+            if not t.infra_error and (t.run_key not in stored or t.run_key in stale or t.run_key in with_errors)]
     finished = [t for t in traces if not t.infra_error]
     summary = LabelSummary(
         labeller=labeller.name, labels_file=str(path), runs_total=len(finished), runs_skipped=len(finished) - len(todo)
@@ -183,6 +267,7 @@ async def label_run(
         async with gate:
             try:
                 record = await labeller.label(trace)
+                record.labeller_version = labeller.version
             except LabellerUnavailable as exc:
                 summary.runs_unavailable += 1
                 if len(summary.unavailable) < 5:
@@ -190,6 +275,7 @@ async def label_run(
                 return
         append_lines(path, [record.model_dump_json()])
         summary.runs_labelled += 1
+        summary.runs_relabelled += trace.run_key in stale
         if record.has_errors:
             summary.runs_with_judge_errors += 1
             summary.judge_errors += record.judge_errors or (1 if record.error else 0)

@@ -17,7 +17,7 @@ from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jsonl import append_lines
 from commitbench.judges.labelling import labels_path
-from commitbench.judges.standing.labellers import StandingLabelRecord
+from commitbench.judges.standing.labellers import StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.protocol import tool_call
 from commitbench.runner import run_experiment
@@ -104,7 +104,8 @@ def _hand_run(tmp_path: Path) -> Path:
         traces.append(trace)
         label = MessageLabel(message_index=0, step=trace.assistant_messages()[0].step, consults_creditor=judged,
                              notifies_creditor=F, off_topic=F, judge="llm:j")
-        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:j", labels=[label]))
+        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:j", labels=[label],
+                                           labeller_version=labeller_version("llm:j")[0]))
     append_traces(run_dir / "traces.jsonl", traces)
     append_lines(labels_path(run_dir, "llm:j"), (r.model_dump_json() for r in records))
     return run_dir

@@ -12,7 +12,7 @@ from commitbench.analysis.followup.validation import checker_agreement
 from commitbench.cli import main
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.jsonl import append_lines
-from commitbench.judges.followup.labellers import FollowupLabelRecord
+from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
 from commitbench.judges.followup.llm import FollowUpTurn
 from commitbench.judges.followup.rules import check_turn
 from commitbench.judges.labelling import labels_path
@@ -33,7 +33,7 @@ def _record(i: int, reply: str, model: str = "m1", arm: str = "none") -> Followu
         user_message="Please remind me to call the bank tomorrow morning.", reply=reply,
     )
     return FollowupLabelRecord(run_key=f"{model}-{arm}-{i}", labeller="rules", model=model, arm=arm, sample=0,
-                               turn=turn, result=check_turn(turn))
+                               turn=turn, result=check_turn(turn), labeller_version=labeller_version("rules")[0])
 
 
 def test_identical_labels_agree_perfectly_and_a_changed_label_is_counted():
@@ -72,7 +72,9 @@ def test_label_and_agreement_commands(tmp_path, capsys):
     records = [_record(i, r) for i, r in enumerate(REPLIES)]
     append_traces(tmp_path / "traces.jsonl", [EpisodeTrace(env_id=FOLLOWUP_ENV_ID, episode_id="r0:C0", factors={})])
     for judge in ("llm:a", "llm:b"):
-        append_lines(labels_path(tmp_path, judge), (r.model_copy(update={"labeller": judge}).model_dump_json()
+        version = labeller_version(judge)[0]
+        append_lines(labels_path(tmp_path, judge), (r.model_copy(update={"labeller": judge,
+                                                                         "labeller_version": version}).model_dump_json()
                                                      for r in records))
     assert main(["agreement", str(tmp_path), "--judge", "llm:a", "--judge", "llm:b", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

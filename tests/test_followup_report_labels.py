@@ -14,7 +14,7 @@ from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
 from commitbench.jsonl import append_lines
-from commitbench.judges.followup.labellers import FollowupLabelRecord
+from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
 from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
 from commitbench.judges.labelling import MixedLabellersError, labels_path, one_labeller_labels
@@ -40,7 +40,7 @@ def record(run_key: str, setup: SetupId, reply: str, promised: bool, labeller: s
                          detector=DetectorOutput(commitments=found), response=response, commitments=assessed,
                          outcome=label, rule=rule)
     return FollowupLabelRecord(run_key=run_key, labeller=labeller, model="m", arm="none", sample=0, turn=turn,
-                               result=result)
+                               result=result, labeller_version=labeller_version(labeller)[0])
 
 
 def records(labeller: str) -> list[FollowupLabelRecord]:

@@ -31,7 +31,7 @@ from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
 from commitbench.jsonl import append_lines
-from commitbench.judges.followup.labellers import FollowupLabelRecord
+from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
 from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
@@ -135,7 +135,7 @@ def record(run_key: str, model: str, setup: SetupId, reply: str, found: list[Det
         result.detector, result.response = DetectorOutput(commitments=found), response
         result.commitments, result.outcome, result.rule = assessed, label, rule
     return FollowupLabelRecord(run_key=run_key, labeller="llm:j", model=model, arm="none", sample=0, turn=turn,
-                               result=result)
+                               result=result, labeller_version=labeller_version("llm:j")[0])
 
 
 REMIND = "I'll remind you tomorrow at 9"

@@ -10,6 +10,11 @@ trace, appended (and fsynced) as each is finished, so an interrupted command res
 traces already labelled are skipped (``--retry-errors`` labels again those whose records hold judge
 errors; the newer record wins). Judge calls go through the run's cache, so a second pass makes no
 model call. A judge model that does not answer leaves traces unlabelled (exit 1): run again.
+
+Every record carries its labeller's version (a digest of its rule code, prompts and schema). Records
+of another version are stale: the offline labeller's are labelled again on every pass; an LLM judge's
+are labelled again with ``--relabel-stale`` (calls whose prompt did not change come from the cache),
+and until then ``report`` and ``view`` refuse them rather than mix two versions of the judge.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--cache-mode", choices=["read_write", "replay_only", "off"], default="read_write",
                         help="read_write (default), replay_only (a miss is an error) or off")
     parser.add_argument("--retry-errors", action="store_true", help="label again traces whose records hold errors")
+    parser.add_argument("--relabel-stale", action="store_true",
+                        help="label again traces whose records were made by another version of the judge (its "
+                        "prompt, schema or rules changed); the offline labeller always does")
     parser.add_argument("--limit", type=int, default=None, help="label at most N traces not yet labelled")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(func=_handle)
@@ -43,9 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def print_summary(summary: Any) -> None:
     print(
-        f"labels by {summary.labeller}: {summary.runs_labelled} traces labelled now, {summary.runs_skipped} already "
-        f"labelled, {summary.runs_total} finished in the run; {summary.judge_errors} judge errors in "
-        f"{summary.runs_with_judge_errors} traces (excluded from metrics) -> {summary.labels_file}",
+        f"labels by {summary.labeller}: {summary.runs_labelled} traces labelled now ({summary.runs_relabelled} of them "
+        f"stale), {summary.runs_skipped} already labelled, {summary.runs_total} finished in the run; "
+        f"{summary.judge_errors} judge errors in {summary.runs_with_judge_errors} traces (excluded from metrics) "
+        f"-> {summary.labels_file}",
         file=sys.stderr,
     )
     if summary.runs_unavailable:
@@ -96,6 +105,7 @@ def _handle(args: argparse.Namespace) -> int:
         summary = label_directory(
             args.run_dir, judge, cache_path=args.cache, cache_mode=CacheMode(args.cache_mode),
             concurrency=max(1, args.concurrency), retry_errors=args.retry_errors, limit=args.limit,
+            relabel_stale=args.relabel_stale,
         )
     except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError, CacheError) as exc:
         raise UsageError(str(exc)) from None

@@ -21,7 +21,9 @@ model client and cache, and the command-line verbs, which read the suite from a 
   in every manifest; the runner and every verb that reads a run directory refuse a directory of another
   version;
 * ``labeller(kind, client=None, *, run_dir=None, ...)``: ``run_dir`` lets a suite read the episodes the
-  run was played on (its data directory is part of the run's filter).
+  run was played on (its data directory is part of the run's filter); ``labeller_version(name)`` gives the
+  current version of the labeller stored under a name and whether it is offline (cheap), so that stored
+  labels of another version are never read (:func:`commitbench.judges.labelling.check_versions`).
 * ``view``: its runs for the viewer (``commitbench view``): run-list columns, rows and transcript pages.
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
@@ -82,6 +84,11 @@ class ReportOptions(BaseModel):
         default_factory=list,
         description="Model pairs to compare, a minus b (labels, or label@arm); thinking pairs are added unasked.",
     )
+    leave_out_types: list[str] = Field(
+        default_factory=list,
+        description="Standing: commitment types left out of every table (e.g. post_announcement, as the paper's "
+        "robustness table leaves out its artefact).",
+    )
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ class Suite:
     make_env: Callable[[Sequence[Any]], gym.Env[Any, Any]]
     label_record: type[LabelRecord]
     labeller: Callable[..., Labeller[LabelRecord]]
+    labeller_version: Callable[[str], tuple[str, bool]]
     report: Callable[[Path, ReportOptions], SuiteReport]
     annotation: AnnotationKit | None = None
     prompt_hashes: Callable[[BaseModel], dict[str, str]] = field(default=lambda selection: {})

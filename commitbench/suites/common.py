@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
 from commitbench.jsonl import iter_models
-from commitbench.judges.labelling import LabelRecord, labels_path, one_labeller_labels
+from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.traces import EpisodeTrace, latest_traces
 
 if TYPE_CHECKING:
@@ -22,15 +22,20 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
 
 
 def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelRecord] | None:
-    """The stored labels of ``judge`` by run key; None for the suite's offline labeller when none are stored.
+    """The stored labels of ``judge`` by run key; None when the suite's offline labeller has none stored of
+    its current version.
 
-    An offline labeller (no model) can label at any time, so callers compute its labels instead;
-    any other judge must have been stored by ``commitbench label``, else FileNotFoundError says how.
-    A labels file that holds another labeller's records too is refused (MixedLabellersError, a ValueError).
+    An offline labeller (no model) can label at any time, so callers compute its labels instead (its
+    labels stored by an older version of its rules among them); any other judge must have been stored by
+    ``commitbench label``, else FileNotFoundError says how, and stored labels of another version of it are
+    refused (StaleLabelsError, naming the command that labels them again). A labels file that holds
+    another labeller's records too is refused (MixedLabellersError). Both are ValueErrors.
     """
     path = labels_path(run_dir, judge)
     if path.exists():
-        return dict(one_labeller_labels(path, suite.label_record, judge))
+        version, cheap = suite.labeller_version(judge)
+        records = one_labeller_labels(path, suite.label_record, judge)
+        return check_versions(records, judge, version, cheap, run_dir)
     if judge == suite.offline_labeller:
         return None
     raise FileNotFoundError(
@@ -40,13 +45,17 @@ def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelR
 
 
 def stored_labels(suite: Suite, run_dir: Path | str) -> dict[str, dict[str, LabelRecord]]:
-    """Every judge's stored labels in a run directory: judge name -> run key -> its latest record."""
+    """Every judge's stored labels of its current version in a run directory: judge name -> run key -> its
+    latest record (an offline labeller whose stored labels are stale is left out; its labels are made anew
+    wherever they are needed; a stale LLM judge is refused, as by :func:`labels_of`)."""
     out: dict[str, dict[str, LabelRecord]] = {}
     for path in sorted(Path(run_dir).glob("labels-*.jsonl")):
         first = next(iter_models(path, suite.label_record, what="labels record"), None)
         if first is None:
             continue
-        out.setdefault(first.labeller, {}).update(one_labeller_labels(path, suite.label_record, first.labeller))
+        current = labels_of(suite, run_dir, first.labeller)
+        if current is not None:
+            out.setdefault(first.labeller, {}).update(current)
     return out
 
 

@@ -30,6 +30,7 @@ from commitbench.judges.followup.labellers import (
     CheckerLabeller,
     FollowupLabelRecord,
     arm_name,
+    labeller_version,
     make_checker,
     trace_model,
 )
@@ -88,6 +89,8 @@ def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
 
 
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
+    if options.leave_out_types:
+        raise ValueError("--leave-out-types leaves standing commitment types out; a follow-up run has none")
     judge = options.judge or SUITE.offline_labeller
     records = records_of(run_dir, judge)
     rows, errors = responses_from_records(records)
@@ -167,6 +170,7 @@ SUITE = Suite(
     make_env=make_env,
     label_record=FollowupLabelRecord,
     labeller=labeller,
+    labeller_version=labeller_version,
     report=report,
     annotation=AnnotationKit(
         sheet_columns=validation.SHEET_COLUMNS, required_columns=validation.REQUIRED_COLUMNS,

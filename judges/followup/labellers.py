@@ -8,18 +8,55 @@ checker could not label the reply (a judge error, excluded from metrics and coun
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from functools import cache
+from types import ModuleType
 from typing import Protocol
 
 from pydantic import Field
 
-from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, turn_from_trace
+from commitbench.judges.followup.llm import PROMPT_NAMES, CheckResult, FollowUpTurn, load_prompt, turn_from_trace
 from commitbench.judges.followup.schemas import ResponseFormatStyle
-from commitbench.judges.labelling import LabelRecord
+from commitbench.judges.labelling import LabelRecord, code_version
 from commitbench.llm import ModelClient
 from commitbench.traces import EpisodeTrace
 
 NO_ARM = "none"
+OFFLINE_NAME = "rules"
+# What decides a checker's labels besides its prompts: the rules every checker applies to what it read
+# (feasibility, anchoring, follow-through, the outcome label), and, for the offline checker, its cue
+# words and the write-claim guard.
+_SHARED_RULES = ("arguments", "feasibility", "follow_through", "outcomes", "schemas", "llm")
+_OFFLINE_RULES = ("rules", "cues")
+_GUARD = ("commitbench.claimguard.guard", "commitbench.claimguard.english", "commitbench.claimguard.turkish",
+          "commitbench.claimguard.routing")
+
+
+def _modules(names: Sequence[str]) -> list[ModuleType]:
+    return [importlib.import_module(n if "." in n else f"commitbench.judges.followup.{n}") for n in names]
+
+
+@cache
+def offline_checker_version() -> str:
+    """The offline checker's version: its cue words and rules, the write-claim guard and the shared rules."""
+    return code_version(modules=_modules((*_OFFLINE_RULES, *_SHARED_RULES, *_GUARD)))
+
+
+@cache
+def llm_checker_version() -> str:
+    """The LLM checker's version: its prompts, its output schemas and the rules applied to what it read."""
+    prompts = [load_prompt(name) for name in PROMPT_NAMES]
+    return code_version(modules=_modules(_SHARED_RULES), texts=prompts)
+
+
+def labeller_version(name: str) -> tuple[str, bool]:
+    """The current version of the follow-up labeller stored under ``name``, and whether it is cheap (offline)."""
+    if name == OFFLINE_NAME:
+        return offline_checker_version(), True
+    if name.startswith("llm:"):
+        return llm_checker_version(), False
+    raise ValueError(f"unknown follow-up labeller {name!r} (rules, or llm:<model>)")
 
 
 class FollowupLabelRecord(LabelRecord):
@@ -87,6 +124,15 @@ class CheckerLabeller:
     def name(self) -> str:
         return self._name
 
+    @property
+    def cheap(self) -> bool:
+        """An offline checker calls no model: its stale labels are simply made again."""
+        return hasattr(self.checker, "check_now")
+
+    @property
+    def version(self) -> str:
+        return offline_checker_version() if self.cheap else llm_checker_version()
+
     async def label(self, trace: EpisodeTrace) -> FollowupLabelRecord:
         turn = turn_from_trace(trace)
         return self._record(trace, turn, await self.checker.check(turn))
@@ -103,6 +149,7 @@ class CheckerLabeller:
         ungraded = sum(1 for grade in result.follow_through or () if grade.grade is None)
         return FollowupLabelRecord(
             run_key=trace.run_key, labeller=self.name, error=result.error, judge_errors=ungraded,
+            labeller_version=self.version,
             model=trace_model(trace),
             arm=arm_name(trace.interventions), sample=trace.sample, turn=turn, result=result,
         )

@@ -14,8 +14,8 @@ from pydantic import Field
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.labelling import LabelRecord
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.judges.standing.llm import LLMJudge
-from commitbench.judges.standing.rules import RuleJudge
+from commitbench.judges.standing.llm import LLMJudge, llm_judge_version
+from commitbench.judges.standing.rules import RuleJudge, rule_judge_version
 from commitbench.traces import EpisodeTrace
 
 
@@ -25,10 +25,20 @@ class StandingLabelRecord(LabelRecord):
     labels: list[MessageLabel] = Field(default_factory=list, description="One label per assistant message.")
 
 
-def _record(trace: EpisodeTrace, name: str, labels: list[MessageLabel]) -> StandingLabelRecord:
+def _record(trace: EpisodeTrace, name: str, labels: list[MessageLabel], version: str) -> StandingLabelRecord:
     return StandingLabelRecord(
-        run_key=trace.run_key, labeller=name, labels=labels, judge_errors=sum(1 for label in labels if label.error)
+        run_key=trace.run_key, labeller=name, labels=labels, judge_errors=sum(1 for label in labels if label.error),
+        labeller_version=version,
     )
+
+
+def labeller_version(name: str) -> tuple[str, bool]:
+    """The current version of the standing labeller stored under ``name``, and whether it is cheap (offline)."""
+    if name == RuleJudge.name:
+        return rule_judge_version(), True
+    if name.startswith("llm:"):
+        return llm_judge_version(), False
+    raise ValueError(f"unknown standing labeller {name!r} (rules, or llm:<model>)")
 
 
 class _EpisodeLookup:
@@ -46,6 +56,7 @@ class RulesLabeller(_EpisodeLookup):
     """The deterministic rule judge (no model)."""
 
     record_type = StandingLabelRecord
+    cheap = True
 
     def __init__(self, episodes: Mapping[str, Episode]) -> None:
         super().__init__(episodes)
@@ -55,8 +66,12 @@ class RulesLabeller(_EpisodeLookup):
     def name(self) -> str:
         return self.judge.name
 
+    @property
+    def version(self) -> str:
+        return rule_judge_version()
+
     def label_now(self, trace: EpisodeTrace) -> StandingLabelRecord:
-        return _record(trace, self.name, self.judge.label(trace, self.episode(trace)))
+        return _record(trace, self.name, self.judge.label(trace, self.episode(trace)), self.version)
 
     async def label(self, trace: EpisodeTrace) -> StandingLabelRecord:
         return self.label_now(trace)
@@ -66,6 +81,7 @@ class LLMLabeller(_EpisodeLookup):
     """The LLM judge (three labels per message, through the model client and its cache)."""
 
     record_type = StandingLabelRecord
+    cheap = False
 
     def __init__(self, judge: LLMJudge, episodes: Mapping[str, Episode]) -> None:
         super().__init__(episodes)
@@ -75,5 +91,9 @@ class LLMLabeller(_EpisodeLookup):
     def name(self) -> str:
         return self.judge.name
 
+    @property
+    def version(self) -> str:
+        return llm_judge_version()
+
     async def label(self, trace: EpisodeTrace) -> StandingLabelRecord:
-        return _record(trace, self.name, await self.judge.alabel(trace, self.episode(trace)))
+        return _record(trace, self.name, await self.judge.alabel(trace, self.episode(trace)), self.version)

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
-from commitbench.judges.labelling import LabellerUnavailable, judge_name
+from commitbench.judges.labelling import LabellerUnavailable, code_version, judge_name
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 from commitbench.protocol import EventKind
@@ -171,6 +171,15 @@ def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA
     if style is ResponseFormatStyle.JSON_OBJECT:
         return {"type": "json_object", "schema": schema}
     return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
+
+
+def llm_judge_version() -> str:
+    """The LLM judge's version (stored with its labels): its prompt, its output schema, and what it is shown of
+    a trace (the cases, their conversation window, their rendering)."""
+    return code_version(
+        objects=(judge_cases, _line, _where, render_case),
+        texts=(judge_prompt(), json.dumps(response_format(), sort_keys=True), str(CONVERSATION_WINDOW)),
+    )
 
 
 # ------------------------------------------------------------------------------- the judge

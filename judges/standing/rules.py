@@ -8,8 +8,11 @@ for model runs, and their agreement is reported.
 from __future__ import annotations
 
 import re
+import sys
 
 from commitbench.episodes.standing.episode import Episode
+from commitbench.judges.labelling import code_version
+from commitbench.judges.standing import labels as labels_module
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.traces import EpisodeTrace
 
@@ -36,6 +39,11 @@ def _topic_words(episode: Episode) -> set[str]:
         words |= {w.lower() for w in re.findall(r"[A-Za-z0-9.-]+", str(value)) if len(w) > 2}
     words |= set(episode.action_tool.name.split("_"))
     return words - _STOP
+
+
+def rule_judge_version() -> str:
+    """The rule judge's version (stored with its labels): this module's rules and the label schema."""
+    return code_version(modules=(sys.modules[__name__], labels_module))
 
 
 class RuleJudge:
