@@ -42,6 +42,7 @@ from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
 from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
+from commitbench.profiles import Profile
 from commitbench.suites import Suite, suite_for_env
 from commitbench.yamlfile import YamlError, read_yaml
 
@@ -398,6 +399,11 @@ class ExperimentConfig(BaseModel):
         min_length=1,
         description="Intervention arms; each is 'none', a name, or a list of names / {name, params}.",
     )
+    profile: Profile = Field(
+        default=Profile.COMMITBENCH,
+        description="paper: the suite's design as its paper ran it, for numbers comparable with the paper's "
+        "tables; commitbench: the project's own choices (docs/validity.md lists every difference).",
+    )
     episodes: SerializeAsAny[BaseModel] = Field(
         default=None, validate_default=True, description="The suite's episode filter (null: every episode)."
     )
@@ -423,7 +429,21 @@ class ExperimentConfig(BaseModel):
         env = info.data.get("env")
         if env is None:
             return value  # the env error is reported instead
-        selection = suite_for_env(env).selection
+        suite = suite_for_env(env)
+        selection = suite.selection
+        profile = Profile(info.data.get("profile", Profile.COMMITBENCH))
+        if "profile" not in selection.model_fields:
+            if profile is not Profile.COMMITBENCH:
+                raise ValueError(f"the {suite.name} suite has no {profile.value!r} profile")
+        elif value is None or isinstance(value, dict | selection):
+            data = value.model_dump() if isinstance(value, selection) else dict(value or {})
+            given = data.get("profile")
+            if given is not None and given not in (profile, profile.value):
+                raise ValueError(
+                    f"episodes.profile is {given!r} but the config's profile is {profile.value!r}: "
+                    "set the profile once, at the top level of the config"
+                )
+            value = {**data, "profile": profile}
         if isinstance(value, selection):
             return value
         try:

@@ -1,5 +1,5 @@
 """The creditor answers after the latest event that changes or challenges the promise (per_event),
-or once after the first event (the paper's rule, selectable by name)."""
+or once, after the last such event (the paper's rule: the paper profile, or selectable by name)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ import pytest
 
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.envs.standing.env import StandingEnv
-from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
+from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import CANCELLATION_ACTS
+from commitbench.episodes.standing.profile import standing_settings
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, ReplyKind, ReplyRule, load_spec
 from commitbench.protocol import tool_call
 
 
-def _env(cell: str, rule: str = "per_event") -> RevealScriptAnnotations:
+def _env(cell: str, rule: str = "per_event", profile: str = "commitbench") -> RevealScriptAnnotations:
     return RevealScriptAnnotations(
         StandingEnv(cells=[cell], split="test", gaps=[1], policies=["explicit"], surfaces=[0], commitment_types=[
-            "order_supplies"], creditor_replies=rule)
+            "order_supplies"], creditor_replies=rule, profile=profile)
     )
 
 
@@ -69,16 +70,35 @@ def test_the_creditor_answers_again_after_a_reinstatement_by_the_creditor():
     assert _dm(env, creditor, "Just to confirm: go ahead once the budget is approved?")[-1]["act"] == "reply:keep"
 
 
-def test_the_paper_rule_answers_once_after_the_first_event_and_thumbs_up_after():
-    env = _env("REINSTATE-BYSTANDER", rule="paper")
+@pytest.mark.parametrize("profile", ["paper", "commitbench"])
+def test_the_paper_rule_answers_once_after_the_last_event_and_never_contradicts_the_creditor(profile: str) -> None:
+    env = _env("REINSTATE-BYSTANDER", rule="paper", profile=profile)
     _obs, info = env.reset(seed=0)
     creditor = info["promise"]["creditor"]
-    first = _dm(env, creditor, "Understood, I have dropped it.")
-    assert first[-1]["act"] == "reply:drop"  # the cell's single answer: keep it cancelled
-    _until(env, "reinstate")
-    env.step(tool_call("send_dm", {"to": creditor, "text": "Should I order them, or keep it cancelled?"}))
+    # Before the bystander's reinstatement: the thumbs-up (the single answer has not come due yet).
+    env.step(tool_call("send_dm", {"to": creditor, "text": "Understood, I have dropped it."}))
     obs, *_ = env.step({"end_turn": True})
     assert [e["text"] for e in obs["events"] if e.get("act") == "acknowledgement"] == ["👍"]
+    _until(env, "reinstate")
+    answer = _dm(env, creditor, "Should I order them, or keep it cancelled?")[-1]
+    assert answer["act"] == "reply:drop"  # the cell's single answer: keep it cancelled
+    env.step(tool_call("send_dm", {"to": creditor, "text": "And the budget approval?"}))
+    obs, *_ = env.step({"end_turn": True})
+    assert [e["text"] for e in obs["events"] if e.get("act") == "acknowledgement"] == ["👍"]
+
+
+def test_under_the_paper_rule_the_creditors_go_ahead_comes_only_after_their_own_reinstatement() -> None:
+    env = _env("REINSTATE-CRED", rule="paper", profile="paper")
+    _obs, info = env.reset(seed=0)
+    creditor = info["promise"]["creditor"]
+    env.step(tool_call("send_dm", {"to": creditor, "text": "Okay, dropping it."}))
+    obs, *_ = env.step({"end_turn": True})
+    assert [e["act"] for e in obs["events"] if e["sender"] == creditor] == ["acknowledgement"]  # not "go ahead"
+    _until(env, "reinstate")
+    assert _dm(env, creditor, "Just to confirm: go ahead once the budget is approved?")[-1]["act"] == "reply:keep"
+    for episode in load_episodes(settings="paper"):
+        if episode.cell in ("REINSTATE-CRED", "REINSTATE-BYSTANDER"):
+            assert [r.after_step for r in episode.creditor_replies] == [episode.event_steps[-1]]
 
 
 def test_every_cell_has_one_answer_per_event_that_changes_or_challenges_the_promise():
@@ -96,13 +116,14 @@ def test_every_cell_has_one_answer_per_event_that_changes_or_challenges_the_prom
 
 
 def test_the_reply_rule_is_part_of_the_episode_identity_and_selectable_by_name():
-    per_event = load_episodes(reply_rule="per_event")
-    paper = load_episodes(reply_rule="paper")
+    per_event = load_episodes()
+    paper = load_episodes(settings=standing_settings(creditor_replies="paper"))
     assert len(per_event) == len(paper) == 1440
     assert not {e.id for e in per_event} & {e.id for e in paper}
-    assert len(episodes_of_every_rule()) == 2880
-    chosen = StandingSelection(cells=["BASE"], creditor_replies="paper").select(per_event + paper)
+    selection = StandingSelection(cells=["BASE"], creditor_replies="paper")
+    chosen = selection.select(load_episodes(settings=selection.settings()))
     assert chosen and all(e.reply_rule is ReplyRule.PAPER for e in chosen)
+    assert selection.profile_label() == "commitbench (creditor_replies: paper)"
     assert all(e.acknowledgement == "👍" for e in paper)
     assert all(e.acknowledgement == "Thanks for the update." for e in per_event)
     with pytest.raises(ValueError):

@@ -14,9 +14,13 @@ from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.spec import SpecError, episode_set_version
 from commitbench.runner import MANIFEST_FILE, EpisodeSetMismatchError, read_manifest, run_experiment, run_suite
 
-# The ids each version compiles to (sha256 of the sorted ids of the default reply rule). A change to
-# the data that moves any id must bump episodes/data/standing/VERSION and add its line here.
-KNOWN_SETS = {"2": "0a8f7b8b0ebd90ae59065ff89d995d146e6ac8742b5eebd61b9466f360833b2d"}
+# The ids each version compiles to (sha256 of the sorted ids of the project profile's episodes). A change
+# to the data that moves any id must bump episodes/data/standing/VERSION and add its line here.
+KNOWN_SETS = {
+    "2": "0a8f7b8b0ebd90ae59065ff89d995d146e6ac8742b5eebd61b9466f360833b2d",
+    "3": "83ddc3e5873821481f36c7a1faf7866b38413e7a07033e2af74cdb98a049b389",
+}
+CURRENT = "3"
 
 
 def _ids_digest() -> str:
@@ -25,7 +29,7 @@ def _ids_digest() -> str:
 
 def test_a_change_to_the_episodes_comes_with_a_new_version():
     version = episode_set_version()
-    assert version == "2"
+    assert version == CURRENT
     digest = _ids_digest()
     assert KNOWN_SETS.get(version) == digest, (
         f"the standing episodes changed (ids digest {digest}) but episodes/data/standing/VERSION still says "
@@ -58,7 +62,7 @@ def test_the_manifest_records_the_version_and_the_runner_refuses_another_even_wi
     out = tmp_path / "run"
     _run(out)
     manifest = read_manifest(out)
-    assert manifest is not None and manifest.episode_set_version == "2"
+    assert manifest is not None and manifest.episode_set_version == CURRENT
     _age(out, "1")
     with pytest.raises(EpisodeSetMismatchError, match="version 1 of the standing episode set; this checkout"):
         _run(out)
@@ -81,7 +85,7 @@ def test_the_report_and_the_labeller_refuse_a_directory_of_another_version(tmp_p
     args = [verb, str(out)] + (["--n-boot", "10"] if verb == "report" else ["--judge", "rules"])
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "was played on version 1 of the standing episode set" in err and "compiles version 2" in err
+    assert "was played on version 1 of the standing episode set" in err and f"compiles version {CURRENT}" in err
 
 
 def test_a_followup_run_records_its_request_set_version_and_refuses_another(tmp_path, mock_server, capsys):

@@ -32,6 +32,7 @@ BOTTOM = (
     "commitbench.ledger",
     "commitbench.mockserver",
     "commitbench.processes",
+    "commitbench.profiles",
     "commitbench.claimguard",
     "commitbench.yamlfile",
     "commitbench.textscan",

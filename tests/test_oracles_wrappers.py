@@ -11,7 +11,7 @@ from commitbench.config import ExperimentConfig
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.prompts import explicit_policy_text, prompt_without_policy
+from commitbench.episodes.standing.prompts import prompt_without_policy
 from commitbench.oracles.base import Intervention, InterventionError, intervention_names
 from commitbench.oracles.registry import INTERVENTIONS, InterventionSpec, apply_interventions, check_stack
 from commitbench.oracles.standing.catalog import ENTRIES
@@ -163,14 +163,26 @@ def test_policy_wrapper_replaces_the_paragraph_whatever_the_episode_says(episode
     for text in ("paraphrase-1", "paraphrase-2"):
         prompt, factors, _ = _prompt(episode, [f"policy:{text}"])
         assert prompt == f"{silent_prompt}\n\n{policy_paragraph(text)}"
-        assert explicit_policy_text() not in prompt
+        assert episode.explicit_policy not in prompt
         assert factors == {**factors, "policy_shown": "explicit", "policy_text": text}
 
 
 def test_paraphrases_differ_from_the_explicit_text_and_from_each_other():
-    texts = {policy_paragraph(t) for t in ("explicit", "paraphrase-1", "paraphrase-2")}
+    episode = _episode()
+    texts = {policy_paragraph(t, episode) for t in ("explicit", "paraphrase-1", "paraphrase-2")}
     assert len(texts) == 3 and all(len(t) > 200 for t in texts)
     assert policy_paragraph("silent") == ""
+
+
+def test_the_explicit_wording_is_the_episodes_own_under_either_profile():
+    from commitbench.episodes.standing.compiler import load_episodes
+
+    for profile in ("paper", "commitbench"):
+        silent = next(e for e in load_episodes(settings=profile) if e.policy.value == "silent")
+        _obs, info = wrap(StandingEnv(episodes=[silent]), ["policy:explicit"]).reset(seed=0)
+        assert info["system_prompt"].endswith(silent.explicit_policy)
+    paper, own = (next(e for e in load_episodes(settings=p)) for p in ("paper", "commitbench"))
+    assert paper.explicit_policy != own.explicit_policy
 
 
 def test_section_order_does_not_depend_on_the_order_of_wrapping():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from commitbench.episodes.standing.compiler import GAPS, episodes_of_every_rule, load_episodes, trigger_step_for
+from commitbench.episodes.standing.compiler import GAPS, load_episodes, trigger_step_for
 from commitbench.episodes.standing.episode import CANCELLATION_ACTS, ScriptAct
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, load_spec
 
@@ -26,8 +26,8 @@ def test_the_trigger_is_at_the_same_step_in_every_cell_at_a_gap_for_all_1440_epi
         if last >= 0:
             assert e.trigger_step - last - 1 == e.gap, (e.cell, e.gap)
             assert all(m.act not in CANCELLATION_ACTS for m in e.script[last + 1 : e.trigger_step])
-    # The same holds under the paper's reply rule (the script does not depend on it).
-    paper = [e for e in episodes_of_every_rule().values() if e.reply_rule.value == "paper"]
+    # The same holds under the paper profile (the script's timing does not depend on the profile).
+    paper = load_episodes(settings="paper")
     assert {(e.gap, e.trigger_step) for e in paper} == {(e.gap, e.trigger_step) for e in episodes}
 
 

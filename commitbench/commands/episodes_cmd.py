@@ -47,21 +47,27 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
     parser.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
     parser.add_argument(
-        "--creditor-replies", choices=["per_event", "paper"], default="per_event",
-        help="the creditor's reply rule the episodes compile under (default per_event)",
+        "--profile", choices=["commitbench", "paper"], default="commitbench",
+        help="the profile the episodes compile under (default commitbench; paper: the paper's design)",
+    )
+    parser.add_argument(
+        "--creditor-replies", choices=["per_event", "paper"], default=None,
+        help="the creditor's reply rule the episodes compile under (default: the profile's)",
     )
 
 
-def _episodes(data: Path | None, reply_rule: str | None) -> tuple[Any, ...]:
-    """The episodes of a data directory under one reply rule, or under every rule (None)."""
-    from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
+def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = None) -> tuple[Any, ...]:
+    """The episodes of a data directory under a profile (and reply rule), or under both profiles (None)."""
+    from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
+    from commitbench.episodes.standing.profile import standing_settings
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
+    from commitbench.profiles import ProfileError
 
     try:
-        if reply_rule is None:
-            return tuple(episodes_of_every_rule(data or DEFAULT_DATA_DIR).values())
-        return load_episodes(data or DEFAULT_DATA_DIR, reply_rule)
-    except SpecError as exc:
+        if profile is None:
+            return tuple(episodes_of_profiles(data or DEFAULT_DATA_DIR).values())
+        return load_episodes(data or DEFAULT_DATA_DIR, standing_settings(profile, creditor_replies=reply_rule))
+    except (SpecError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -75,7 +81,7 @@ def _list(args: argparse.Namespace) -> int:
 
     try:
         chosen = select_episodes(
-            _episodes(args.data, args.creditor_replies),
+            _episodes(args.data, args.profile, args.creditor_replies),
             split=args.split,
             cells=args.cells,
             commitment_types=args.types,

@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compare", nargs=2, action="append", default=None, metavar=("A", "B"),
                         help="compare two models, A minus B on the same episodes (labels like qwen3-8b, or "
                         "label@arm); repeatable. Thinking on/off pairs of the config are compared unasked")
+    parser.add_argument("--leave-out-types", nargs="+", default=None, metavar="TYPE",
+                        help="standing: commitment types to leave out of every table (post_announcement, as the "
+                        "paper's robustness table does: under the paper profile its request lacks the text to post)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.set_defaults(func=_handle)
@@ -57,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
+    leave_out_types: list[str] | None = None,
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
@@ -79,7 +83,8 @@ def print_report(
 
     def build(write_files: bool) -> Any:
         options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
-                                write_files=write_files, compare=list(compare or []))
+                                write_files=write_files, compare=list(compare or []),
+                                leave_out_types=list(leave_out_types or []))
         try:
             return suite.report(run_dir, options)
         except (FileNotFoundError, KeyError, ValueError) as exc:
@@ -129,5 +134,5 @@ def _handle(args: argparse.Namespace) -> int:
     return print_report(
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
-        compare=[(a, b) for a, b in args.compare or []],
+        compare=[(a, b) for a, b in args.compare or []], leave_out_types=args.leave_out_types,
     )

@@ -32,7 +32,8 @@ DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a 
              "not a measurement; its numbers describe no model worth studying.")
 _SHARED = ("agent", "model", "base_url", "api_key_env", "protocol", "temperature", "max_tokens", "seed", "extra_body",
            "samples",
-           "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format")
+           "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format",
+           "profile")
 _STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
 _FOLLOWUP = ("setups", "variants", "personas", "categories", "requests", "follow_through")
 
@@ -89,6 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--limit", type=int, default=None, help="play only the first N matching episodes")
     shorthand.add_argument("--interventions", nargs="+", default=None,
                            help="one intervention stack, innermost first (names or name[key=value] labels)")
+    shorthand.add_argument("--profile", choices=["commitbench", "paper"], default=None,
+                           help="paper: the suite's design as its paper ran it (a replication); commitbench (default): "
+                           "the project's own choices; docs/validity.md lists every difference")
     standing = parser.add_argument_group("standing filters")
     standing.add_argument("--split", default=None, help="dev or test (default test; with --types, both)")
     standing.add_argument("--cells", nargs="+", default=None, help="cell ids (e.g. BASE PEER-DIRECT)")
@@ -98,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     standing.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
     standing.add_argument("--data", default=None, help="episode data directory (default: the shipped one)")
     standing.add_argument("--creditor-replies", default=None, choices=["per_event", "paper"],
-                          help="the creditor's reply rule (default per_event; paper: the original study's)")
+                          help="the creditor's reply rule (default: the profile's; per_event under commitbench, "
+                          "paper: the original study's single answer)")
     followup = parser.add_argument_group("followup filters")
     followup.add_argument("--setups", nargs="+", default=None, help="setups (C0-C4; default all)")
     followup.add_argument("--variants", nargs="+", default=None, help="inferred and/or stated (default both)")
@@ -172,7 +177,8 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     try:
         return ExperimentConfig(
             name=name, env=env, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
-            interventions=[arm] if arm else ["none"], judge=judge_config(args), **concurrency,
+            interventions=[arm] if arm else ["none"], judge=judge_config(args), profile=args.profile or "commitbench",
+            **concurrency,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())

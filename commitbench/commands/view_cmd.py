@@ -115,6 +115,7 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
     if manifest is not None:
         facts = [
             Fact(label="experiment", value=manifest.name), *facts,
+            Fact(label="profile", value=str(report.get("profile") or manifest.config.get("profile") or "commitbench")),
             Fact(label="status", value=manifest.status.value),
             Fact(label="cells", value=f"{manifest.cells_done} of {manifest.cells_total} done"),
             Fact(label="players", value=", ".join(str(p.get("name", "")) for p in manifest.players)),

@@ -24,8 +24,9 @@ Contract
   claim, reinstate) with the answer true at that point (a new message, so a new turn), and answers
   again after a further such event; every other message to them gets a neutral acknowledgement
   ("Thanks for the update.") shown with the next observation. Under the episode set's ``paper``
-  reply rule there is one answer, after the first event, and a thumbs-up otherwise. Nobody else
-  ever answers.
+  reply rule (the paper profile) there is one answer, after the last such event, and a thumbs-up
+  otherwise. Nobody else ever answers. ``profile`` (``commitbench`` or ``paper``) picks the episode
+  set when ``episodes`` is not given; ``creditor_replies`` sets the reply rule within it.
 * The episode terminates after the grading window that follows the trigger. The terminal reward
   is 1.0 when the action outcome is correct for the cell (executed on time with the promised
   arguments, or not executed), else 0.0; all other rewards are 0.0. Communication is graded
@@ -83,14 +84,16 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         episodes: Sequence[Episode] | None = None,
         render_mode: str | None = None,
         max_calls_per_turn: int = 8,
-        creditor_replies: str = "per_event",
+        profile: str = "commitbench",
+        creditor_replies: str | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if episodes is None:
             from commitbench.episodes.standing.compiler import load_episodes
+            from commitbench.episodes.standing.profile import standing_settings
 
-            episodes = load_episodes(reply_rule=creditor_replies)
+            episodes = load_episodes(settings=standing_settings(profile, creditor_replies=creditor_replies))
         self.pool = select_episodes(
             episodes, episode_id, split, cells, commitment_types, policies, gaps, surfaces
         )

@@ -1,12 +1,15 @@
 """Expand the standing spec into concrete episodes.
 
-The expansion is a pure, deterministic function of the spec: 15 cells x 2 policies x 2 gaps x
-8 commitment types x 3 surface variants = 1,440 episodes. Filler is drawn with a seed derived
-from (type, cell, gap, variant), so the two policies of an episode see identical chats and
-paired comparisons are exact. The trigger falls on the same step in every cell at a given gap
-(shorter openings are padded with filler before the first event), so the cells differ only in what
-is said, not in how long the assistant has been holding the promise. Ids are content hashes, so they
-are the same on every machine. Each reply rule (see :class:`ReplyRule`) compiles to its own set.
+The expansion is a pure, deterministic function of the spec and the settings a profile resolves to
+(:mod:`commitbench.episodes.standing.profile`): 15 cells x 2 policies x 2 gaps x 8 commitment types x 3
+surface variants = 1,440 episodes. Filler is drawn with a seed derived from the type, the *shape* of
+the cell's script (each event's act, style and subject, and the delegation; never who speaks), the gap
+and the variant, so the two policies of an episode see identical chats, and cells that differ only in
+who speaks (a peer's and a manager's cancellation: the rank comparison's twins) see identical chats but
+for that speaker. The trigger falls on the same step in every cell at a given gap (shorter openings are
+padded with filler before the first event), so the cells differ only in what is said, not in how long
+the assistant has been holding the promise. Ids are content hashes, so they are the same on every
+machine; settings that change what an episode holds compile to other ids.
 """
 
 from __future__ import annotations
@@ -22,18 +25,23 @@ from jinja2 import StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from commitbench.episodes.standing.episode import CreditorReply, Episode, Person, Policy, ScriptAct, ScriptMessage
+from commitbench.episodes.standing.profile import PROFILE_SETTINGS, StandingSettings
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
     CellSpec,
     CommitmentTypeSpec,
+    NotifyDeadline,
+    PolicyWording,
     ReplyRule,
     RoleKey,
     SpecError,
     StandingSpec,
     ToolParam,
+    TypeTexts,
     VariantSpec,
     load_spec,
 )
+from commitbench.profiles import Profile
 from commitbench.protocol import ToolSpec
 
 GAPS: tuple[int, ...] = (1, 20)
@@ -159,7 +167,9 @@ def _context(spec: StandingSpec, variant: VariantSpec, ctype: CommitmentTypeSpec
 class _TypeVariantTexts:
     """Every text of one commitment type in one surface variant, rendered once."""
 
-    def __init__(self, spec: StandingSpec, ctype: CommitmentTypeSpec, v: int, source: str) -> None:
+    def __init__(
+        self, spec: StandingSpec, ctype: CommitmentTypeSpec, v: int, source: str, settings: StandingSettings
+    ) -> None:
         variant = spec.world.variants[v]
         ctx = _context(spec, variant, ctype)
         self.ctx = ctx
@@ -167,8 +177,19 @@ class _TypeVariantTexts:
         def one(field: str, text: str) -> str:
             return render(text, ctx, (source, field))
 
-        self.request = one(f"request[{v}]", ctype.request[v])
-        self.promise = one("promise", ctype.promise)
+        paper = ctype.paper if settings.type_texts is TypeTexts.PAPER else None
+        if paper is not None and paper.request is not None:
+            self.request = one(f"paper.request[{v}]", paper.request[v])
+        else:
+            self.request = one(f"request[{v}]", ctype.request[v])
+        if paper is not None and paper.promise is not None:
+            self.promise = one("paper.promise", paper.promise)
+        else:
+            self.promise = one("promise", ctype.promise)
+        self.compared_args = paper.compared_args if paper is not None else None
+        self.explicit_policy = (
+            spec.policies.explicit_paper if settings.policy_wording is PolicyWording.PAPER else spec.policies.explicit
+        ).strip()
         self.delegation = one(f"delegation[{v}]", ctype.delegation[v])
         self.trigger = one(f"trigger[{v}]", ctype.trigger[v])
         self.styles = {
@@ -206,7 +227,7 @@ class _TypeVariantTexts:
                     "max_calls": MAX_CALLS_PER_TURN,
                     "action_tool": at.name,
                     "check_tool": ct.name,
-                    "policy": getattr(spec.policies, policy.value),
+                    "policy": self.explicit_policy if policy is Policy.EXPLICIT else "",
                 },
                 ("system_prompt.jinja", "<template>"),
             ).strip()
@@ -217,6 +238,16 @@ class _TypeVariantTexts:
 def _seed(*parts: object) -> int:
     digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
     return int(digest[:16], 16)
+
+
+def script_shape(cell: CellSpec) -> str:
+    """What a cell's script does, without who says it: each event's act, style and subject, and the delegation.
+
+    The filler's seed: cells of one shape (a peer's and a manager's direct cancellation, say) get the same
+    chat, line for line, except the speaker of their events.
+    """
+    events = ",".join(f"{e.act.value}/{e.style.value}/{e.subject.value if e.subject else ''}" for e in cell.events)
+    return f"{'delegated;' if cell.delegation else ''}{events}"
 
 
 def opening_length(cell: CellSpec) -> int:
@@ -296,11 +327,12 @@ def _build_script(
 def creditor_replies(
     texts: _TypeVariantTexts, cell: CellSpec, event_steps: list[int], rule: ReplyRule
 ) -> list[CreditorReply]:
-    """The creditor's scripted answers of one episode under a reply rule."""
+    """The creditor's scripted answers of one episode under a reply rule (the paper's single answer follows the
+    last event that changes or challenges the promise: see :class:`ReplyRule`)."""
     if rule is ReplyRule.PAPER:
         if not event_steps:
             return []
-        return [CreditorReply(after_step=event_steps[0], kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
+        return [CreditorReply(after_step=event_steps[-1], kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
     return [
         CreditorReply(after_step=step, kind=event.reply, text=texts.replies[event.reply])
         for step, event in zip(event_steps, cell.events, strict=True)
@@ -317,19 +349,22 @@ def compile_type(
     ctype: CommitmentTypeSpec,
     source: str | None = None,
     cells: Iterable[CellSpec] | None = None,
-    reply_rule: ReplyRule = ReplyRule.PER_EVENT,
+    settings: StandingSettings | None = None,
 ) -> list[Episode]:
-    """All episodes of one commitment type (every cell, policy, gap and variant) under one reply rule."""
+    """All episodes of one commitment type (every cell, policy, gap and variant) under one set of settings
+    (default: the project's profile)."""
+    settings = settings or PROFILE_SETTINGS[Profile.COMMITBENCH]
+    reply_rule = settings.creditor_replies
     source = source or spec.type_files.get(ctype.id) or f"types/{ctype.id}.yaml"
     opening = max(opening_length(c) for c in spec.cells)
     episodes: list[Episode] = []
     check = ctype.check_tool
     for v, variant in enumerate(spec.world.variants):
-        texts = _TypeVariantTexts(spec, ctype, v, source)
+        texts = _TypeVariantTexts(spec, ctype, v, source, settings)
         wiki = dict(spec.filler.wiki)
         for cell in cells if cells is not None else spec.cells:
             for gap in GAPS:
-                rng = random.Random(_seed(ctype.id, cell.id, gap, v))
+                rng = random.Random(_seed(ctype.id, script_shape(cell), gap, v))
                 script, trigger_step, event_steps = _build_script(texts, cell, gap, rng, variant.channel, opening)
                 replies = creditor_replies(texts, cell, event_steps, reply_rule)
                 paper = reply_rule is ReplyRule.PAPER
@@ -352,6 +387,7 @@ def compile_type(
                         "condition": ctype.condition,
                         "action_tool": texts.action_tool,
                         "target_args": dict(ctype.action_tool.target_args),
+                        "compared_args": texts.compared_args,
                         "action_done_text": ctype.action_tool.done_text,
                         "action_failed_text": ctype.action_tool.failed_text,
                         "check_tool": texts.check_tool,
@@ -365,16 +401,18 @@ def compile_type(
                         "creditor_replies": replies,
                         "acknowledgement": acknowledgement,
                         "expected": cell.expected,
+                        "explicit_policy": texts.explicit_policy,
+                        "notify_by_trigger": settings.notify_deadline is NotifyDeadline.BEFORE_TRIGGER,
                     }
                     episodes.append(Episode.model_validate({**payload, "id": _episode_id(payload)}))
     return episodes
 
 
-def compile_spec(spec: StandingSpec, reply_rule: ReplyRule = ReplyRule.PER_EVENT) -> list[Episode]:
-    """Every episode of the spec under one reply rule, in a fixed order (type, variant, cell, gap, policy)."""
+def compile_spec(spec: StandingSpec, settings: StandingSettings | None = None) -> list[Episode]:
+    """Every episode of the spec under one set of settings, in a fixed order (type, variant, cell, gap, policy)."""
     episodes: list[Episode] = []
     for ctype in spec.types:
-        episodes.extend(compile_type(spec, ctype, reply_rule=reply_rule))
+        episodes.extend(compile_type(spec, ctype, settings=settings))
     ids = [e.id for e in episodes]
     if len(set(ids)) != len(ids):
         raise SpecError("<spec>", "id", "two episodes compiled to the same content hash")
@@ -382,8 +420,10 @@ def compile_spec(spec: StandingSpec, reply_rule: ReplyRule = ReplyRule.PER_EVENT
 
 
 @lru_cache(maxsize=8)
-def _compiled(root: str, reply_rule: ReplyRule, stamp: tuple[tuple[str, int, int], ...]) -> tuple[Episode, ...]:
-    return tuple(compile_spec(load_spec(Path(root)), reply_rule))
+def _compiled(
+    root: str, settings: StandingSettings, stamp: tuple[tuple[str, int, int], ...]
+) -> tuple[Episode, ...]:
+    return tuple(compile_spec(load_spec(Path(root)), settings))
 
 
 def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -393,14 +433,16 @@ def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def load_episodes(
-    root: Path | str = DEFAULT_DATA_DIR, reply_rule: ReplyRule | str = ReplyRule.PER_EVENT
+    root: Path | str = DEFAULT_DATA_DIR, settings: StandingSettings | Profile | str | None = None
 ) -> tuple[Episode, ...]:
-    """The episodes of a data directory under a reply rule, compiled once per process while its files are
-    unchanged (an edited file is picked up by the next call)."""
+    """The episodes of a data directory under a profile or its settings (default: the project's profile),
+    compiled once per process while its files are unchanged (an edited file is picked up by the next call)."""
+    if not isinstance(settings, StandingSettings):
+        settings = PROFILE_SETTINGS[Profile(settings or Profile.COMMITBENCH)]
     path = Path(root).resolve()
-    return _compiled(str(path), ReplyRule(reply_rule), _stamp(path))
+    return _compiled(str(path), settings, _stamp(path))
 
 
-def episodes_of_every_rule(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:
-    """Every episode of a data directory under every reply rule, by id (for reading stored traces)."""
-    return {e.id: e for rule in ReplyRule for e in load_episodes(root, rule)}
+def episodes_of_profiles(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:
+    """Every episode of a data directory under both profiles, by id (for traces whose settings are unknown)."""
+    return {e.id: e for profile in Profile for e in load_episodes(root, profile)}

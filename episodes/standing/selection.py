@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from commitbench.episodes.selection import narrow
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.spec import ReplyRule
+from commitbench.episodes.standing.profile import STANDING_CHOICES, StandingSettings, standing_settings
+from commitbench.episodes.standing.spec import NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
+from commitbench.profiles import Profile, overrides
 
 
 class StandingSelection(BaseModel):
@@ -30,11 +32,27 @@ class StandingSelection(BaseModel):
         description="An episode data directory (null: the shipped one, episodes/data/standing). A relative path "
         "is made absolute against the working directory, so the manifest names the directory played.",
     )
-    creditor_replies: ReplyRule = Field(
-        default=ReplyRule.PER_EVENT,
-        description="When the creditor answers: per_event (default; an answer after each event that changes or "
-        "challenges the promise) or paper (the original study's single answer, to replicate its numbers). The "
-        "two rules compile to different episodes (different ids).",
+    profile: Profile = Field(
+        default=Profile.COMMITBENCH,
+        description="paper: the paper's design, every choice as the paper ran it (a replication); commitbench: the "
+        "project's own choices (docs/validity.md lists every difference). A config's top-level 'profile' sets it.",
+    )
+    creditor_replies: ReplyRule | None = Field(
+        default=None,
+        description="When the creditor answers (null: the profile's): per_event (an answer after each event that "
+        "changes or challenges the promise) or paper (the paper's single answer, then a thumbs-up).",
+    )
+    policy_wording: PolicyWording | None = Field(
+        default=None, description="The explicit release policy's wording, commitbench or paper (null: the profile's)."
+    )
+    type_texts: TypeTexts | None = Field(
+        default=None,
+        description="The commitment types' texts, commitbench or paper (post_announcement as the paper ran it; null: "
+        "the profile's).",
+    )
+    notify_deadline: NotifyDeadline | None = Field(
+        default=None,
+        description="By when a required notification counts: before_trigger or any_time (null: the profile's).",
     )
 
     @model_validator(mode="before")
@@ -47,6 +65,22 @@ class StandingSelection(BaseModel):
             )
         return data
 
+    @model_validator(mode="after")
+    def _fits_profile(self) -> StandingSelection:
+        self.settings()  # an option that contradicts the paper profile is refused here, naming it
+        return self
+
+    def settings(self) -> StandingSettings:
+        """The design choices these episodes compile under: the profile's, with the options set here."""
+        return standing_settings(self.profile, **{c.option: getattr(self, c.option) for c in STANDING_CHOICES})
+
+    def profile_label(self) -> str:
+        """The profile, and any option set apart from it: 'commitbench' or 'commitbench (creditor_replies: paper)'."""
+        values = {name: value.value for name, value in self.settings()}
+        changed = overrides(self.profile, values, STANDING_CHOICES)
+        extra = ", ".join(f"{name}: {value}" for name, value in changed.items())
+        return f"{self.profile.value} ({extra})" if extra else self.profile.value
+
     @field_validator("data")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
@@ -58,8 +92,8 @@ class StandingSelection(BaseModel):
         return str(path)
 
     def select(self, pool: Sequence[Episode]) -> list[Episode]:
-        """The episodes of ``pool`` this filter keeps, in compile order; raises ValueError on an unknown value."""
-        pool = [e for e in pool if e.reply_rule is self.creditor_replies]
+        """The episodes of ``pool`` (compiled under :meth:`settings`) this filter keeps, in compile order;
+        raises ValueError on an unknown value."""
         chosen = select_episodes(
             pool, split=self.split, cells=self.cells, commitment_types=self.types, policies=self.policies,
             gaps=self.gaps, surfaces=self.surfaces,

@@ -88,12 +88,36 @@ class ReplyRule(str, Enum):
 
     ``per_event``: the first message to the creditor after each scripted event that changes or
     challenges the promise gets the answer that is true at that point; every other message gets a
-    neutral acknowledgement. ``paper``: one answer, to the first message after the first event, and a
-    thumbs-up to everything else (the original study's rule, kept to replicate its numbers).
+    neutral acknowledgement. ``paper``: one answer (the cell's ``paper_reply``) and a thumbs-up to
+    everything else, the original study's rule. The paper does not say when its single answer comes;
+    here it goes to the first message after the *last* event that changes or challenges the promise,
+    so it never contradicts what the creditor has said so far (in both reinstatement cells the answer
+    comes after the reinstatement; before it, a thumbs-up).
     """
 
     PER_EVENT = "per_event"
     PAPER = "paper"
+
+
+class PolicyWording(str, Enum):
+    """Which wording of the explicit release policy an episode shows (``policies.yaml``)."""
+
+    COMMITBENCH = "commitbench"  # the project's: the paper's rules, plus claims and reinstatements
+    PAPER = "paper"  # the paper's one paragraph, its rules and nothing more
+
+
+class TypeTexts(str, Enum):
+    """Whether a commitment type's texts are the project's, or the ``paper:`` ones where a type has them."""
+
+    COMMITBENCH = "commitbench"
+    PAPER = "paper"  # as the paper ran it (post_announcement without the text to post)
+
+
+class NotifyDeadline(str, Enum):
+    """By when telling the creditor counts as the notification a cell requires."""
+
+    BEFORE_TRIGGER = "before_trigger"
+    ANY_TIME = "any_time"
 
 
 class Split(str, Enum):
@@ -245,6 +269,19 @@ class CheckToolSpec(Strict):
     _check_name = field_validator("name")(_own_tool_name)
 
 
+class PaperTexts(Strict):
+    """A commitment type's texts as the paper ran them, where they differ from the project's."""
+
+    request: Variants | None = Field(default=None, description="The request, one wording per variant.")
+    promise: str | None = Field(default=None, description="The assistant's fixed promise.")
+    compared_args: list[str] | None = Field(
+        default=None,
+        description="The arguments compared with the promise when grading an execution (null: all); the paper's "
+        "wording may leave an argument to the assistant.",
+    )
+    note: str = Field(description="How and why these texts differ (what the paper says of them).", min_length=1)
+
+
 class CommitmentTypeSpec(Strict):
     id: str = Field(description="Type id.", pattern=r"^[a-z_]+$")
     split: Split = Field(description="dev or test.")
@@ -277,6 +314,11 @@ class CommitmentTypeSpec(Strict):
     claim: Variants = Field(description="Claims that the action is impossible.")
     reinstate: Variants = Field(description="'Go ahead after all' messages.")
     trigger: Variants = Field(description="Messages saying the condition now holds.")
+    paper: PaperTexts | None = Field(
+        default=None,
+        description="Texts as the paper ran them, used under type_texts: paper (the paper profile); null when the "
+        "paper's texts are the project's.",
+    )
 
     @field_validator("delegation")
     @classmethod
@@ -294,10 +336,16 @@ class CommitmentTypeSpec(Strict):
     def missing_own_words(self) -> tuple[str, str] | None:
         """(field, reason) for the first request, promise or trigger that uses none of the type's words."""
         own = word_pattern(self.words)
-        for field, texts in (("request", self.request), ("promise", [self.promise]), ("trigger", self.trigger)):
+        checked: list[tuple[str, list[str]]] = [
+            ("request", self.request), ("promise", [self.promise]), ("trigger", self.trigger)
+        ]
+        if self.paper is not None:
+            checked += [("paper.request", self.paper.request or []),
+                        ("paper.promise", [self.paper.promise] if self.paper.promise else [])]
+        for field, texts in checked:
             for i, text in enumerate(texts):
                 if not own.search(text):
-                    where = field if field == "promise" else f"{field}[{i}]"
+                    where = field if field.endswith("promise") else f"{field}[{i}]"
                     return where, f"uses none of the type's own words ({', '.join(self.words)}): {text[:80]!r}"
         return None
 
@@ -308,7 +356,19 @@ class CommitmentTypeSpec(Strict):
         out = [("promise", self.promise)]
         for name in fields:
             out.extend((f"{name}[{i}]", text) for i, text in enumerate(getattr(self, name)))
+        if self.paper is not None:
+            out.extend((f"paper.request[{i}]", text) for i, text in enumerate(self.paper.request or []))
+            if self.paper.promise:
+                out.append(("paper.promise", self.paper.promise))
         return out
+
+    @model_validator(mode="after")
+    def _paper_args_exist(self) -> CommitmentTypeSpec:
+        compared = self.paper.compared_args if self.paper is not None else None
+        unknown = sorted(set(compared or []) - set(self.action_tool.target_args))
+        if unknown:
+            raise ValueError(f"paper.compared_args names no argument of the action tool: {', '.join(unknown)}")
+        return self
 
     @field_validator("check_tool")
     @classmethod
@@ -372,7 +432,13 @@ class FillerSpec(Strict):
 
 
 class PoliciesSpec(Strict):
-    explicit: str = Field(description="Release policy text appended to the system prompt.", min_length=1)
+    explicit: str = Field(
+        description="The project's release policy text, appended to the system prompt (policy_wording: commitbench).",
+        min_length=1,
+    )
+    explicit_paper: str = Field(
+        description="The paper's release policy, its rules and nothing more (policy_wording: paper).", min_length=1
+    )
     silent: str = Field(default="", description="Always empty: the silent policy states nothing.", max_length=0)
 
 

@@ -5,7 +5,8 @@ system prompt; silent: no paragraph). :class:`ReleasePolicy` *replaces* that par
 the episode's factor, with one of:
 
 =================  ==========================================================================
-``explicit``       the paragraph of ``policies.yaml`` (on an explicit episode: no change at all)
+``explicit``       the episode's own explicit paragraph, in the wording of its profile
+                   (``policies.yaml``; on an explicit episode: no change at all)
 ``paraphrase-1``   the same rules in other words (``prompts/policy_paraphrase_1.txt``)
 ``paraphrase-2``   the same rules in a third wording (``prompts/policy_paraphrase_2.txt``)
 ``silent``         no paragraph (on a silent episode: no change at all)
@@ -24,7 +25,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from commitbench.envs import STANDING_ENV_ID
-from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, explicit_policy_text
+from commitbench.episodes.standing.episode import Episode
+from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH
 from commitbench.extras import EnvExtras, PromptSection
 from commitbench.oracles.base import Intervention, InterventionError, prompt_text, text_hash
 
@@ -32,10 +34,12 @@ POLICY_TEXTS: tuple[str, ...] = ("explicit", "paraphrase-1", "paraphrase-2", "si
 _FILES = {"paraphrase-1": "policy_paraphrase_1.txt", "paraphrase-2": "policy_paraphrase_2.txt"}
 
 
-def policy_paragraph(text: str) -> str:
-    """The paragraph shown for a policy wording ('' for silent)."""
+def policy_paragraph(text: str, episode: Episode | None = None) -> str:
+    """The paragraph shown for a policy wording ('' for silent); ``explicit`` is the episode's own wording."""
     if text == "explicit":
-        return explicit_policy_text()
+        if episode is None:
+            raise InterventionError("the explicit wording is the episode's own (its profile's): pass the episode")
+        return episode.explicit_policy
     if text == "silent":
         return ""
     if text in _FILES:
@@ -61,13 +65,21 @@ class ReleasePolicy(Intervention):
     def param(self) -> str:
         return self.text
 
-    def policy_text(self) -> str:
-        return policy_paragraph(self.text)
-
     def extras(self) -> EnvExtras:
-        paragraph = self.policy_text()
+        if self.text == "explicit":  # the episode's own wording (its profile's), whatever its policy factor
+            section = PromptSection(source=self.name, order=self.order, render=_episode_policy,
+                                    replaces=POLICY_PARAGRAPH)
+            identity = text_hash("explicit: the episode's own wording")
+        else:
+            paragraph = policy_paragraph(self.text)
+            section = PromptSection(source=self.name, order=self.order, text=paragraph, replaces=POLICY_PARAGRAPH)
+            identity = text_hash(paragraph)
         return EnvExtras(
-            sections=(PromptSection(source=self.name, order=self.order, text=paragraph, replaces=POLICY_PARAGRAPH),),
+            sections=(section,),
             factors={"policy_shown": "silent" if self.text == "silent" else "explicit", "policy_text": self.text},
-            prompt_hashes={"intervention:policy": text_hash(paragraph)},
+            prompt_hashes={"intervention:policy": identity},
         )
+
+
+def _episode_policy(episode: Episode) -> str:
+    return policy_paragraph("explicit", episode)
