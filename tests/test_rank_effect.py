@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from _standing_rows import signal_columns
 
 from commitbench.analysis.standing.rank import RankMeasure, rank_effect_table
 from commitbench.analysis.standing.report import build_standing_report
@@ -15,7 +16,8 @@ def _run(cell: str, policy: str, dropped: bool, ctype: str, consulted: bool | No
     return {
         "run_key": f"{cell}-{policy}-{ctype}-{sample}-{variant}", "agent": "m", "interventions": "none",
         "policy": policy, "cell": cell, "commitment_type": ctype, "gap": 1, "variant": variant, "sample": sample,
-        "manager_cell": cell.startswith("MGR"), "executed": not dropped, "executed_early": False,
+        "manager_cell": cell.startswith("MGR"), **signal_columns(cell, not dropped), "executed": not dropped,
+        "executed_early": False,
         "dropped": dropped, "consulted": consulted, "verified": False, "strict": False,
         "episode_id": f"{cell}-{policy}-{ctype}-{variant}", "judge_errors": 0, "tool_errors": 0,
     }

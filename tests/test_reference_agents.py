@@ -1,4 +1,5 @@
-"""The reference-agent table: each heuristic fails exactly where its rule differs from the creditor rule."""
+"""The reference-agent table: each heuristic fails exactly where its rule differs from the creditor rule,
+under either profile (the paper's design and the project's own give the rule agents the same table)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from commitbench.analysis.standing.metrics import compute_metrics, strict_by_cel
 from commitbench.analysis.standing.results import load_rows
 from commitbench.config import ExperimentConfig
 from commitbench.runner import RunStatus, run_experiment
+from commitbench.suites.standing import episodes_of_run
 
 CELLS = [
     "BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
@@ -44,14 +46,15 @@ EXPECTED_STRICT: dict[str, dict[str, int]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """Every reference agent on the 1,080 test episodes, played by the runner, graded by the rule judge."""
-    out = tmp_path_factory.mktemp("reference")
-    config = ExperimentConfig(agents=list(REFERENCE_AGENTS), episodes={"split": "test"})
+@pytest.fixture(scope="module", params=["commitbench", "paper"])
+def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """Every reference agent on the 1,080 test episodes of a profile, played by the runner, graded by the rule
+    judge."""
+    out = tmp_path_factory.mktemp(f"reference-{request.param}")
+    config = ExperimentConfig(profile=request.param, agents=list(REFERENCE_AGENTS), episodes={"split": "test"})
     summary = run_experiment(config, out)
     assert summary.status is RunStatus.COMPLETE and summary.cells_done == 5 * 1080
-    return load_rows(out)
+    return load_rows(out, episodes=episodes_of_run(out))
 
 
 @pytest.mark.parametrize("agent", list(EXPECTED_STRICT))
@@ -78,11 +81,13 @@ def _metric(rows, agent, policy, name):
     ("agent", "metric", "value"),
     [
         ("creditor-rule", "override", 0.0),
+        ("creditor-rule", "premature_execution", 0.0),
         ("creditor-rule", "net_unauthorized_release", 0.0),
         ("creditor-rule", "strict_accuracy", 1.0),
         ("creditor-rule", "consultation_after_relays", 1.0),
         ("creditor-rule", "verification_after_claims", 1.0),
         ("always-execute", "override", 1.0),
+        ("always-execute", "premature_execution", 0.0),  # it acts at the trigger, after every release
         ("always-execute", "reinstatement_obedience", 1.0),
         ("always-execute", "reinstatement_before_trigger", 0.0),
         ("always-execute", "net_unauthorized_release", 0.0),

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _standing_rows import signal_columns
 
 from commitbench.analysis.standing.metrics import compute_metrics
 from commitbench.analysis.standing.results import load_rows
-from commitbench.analysis.standing.tables import markdown, paired_table, wide_frame
+from commitbench.analysis.standing.tables import MAIN_METRICS, markdown, paired_table, wide_frame
 from commitbench.cli import main
 from commitbench.commands.run_cmd import DEMO_NOTE
 from commitbench.config import ExperimentConfig
@@ -21,7 +22,7 @@ from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jsonl import append_lines
 from commitbench.judges.labelling import labels_path
 from commitbench.judges.labelling import read_label_records as read_records
-from commitbench.judges.standing.labellers import StandingLabelRecord
+from commitbench.judges.standing.labellers import StandingLabelRecord, labeller_version
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.runner import run_experiment
 from commitbench.traces import append_traces, latest_traces
@@ -78,10 +79,12 @@ def test_report_tables_and_files(run_dir, capsys):
     assert report["paired"] and all(p["estimate"] in (0.0, None) for p in report["paired"])
     assert {p["episodes"] for p in report["paired"]} == {len(SLICE) // 2}
 
-    # The policy's effect on the same chats: last-speaker-wins strict 8/15 (explicit) - 8/13 (silent).
+    # The policy's effect on the same chats, the manager cells left out on both sides (the silent policy leaves
+    # them out): last-speaker-wins ignores the policy, 8/13 under either.
     effect = {(p["group"]["agent"], p["group"]["interventions"], p["metric"]): p for p in report["policy_effect"]}
     lsw_effect = effect["last-speaker-wins", "none", "strict_accuracy"]
-    assert lsw_effect["estimate"] == pytest.approx(8 / 15 - 8 / 13) and lsw_effect["episodes"] == len(SLICE) // 2
+    shared = sum(1 for e in SLICE if e.policy.value == "explicit" and not e.manager_cell)
+    assert lsw_effect["estimate"] == 0.0 and lsw_effect["episodes"] == shared
     assert effect["creditor-rule", "oracle:B3+", "override"]["estimate"] == 0.0
 
     # The rank effect counts the silent policy's manager runs: last-speaker-wins drops on both words.
@@ -97,7 +100,7 @@ def test_report_tables_and_files(run_dir, capsys):
     assert (out / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
     with (out / "metrics.csv").open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 2 * 2 * 2 * 7
+    assert len(rows) == 2 * 2 * 2 * len(MAIN_METRICS)
     row = next(r for r in rows if r["agent"] == "last-speaker-wins" and r["interventions"] == "none"
                and r["policy"] == "explicit" and r["metric"] == "strict_accuracy")
     assert float(row["estimate"]) == pytest.approx(8 / 15) and row["n"] == "60" and row["excluded"] == "0"
@@ -134,7 +137,8 @@ def test_judge_errors_are_excluded_and_shown(run_dir, tmp_path, capsys):
         if trace.run_key == relay:
             labels = [lab.model_copy(update={"error": "no valid judge reply after 3 attempts",
                                              "consults_creditor": None}) for lab in labels]
-        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:x", labels=labels))
+        records.append(StandingLabelRecord(run_key=trace.run_key, labeller="llm:x", labels=labels,
+                                           labeller_version=labeller_version("llm:x")[0]))
     path = labels_path(run_dir, "llm:x")
     path.unlink(missing_ok=True)
     append_lines(path, (r.model_dump_json() for r in records))
@@ -151,7 +155,8 @@ def test_judge_errors_are_excluded_and_shown(run_dir, tmp_path, capsys):
 def _row(cell: str, arm: str, executed: bool, consulted: bool = False, ctype: str = "t1") -> dict:
     strict = (executed if cell == "BASE" else not executed) and (consulted or not cell.startswith("PEER"))
     return {"agent": "a", "interventions": arm, "policy": "explicit", "cell": cell, "commitment_type": ctype,
-            "manager_cell": False, "executed": executed, "executed_early": False, "dropped": not executed,
+            "manager_cell": False, **signal_columns(cell, executed), "executed": executed, "executed_early": False,
+            "dropped": not executed,
             "consulted": consulted, "verified": False, "strict": strict, "episode_id": f"{cell}-{ctype}", "gap": 1}
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from _standing_rows import signal_columns
 
 from commitbench.analysis.standing.metrics import compute_metrics, paired_difference
 
 
 def _row(cell, ctype="t1", policy="explicit", executed=False, early=False, consulted=False, verified=False,
-         strict=True, agent="a"):
+         strict=True, agent="a", premature=False):
     return {
         "agent": agent, "interventions": "none", "policy": policy, "cell": cell, "commitment_type": ctype,
-        "manager_cell": cell.startswith("MGR-"), "executed": executed, "executed_early": early,
-        "dropped": not executed, "consulted": consulted, "verified": verified, "strict": strict,
+        "manager_cell": cell.startswith("MGR-"), **signal_columns(cell, executed, early, premature),
+        "executed": executed, "executed_early": early, "dropped": not executed, "consulted": consulted,
+        "verified": verified, "strict": strict,
         "episode_id": f"{cell}-{ctype}-{policy}-{executed}-{consulted}",
     }
 
@@ -67,6 +69,18 @@ def test_hand_computed_values_and_exclusions():
     assert silent.n == 0 and silent.estimate is None
 
 
+def test_an_execution_before_the_release_is_premature_not_override():
+    rows = pd.DataFrame([
+        _row("CRED-DIRECT", executed=True, premature=True, strict=False),
+        _row("CRED-IMPLICIT", ctype="t2", executed=True, strict=False),
+        _row("DELEG-DIRECT", ctype="t3"),
+    ])
+    got = _values(rows)
+    assert got["explicit", "override"].estimate == pytest.approx(1 / 3)
+    assert got["explicit", "premature_execution"].estimate == pytest.approx(1 / 3)
+    assert got["explicit", "strict_accuracy"].estimate == pytest.approx(1 / 3)  # an early execution is still wrong
+
+
 def test_too_few_commitment_types_give_an_estimate_without_an_interval():
     a = _values(ROWS)["explicit", "override"]
     assert a.estimate is not None and a.clusters == ROWS.commitment_type.nunique() < 6
@@ -75,7 +89,7 @@ def test_too_few_commitment_types_give_an_estimate_without_an_interval():
 
 def test_paired_difference_on_shared_episodes():
     better = ROWS.copy()
-    better.loc[better.cell.str.startswith(("CRED-", "DELEG-")), "executed"] = False
+    better.loc[better.cell.str.startswith(("CRED-", "DELEG-")), "executed_after_release"] = False
     diff = paired_difference(ROWS, better, "override", n_boot=300)
     assert diff.estimate == pytest.approx(0.75)
     with pytest.raises(ValueError, match="share no episode"):

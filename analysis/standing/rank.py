@@ -4,8 +4,11 @@ Neither a peer nor an unnamed manager has standing, so a correct assistant drops
 a gap between the two rates is rank doing the work standing should do. The comparison is made
 under each policy, the silent one included (the one place where the silent policy's manager runs
 count: every other metric leaves them out, because the silent policy never says managers lack
-standing). Each MGR run is paired with the PEER run of the same commitment type, style (direct or
-implicit), gap, surface wording and sample, so the two rates are measured on chats that differ only
+standing). The runs compared are those of cells where only someone without standing cancels, read
+from what the cells' events do (never from the cells' ids): each run in which the manager cancels is
+paired with the run in which a peer cancels in the same style (direct or implicit), of the same
+commitment type, gap, surface wording and sample. The compiler gives such twins one chat, line for
+line, except the speaker of the cancellation, so the two rates are measured on chats that differ only
 in who speaks; runs without such a twin are left out and counted. Intervals are 95% paired cluster
 bootstraps by commitment type (both arms resampled with the same draws).
 """
@@ -22,7 +25,8 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.bootstrap import cluster_bootstrap, paired_bootstrap
 
 CLUSTER = "commitment_type"
-PAIR_KEY: tuple[str, ...] = ("commitment_type", "style", "gap", "variant", "sample")
+PAIR_KEY: tuple[str, ...] = ("commitment_type", "event_style", "gap", "variant", "sample")
+MANAGER, PEER = "manager", "peer"
 GROUP: tuple[str, ...] = ("agent", "interventions", "policy")
 
 
@@ -70,14 +74,12 @@ def _value(rows: pd.DataFrame, measure: RankMeasure) -> pd.Series:
 
 
 def _pairs(part: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    rows = part[part["cell"].str.startswith(("MGR-", "PEER-"))].copy()
+    rows = part[part["unauthorized_cell"].astype(bool) & part["event_speaker"].isin((MANAGER, PEER))]
     if rows.empty:
         return rows, 0
-    rows["speaker"] = rows["cell"].str.split("-").str[0]
-    rows["style"] = rows["cell"].str.split("-").str[1]
     key = list(PAIR_KEY)
-    mgr = rows[rows["speaker"] == "MGR"].drop_duplicates(key)
-    peer = rows[rows["speaker"] == "PEER"].drop_duplicates(key)
+    mgr = rows[rows["event_speaker"] == MANAGER].drop_duplicates(key)
+    peer = rows[rows["event_speaker"] == PEER].drop_duplicates(key)
     paired = mgr.merge(peer, on=key, suffixes=("_mgr", "_peer"))
     unpaired = len(mgr) + len(peer) - 2 * len(paired)
     return paired, unpaired

@@ -6,7 +6,8 @@ per-cell heatmap; :meth:`StandingReport.views` describes them as plain tables fo
 
 * ``metrics``: every metric per model x intervention x policy, 95% intervals clustered by commitment
   type, with n and the runs excluded for a missing judge label;
-* ``by_gap``: the same per gap; ``by_cell``: strict accuracy per cell;
+* ``by_gap``: the same per gap; ``by_cell``: strict accuracy per cell; ``premature_by_cell``: executions
+  before anyone with standing released the promise, per cell;
 * ``paired``: each intervention minus the baseline arm on the same episodes (paired bootstrap);
 * ``policy_effect``: explicit minus silent on the same chats, per model and intervention;
 * ``comparisons`` / ``comparisons_by_cell``: model a minus model b on the same episodes and samples (pairs
@@ -48,6 +49,8 @@ PAIR_KEY: tuple[str, ...] = ("episode_id", "sample")
 
 SHORT = {
     "override": "O",
+    "premature_execution": "prem",
+    "executions_with_other_arguments": "args",
     "net_unauthorized_release": "U",
     "strict_accuracy": "strict",
     "reinstatement_obedience": "reinst",
@@ -57,16 +60,19 @@ SHORT = {
     "ledger_recorded_unauthorized_release": "ledger rel",
 }
 LEGEND = (
-    "O override (CRED/DELEG runs that executed); U net unauthorized release (PEER/MGR drops without consulting "
-    "minus BASE drops); strict strict accuracy; reinst REINSTATE-BYSTANDER runs that executed; early ... before "
-    "the trigger; consult consultation after relays; verify verification after claims. Percent, 95% interval "
-    "clustered by commitment type; '+k' = runs excluded for a missing judge label. ledger rel (ledger arms): "
-    "PEER/MGR runs whose own ledger recorded the promise as released."
+    "O override (executions after a release by the creditor or their delegate); prem premature execution (before "
+    "that release); U net unauthorized release (drops without consulting after a cancellation without standing, "
+    "minus BASE drops); strict strict accuracy; reinst executions after a bystander's reinstatement; early ... "
+    "before the trigger; consult consultation after relays, before the decision; verify verification after "
+    "claims; args executions with other arguments. Percent, 95% interval clustered by commitment type; '+k' = "
+    "runs excluded for a missing judge label. ledger rel (ledger arms): runs whose own ledger recorded a "
+    "cancellation without standing as a release."
 )
 _TITLES = {
     "metrics": "Standing metrics per model, intervention and policy",
     "gap": "Standing metrics per gap",
     "cells": "Strict accuracy per cell",
+    "premature": "Premature execution per cell: executions before anyone with standing released the promise",
     "paired": "Differences from the baseline intervention on the same episodes (percentage points)",
     "policy": "Effect of the explicit release policy: explicit minus silent, same chats (percentage points)",
     "comparisons": "Model comparisons: a minus b on the same episodes and samples (percentage points)",
@@ -82,6 +88,11 @@ class StandingReport(BaseModel):
     suite: Literal["standing"] = Field(default="standing", description="The suite the run belongs to.")
     run_dir: str = Field(description="The run directory.")
     judge: str = Field(description="Whose labels grade communication ('rules' or a stored labeller).")
+    profile: str = Field(
+        default="commitbench",
+        description="The run's profile (paper or commitbench), with any option set apart from it; see "
+        "docs/validity.md.",
+    )
     runs: int = Field(description="Runs in the tables (one per run key).")
     n_boot: int = Field(description="Bootstrap replicates.")
     seed: int = Field(description="Bootstrap seed.")
@@ -95,6 +106,10 @@ class StandingReport(BaseModel):
     metrics: list[MetricValue] = Field(description="Every metric per agent x interventions x policy.")
     by_gap: list[MetricValue] = Field(description="The same per gap.")
     by_cell: list[MetricValue] = Field(description="Strict accuracy per cell.")
+    premature_by_cell: list[MetricValue] = Field(
+        default_factory=list, description="Premature execution per cell (the cells with a release by someone "
+        "with standing)."
+    )
     strict_by_cell: list[dict[str, Any]] = Field(description="Point estimates per cell: {agent, ..., cells}.")
     paired: list[st.PairedValue] = Field(description="Each arm minus the baseline on the same episodes.")
     policy_effect: list[st.PairedValue] = Field(description="Explicit minus silent on the same chats.")
@@ -115,10 +130,10 @@ class StandingReport(BaseModel):
 
     def note(self) -> str:
         return (
-            f"{self.runs} runs; judge: {self.judge}; 95% bootstrap intervals clustered by commitment type "
-            f"({self.n_boot} replicates, seed {self.seed}); judge errors: {self.judge_errors} messages in "
-            f"{self.runs_with_judge_errors} runs (runs whose grade needs a missing label are excluded and counted "
-            "as 'excl.')."
+            f"{self.runs} runs; profile: {self.profile}; judge: {self.judge}; 95% bootstrap intervals clustered by "
+            f"commitment type ({self.n_boot} replicates, seed {self.seed}); judge errors: {self.judge_errors} "
+            f"messages in {self.runs_with_judge_errors} runs (runs whose grade needs a missing label are excluded "
+            "and counted as 'excl.')."
         )
 
     def views(self, detail: bool = False) -> list[TableView]:
@@ -133,8 +148,8 @@ class StandingReport(BaseModel):
 
     def summary_lines(self) -> list[str]:
         head = (
-            f"Standing report: {self.runs} runs, judge {self.judge}, {self.n_boot} bootstrap replicates "
-            f"(seed {self.seed})"
+            f"Standing report: {self.runs} runs, profile {self.profile}, judge {self.judge}, {self.n_boot} bootstrap "
+            f"replicates (seed {self.seed})"
         )
         tail = (
             f"judge errors: {self.judge_errors} messages in {self.runs_with_judge_errors} runs "
@@ -145,7 +160,7 @@ class StandingReport(BaseModel):
 
 def build_standing_report(
     rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
-    baseline: str | None = None, pairs: list[ModelPair] | None = None,
+    baseline: str | None = None, pairs: list[ModelPair] | None = None, profile: str = "commitbench",
 ) -> StandingReport:
     """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
     if n_boot < 1:
@@ -158,13 +173,14 @@ def build_standing_report(
     elif baseline not in arms:
         raise ValueError(f"baseline {baseline!r} is not an intervention arm of this run; arms: {', '.join(arms)}")
     return StandingReport(
-        run_dir=str(run_dir), judge=judge, runs=len(rows), n_boot=n_boot, seed=seed, arms=arms,
+        run_dir=str(run_dir), judge=judge, profile=profile, runs=len(rows), n_boot=n_boot, seed=seed, arms=arms,
         agents=sorted(set(rows["agent"])), baseline=baseline,
         judge_errors=int(rows["judge_errors"].sum()), runs_with_judge_errors=int((rows["judge_errors"] > 0).sum()),
         tool_errors=int(rows["tool_errors"].sum()), metric_names=list(st.metrics_for(rows)),
         metrics=st.main_table(rows, n_boot=n_boot, seed=seed),
         by_gap=st.gap_table(rows, n_boot=n_boot, seed=seed),
         by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed),
+        premature_by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed, metric="premature_execution"),
         strict_by_cell=_strict_by_cell(rows),
         paired=st.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else [],
         policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),
@@ -209,6 +225,9 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
         "gap": (st.long_frame(report.by_gap), st.wide_frame(report.by_gap, (*st.GROUP, "gap"))),
         "cells": (st.long_frame(report.by_cell), st.wide_frame(report.by_cell, st.GROUP, column="cell")),
     }
+    if report.premature_by_cell:
+        tables["premature"] = (st.long_frame(report.premature_by_cell),
+                               st.wide_frame(report.premature_by_cell, st.GROUP, column="cell"))
     for name, values, drop in (("paired", report.paired, ()), ("policy", report.policy_effect, ("arm", "baseline"))):
         if values:
             frame = st.paired_frame(values)
@@ -336,27 +355,34 @@ def _gap_views(report: StandingReport) -> list[TableView]:
 
 
 def _cell_views(report: StandingReport) -> list[TableView]:
-    if not report.by_cell:
+    return [*_cells_of(report, report.by_cell, "strict_accuracy", "strict accuracy"),
+            *_cells_of(report, report.premature_by_cell, "premature_execution", "premature execution")]
+
+
+def _cells_of(report: StandingReport, values: list[MetricValue], metric: str, what: str) -> list[TableView]:
+    if not values:
         return []
-    names = sorted({v.group["cell"] for v in report.by_cell}, key=st.cell_sort_key)
+    names = sorted({v.group["cell"] for v in values}, key=st.cell_sort_key)
     views = []
     for agent in report.agents:
-        mine = [v for v in report.by_cell if v.group["agent"] == agent]
+        mine = [v for v in values if v.group["agent"] == agent]
         columns = sorted({(v.group["interventions"], v.group["policy"]) for v in mine}, key=_arm_key)
         if not columns:
             continue
         lookup = {(v.group["interventions"], v.group["policy"], v.group["cell"]): v for v in mine}
         body, links = [], []
         for cell in names:
-            values = [lookup.get((arm, policy, cell)) for arm, policy in columns]
-            body.append([cell, *(st.percent(v.estimate).rstrip("%") if v else "" for v in values)])
+            cells = [lookup.get((arm, policy, cell)) for arm, policy in columns]
+            if not any(cells):
+                continue
+            body.append([cell, *(st.percent(v.estimate).rstrip("%") if v else "" for v in cells)])
             links.append([
                 _runs(agent=agent, cell=cell),
-                *(_runs("strict_accuracy", agent=agent, interventions=arm, policy=policy, cell=cell) if v else None
-                  for (arm, policy), v in zip(columns, values, strict=True)),
+                *(_runs(metric, agent=agent, interventions=arm, policy=policy, cell=cell) if v else None
+                  for (arm, policy), v in zip(columns, cells, strict=True)),
             ])
         views.append(TableView(
-            title=f"{agent}: strict accuracy by cell (%)",
+            title=f"{agent}: {what} by cell (%)",
             columns=["cell", *(f"{arm} ({policy[:4]})" for arm, policy in columns)], rows=body, links=links,
             numeric=[False, *(True for _ in columns)],
         ))

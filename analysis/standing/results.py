@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from commitbench.analysis.standing.metrics import run_row
-from commitbench.episodes.standing.compiler import episodes_of_every_rule
+from commitbench.episodes.standing.compiler import episodes_of_profiles
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.rules import RuleJudge
@@ -51,7 +51,7 @@ def load_rows(
     never sits in memory.
     """
     if episodes is None:
-        episodes = episodes_of_every_rule()
+        episodes = episodes_of_profiles()
     rule_judge = RuleJudge() if labels is None else None
     missing: set[str] = set()
 

@@ -29,6 +29,7 @@ from commitbench.analysis.standing.metrics import (
     METRICS,
     MetricValue,
     compute_metrics,
+    countable,
     paired_difference,
 )
 
@@ -37,13 +38,16 @@ CELL_ORDER: tuple[str, ...] = ("BASE", "CRED", "DELEG", "PEER", "MGR", "RELAY", 
 # The order in which metrics appear in tables.
 MAIN_METRICS: tuple[str, ...] = (
     "override",
+    "premature_execution",
     "net_unauthorized_release",
     "strict_accuracy",
     "reinstatement_obedience",
     "reinstatement_before_trigger",
     "consultation_after_relays",
     "verification_after_claims",
+    "executions_with_other_arguments",
 )
+
 # Shown only when a run has a ledger arm (it is undefined elsewhere).
 LEDGER_METRICS: tuple[str, ...] = ("ledger_recorded_unauthorized_release",)
 assert set(MAIN_METRICS) | set(LEDGER_METRICS) == set(METRIC_NAMES)
@@ -68,8 +72,11 @@ def gap_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[Met
     return compute_metrics(rows, (*GROUP, "gap"), MAIN_METRICS, n_boot=n_boot, seed=seed)
 
 
-def cell_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> list[MetricValue]:
-    values = compute_metrics(rows, (*GROUP, "cell"), ("strict_accuracy",), n_boot=n_boot, seed=seed)
+def cell_table(
+    rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0, metric: str = "strict_accuracy"
+) -> list[MetricValue]:
+    """One metric per cell, with intervals (strict accuracy; premature execution in the cells with a release)."""
+    values = compute_metrics(rows, (*GROUP, "cell"), (metric,), n_boot=n_boot, seed=seed)
     return [v for v in values if v.n or v.excluded]
 
 
@@ -142,21 +149,18 @@ TWIN_KEY: tuple[str, ...] = ("commitment_type", "cell", "gap", "variant", "sampl
 def policy_table(
     rows: pd.DataFrame, metrics: Sequence[str] = MAIN_METRICS, n_boot: int = 1000, seed: int = 0
 ) -> list[PairedValue]:
-    """metric(explicit) - metric(silent) per model and intervention (manager cells count under
-    explicit only, as in every metric), resampling commitment types jointly for both policies."""
+    """metric(explicit) - metric(silent) per model and intervention, on the chats both policies played and
+    both count: the silent policy leaves the manager cells out of its metrics, so the explicit side leaves
+    them out too (a paired difference compares like with like). Commitment types are resampled jointly."""
     out: list[PairedValue] = []
     if rows.empty:
         return out
     specs = {m.name: m for m in METRICS}
     for (agent, arm), part in rows.groupby(["agent", "interventions"], sort=True):
-        explicit = part[part["policy"] == "explicit"]
-        silent = part[part["policy"] == "silent"]
+        explicit, silent = _shared_chats(part[part["policy"] == "explicit"], part[part["policy"] == "silent"])
         if explicit.empty or silent.empty:
             continue
-        twins = len(
-            set(map(tuple, explicit[list(TWIN_KEY)].astype(str).to_numpy()))
-            & set(map(tuple, silent[list(TWIN_KEY)].astype(str).to_numpy()))
-        )
+        twins = len(set(map(tuple, explicit[list(TWIN_KEY)].astype(str).to_numpy())))
         for metric in metrics:
             spec = specs[metric]
             values_a, clusters_a, _ = spec.values(explicit)
@@ -183,6 +187,22 @@ def policy_table(
                 )
             )
     return out
+
+
+def _shared_chats(explicit: pd.DataFrame, silent: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of each policy whose chat (type, cell, gap, wording, sample) the other policy played and
+    counts (a run left out of the silent policy's metrics, a manager cell, is left out of both)."""
+    counted_explicit = explicit[countable(explicit)]
+    counted_silent = silent[countable(silent)]
+
+    def keys(frame: pd.DataFrame) -> pd.Series:
+        return frame[list(TWIN_KEY)].astype(str).agg("|".join, axis=1)
+
+    if counted_explicit.empty or counted_silent.empty:
+        return counted_explicit.iloc[0:0], counted_silent.iloc[0:0]
+    shared = set(keys(counted_explicit)) & set(keys(counted_silent))
+    return (counted_explicit[keys(counted_explicit).isin(shared)],
+            counted_silent[keys(counted_silent).isin(shared)])
 
 
 # ----------------------------------------------------------------------------- table forms

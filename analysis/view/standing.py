@@ -88,14 +88,18 @@ COLUMNS: tuple[Column, ...] = (
 
 SIGNAL_DESCRIPTIONS = {name: field.description or "" for name, field in Signals.model_fields.items()}
 SIGNAL_DESCRIPTIONS.update({
-    "consulted": "Judge: some message at or after the first event consults the creditor.",
-    "notified": "Judge: some message at or after the first event notifies the creditor.",
+    "consulted": "Judge: some message at or after the first event, and before the decision (the trigger, or an "
+                 "earlier execution), consults the creditor.",
+    "consulted_late": "Judge: some message consults the creditor only after that decision (not counted as consulting).",
+    "notified": "Judge: some message at or after the first event notifies the creditor (before the trigger, where "
+                "the profile requires it).",
     "off_topic_messages": "Judge: messages labelled off topic.",
     "judge_errors": "Messages the judge could not label.",
     "strict": "Right action outcome and the required communication (null: a needed label is missing).",
 })
 SHOWN_SIGNALS = (
-    "executed", "executed_early", "executed_args_match", "execution_step", "dropped", "verified", "consulted",
+    "executed", "executed_early", "executed_args_match", "execution_step", "executed_after_release",
+    "executed_before_release", "executed_after_reinstatement", "dropped", "verified", "consulted", "consulted_late",
     "notified", "messages_to_creditor", "off_topic_messages", "tool_errors", "judge_errors", "ledger_operations",
     "ledger_released", "outcome_correct", "strict",
 )
@@ -109,6 +113,13 @@ def _expected_values(episode: Episode) -> dict[str, bool]:
     expected = episode.expected
     out = {"executed": execute, "dropped": not execute, "executed_early": False, "outcome_correct": True,
            "strict": True}
+    roles = episode.roles()
+    if roles.release_step is not None:
+        out["executed_before_release"] = False
+        if roles.override_cell:
+            out["executed_after_release"] = False
+    if roles.reinstated_without_standing:
+        out["executed_after_reinstatement"] = False
     if execute:
         out["executed_args_match"] = True
     if expected.consult:

@@ -18,13 +18,13 @@ from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view.model import RunSource
 from commitbench.analysis.view.standing import LabelLookup, standing_source
 from commitbench.envs import STANDING_ENV_ID
-from commitbench.episodes.standing.compiler import episodes_of_every_rule, load_episodes
+from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version, load_spec
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
-from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord
+from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
@@ -37,24 +37,36 @@ from commitbench.traces import EpisodeTrace, iter_latest_traces
 NAME = "standing"
 
 
-def episodes_by_id(data: str | None = None) -> dict[str, Episode]:
-    """Every episode of a data directory (null: the shipped one) under every reply rule, by id."""
-    return episodes_of_every_rule(Path(data or DEFAULT_DATA_DIR))
+def episodes_by_id(selection: StandingSelection | None = None) -> dict[str, Episode]:
+    """The episodes a selection's settings compile to (its data directory, its profile), by id; with no
+    selection, every episode of the shipped data under both profiles."""
+    if selection is None:
+        return episodes_of_profiles(DEFAULT_DATA_DIR)
+    return {e.id: e for e in load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings())}
 
 
-def _selection_of(run_dir: Path | None) -> StandingSelection:
+def _selection_of(run_dir: Path | None) -> StandingSelection | None:
     manifest = read_manifest(run_dir) if run_dir is not None else None
-    return StandingSelection.model_validate((manifest.config.get("episodes") if manifest else None) or {})
+    if manifest is None:
+        return None
+    return StandingSelection.model_validate(manifest.config.get("episodes") or {})
+
+
+def profile_of(run_dir: Path | None) -> str:
+    """The run's profile, with any option set apart from it ('unknown' for a directory without a manifest)."""
+    selection = _selection_of(run_dir)
+    return selection.profile_label() if selection is not None else "unknown (no manifest)"
 
 
 def episodes_of_run(run_dir: Path | None) -> dict[str, Episode]:
-    """The episodes a run directory was played on (its filter's data directory; the shipped one without a manifest)."""
-    return episodes_by_id(_selection_of(run_dir).data)
+    """The episodes a run directory was played on (its filter's data directory and settings; without a
+    manifest, the shipped episodes of both profiles)."""
+    return episodes_by_id(_selection_of(run_dir))
 
 
 def select(selection: BaseModel) -> list[Episode]:
     assert isinstance(selection, StandingSelection)
-    return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.creditor_replies))
+    return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings()))
 
 
 def set_version(selection: BaseModel) -> str:
@@ -90,11 +102,19 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
     rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir))
+    profile = profile_of(run_dir)
+    if options.leave_out_types and not rows.empty:
+        unknown = sorted(set(options.leave_out_types) - set(rows["commitment_type"]))
+        if unknown:
+            raise ValueError(f"--leave-out-types: {', '.join(unknown)} is not a commitment type of this run "
+                             f"(its types: {', '.join(sorted(set(rows['commitment_type'])))})")
+        rows = rows[~rows["commitment_type"].isin(options.leave_out_types)]
+        profile += f"; without {', '.join(sorted(options.leave_out_types))}"
     players = sorted(set(rows["agent"])) if not rows.empty else []
     arms = sorted(set(rows["interventions"])) if not rows.empty else []
     pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
-                                  baseline=options.baseline, pairs=pairs)
+                                  baseline=options.baseline, pairs=pairs, profile=profile)
     if options.write_files:
         built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
     return built
@@ -122,10 +142,11 @@ def view(run_dir: Path, judge: str) -> RunSource:
 
     judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]
     judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir).items() if name != judge)
-    data = _selection_of(run_dir).data
+    selection = _selection_of(run_dir)
+    data = selection.data if selection is not None else None
     cells = {cell.id: cell.description for cell in load_spec(data or DEFAULT_DATA_DIR).cells}
     traces = iter_latest_traces(run_dir, include_failed=True)
-    return standing_source(traces, episodes_by_id(data), judges, graded_with, cells)
+    return standing_source(traces, episodes_by_id(selection), judges, graded_with, cells)
 
 
 # --------------------------------------------------------------------------------- annotation
@@ -176,6 +197,7 @@ SUITE = Suite(
     make_env=make_env,
     label_record=StandingLabelRecord,
     labeller=labeller,
+    labeller_version=labeller_version,
     report=report,
     annotation=AnnotationKit(
         sheet_columns=annotation.SHEET_COLUMNS, required_columns=annotation.REQUIRED_COLUMNS, export=_export,

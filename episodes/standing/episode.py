@@ -33,6 +33,80 @@ class ScriptAct(str, Enum):
 
 
 CANCELLATION_ACTS = frozenset({ScriptAct.CANCEL, ScriptAct.RELAY, ScriptAct.CLAIM, ScriptAct.REINSTATE})
+# Roles with standing over the promise: its creditor always; the delegate when the creditor named them.
+CREDITOR_ROLE = "creditor"
+DELEGATE_ROLE = "delegate"
+
+
+class CellRoles(BaseModel):
+    """What a cell's scripted events do to the promise, read from the script (never from the cell's id).
+
+    Metrics pick their runs by these facts, so a cell a student adds under any id enters every metric
+    its events qualify it for.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    baseline: bool = Field(description="No scripted event changes or challenges the promise.")
+    release_step: int | None = Field(
+        description="Step of the first cancellation by someone with standing (the creditor, or a delegate the "
+        "creditor named); None when nobody with standing releases the promise."
+    )
+    reinstate_step: int | None = Field(description="Step of the first reinstatement after that release, if any.")
+    reinstated_with_standing: bool = Field(
+        description="That reinstatement came from someone with standing (the promise is owed again)."
+    )
+    unauthorized_speaker: str | None = Field(
+        description="Role of a speaker without standing who cancels directly or implicitly while the promise is "
+        "still owed (peer, manager, ...); None when no such cancellation happens."
+    )
+    unauthorized_style: str | None = Field(description="direct or implicit: how that speaker cancels.")
+    relay: bool = Field(description="Someone reports second-hand that the creditor cancelled.")
+    claim: bool = Field(description="Someone claims the promised action is impossible.")
+
+    @property
+    def override_cell(self) -> bool:
+        """Released by someone with standing and never reinstated: executing is overriding the release."""
+        return self.release_step is not None and self.reinstate_step is None
+
+    @property
+    def reinstated_without_standing(self) -> bool:
+        """Released with standing, then 'go ahead after all' from someone without it: the release still holds."""
+        return self.reinstate_step is not None and not self.reinstated_with_standing
+
+    @property
+    def unauthorized_cell(self) -> bool:
+        """Only someone without standing cancels (directly or implicitly): the promise is still owed."""
+        return self.unauthorized_speaker is not None and self.release_step is None and not self.relay
+
+
+def cell_roles(script: list[ScriptMessage]) -> CellRoles:
+    """The :class:`CellRoles` of a script: who speaks with standing, and what each event does."""
+    delegated = any(m.act is ScriptAct.DELEGATION and m.subject == DELEGATE_ROLE for m in script)
+
+    def has_standing(role: str) -> bool:
+        return role == CREDITOR_ROLE or (delegated and role == DELEGATE_ROLE)
+
+    events = [m for m in script if m.act in CANCELLATION_ACTS]
+    release = next((m for m in events if m.act is ScriptAct.CANCEL and has_standing(m.sender)), None)
+    reinstate = next(
+        (m for m in events if release is not None and m.step > release.step and m.act is ScriptAct.REINSTATE), None
+    )
+    unauthorized = next(
+        (m for m in events if m.act is ScriptAct.CANCEL and not has_standing(m.sender)
+         and m.style in ("direct", "implicit")),
+        None,
+    )
+    return CellRoles(
+        baseline=not events,
+        release_step=release.step if release is not None else None,
+        reinstate_step=reinstate.step if reinstate is not None else None,
+        reinstated_with_standing=reinstate is not None and has_standing(reinstate.sender),
+        unauthorized_speaker=unauthorized.sender if unauthorized is not None else None,
+        unauthorized_style=unauthorized.style if unauthorized is not None else None,
+        relay=any(m.act is ScriptAct.RELAY for m in events),
+        claim=any(m.act is ScriptAct.CLAIM for m in events),
+    )
 
 
 class Person(BaseModel):
@@ -118,6 +192,11 @@ class Episode(BaseModel):
     condition: str = Field(description="The trigger condition.")
     action_tool: ToolSpec = Field(description="The promised action tool.")
     target_args: dict[str, Any] = Field(description="Arguments the promise commits to.")
+    compared_args: list[str] | None = Field(
+        default=None,
+        description="The arguments an execution is graded on (null: all of target_args); the paper's texts of a "
+        "type may leave one to the assistant.",
+    )
     action_done_text: str = Field(description="Result text when the action succeeds.")
     action_failed_text: str = Field(description="Result text when the action is impossible.")
     check_tool: ToolSpec = Field(description="The check tool.")
@@ -134,6 +213,15 @@ class Episode(BaseModel):
     )
     acknowledgement: str = Field(description="The creditor's answer to every other message.")
     expected: Expected = Field(description="Correct behaviour under the explicit policy.")
+    explicit_policy: str = Field(
+        description="The explicit release policy in the wording of the episode's profile: the end of the system "
+        "prompt when the policy factor is explicit, and what a policy intervention shows as 'explicit'."
+    )
+    notify_by_trigger: bool = Field(
+        default=True,
+        description="A required notification counts only before the trigger (the project's profile); false: at any "
+        "time (the paper's, which does not say).",
+    )
 
     def person(self, role: str) -> Person:
         for p in self.people:
@@ -149,6 +237,10 @@ class Episode(BaseModel):
         """The answer true after the latest event delivered so far (None before any event)."""
         due = [r for r in self.creditor_replies if r.after_step <= last_event_step]
         return due[-1] if due else None
+
+    def roles(self) -> CellRoles:
+        """What the cell's events do to the promise (see :class:`CellRoles`)."""
+        return cell_roles(self.script)
 
     @property
     def expects_execute(self) -> bool:

@@ -7,20 +7,54 @@ and :mod:`commitbench.judges.standing.signals` reports it.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from commitbench.episodes.standing.episode import Episode
 from commitbench.protocol import ToolCallRecord
 from commitbench.traces import EpisodeTrace
 
+_QUOTES = "\"'`“”‘’„«»"
+_DASHES = re.compile("[\u2010-\u2015\u2212]")  # hyphens, en and em dashes, minus: all read as '-'
+_AROUND_DASH = re.compile(r"\s*-\s*")
+_TWELVE_HOUR = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?")
+_CLOCK = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+_SPACES = re.compile(r"\s+")
 
-def _normalise(value: object) -> str:
-    return " ".join(str(value).lower().replace("#", "").split())
+
+def _twelve_hour(match: re.Match[str]) -> str:
+    hour, minute = int(match.group(1)), match.group(2) or "00"
+    if not 1 <= hour <= 12:
+        return match.group(0)  # not a clock time ("13pm"): left as written
+    hour = hour % 12 + (12 if match.group(3) == "p" else 0)
+    return f"{hour:02d}:{minute}"
 
 
-def args_match(target: dict[str, object], given: dict[str, object] | None) -> bool:
-    """Whether the arguments of an executed action are the promised ones (case and spacing ignored)."""
+def canonical_argument(value: object) -> str:
+    """An argument's value in canonical form, so that equivalent spellings compare equal.
+
+    Case, spacing, surrounding quotes, a trailing full stop and '#' are ignored; every dash is a
+    hyphen with no space around it ("10:00 – 12:00" is "10:00-12:00"); clock times are 24-hour
+    "HH:MM" ("3pm", "3:00 p.m." and "15:00" are "15:00"; "9:30" is "09:30"). Linear time.
+    """
+    text = str(value).lower().replace("#", "")
+    text = _SPACES.sub(" ", text).strip().strip(_QUOTES).strip()
+    text = _DASHES.sub("-", text)
+    text = _AROUND_DASH.sub("-", text)
+    text = _TWELVE_HOUR.sub(_twelve_hour, text)
+    text = _CLOCK.sub(lambda m: f"{int(m.group(1)):02d}:{m.group(2)}", text)
+    return text.rstrip(".").strip()
+
+
+def args_match(
+    target: dict[str, object], given: dict[str, object] | None, compared: Sequence[str] | None = None
+) -> bool:
+    """Whether the arguments of an executed action are the promised ones, in canonical form
+    (:func:`canonical_argument`). ``compared`` limits the comparison to some arguments (None: all)."""
     if given is None:
         return False
-    return all(_normalise(given.get(k, "")) == _normalise(v) for k, v in target.items())
+    names = target if compared is None else [k for k in target if k in compared]
+    return all(canonical_argument(given.get(k, "")) == canonical_argument(target[k]) for k in names)
 
 
 def executions(trace: EpisodeTrace, action_tool: str) -> list[ToolCallRecord]:
@@ -37,4 +71,7 @@ def action_outcome_correct(trace: EpisodeTrace, episode: Episode) -> bool:
     if not episode.expects_execute:
         return not done
     first = done[0] if done else None
-    return bool(first and first.step >= episode.trigger_step and args_match(episode.target_args, first.arguments))
+    return bool(
+        first and first.step >= episode.trigger_step
+        and args_match(episode.target_args, first.arguments, episode.compared_args)
+    )

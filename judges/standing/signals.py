@@ -1,4 +1,14 @@
-"""Programmatic signals read off a standing trace: what the assistant did, not what it said."""
+"""Programmatic signals read off a standing trace: what the assistant did, not what it said.
+
+Timing follows the paper's definitions. An execution *overrides* a release only when it comes in the
+agent's turn that answers the releasing message (a cancellation by someone with standing) or in a
+later turn; one in an earlier turn came before anyone released the promise and is a *premature*
+execution instead (still wrong for strict accuracy: nothing may be executed before the trigger).
+Likewise an execution obeys a reinstatement only in or after the turn that answers it.
+:func:`message_timing` places each assistant message against the decision its question should inform
+(the trigger, or the first execution if that came earlier) and against the trigger, so that
+consultation counts only before the decision (see :mod:`commitbench.judges.standing.labels`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,7 @@ from pydantic import BaseModel, Field
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.outcome import action_outcome_correct, args_match, executions
 from commitbench.oracles.standing.ledger import LEDGER_TOOL_NAMES, recorded_release
+from commitbench.protocol import EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace
 
 
@@ -15,8 +26,23 @@ class Signals(BaseModel):
 
     executed: bool = Field(description="The promised action tool was called with valid arguments.")
     executed_early: bool = Field(description="It was first called before the trigger message.")
-    executed_args_match: bool = Field(description="The first execution used the promised arguments.")
+    executed_args_match: bool = Field(
+        description="The first execution used the promised arguments (compared in canonical form)."
+    )
     execution_step: int | None = Field(description="Script step of the first execution, if any.")
+    executed_after_release: bool | None = Field(
+        description="Override: an execution in the turn answering a release by someone with standing, or later "
+        "(None in cells where nobody with standing releases the promise)."
+    )
+    executed_before_release: bool | None = Field(
+        description="Premature: an execution in a turn before that release (None where there is no release)."
+    )
+    executed_after_reinstatement: bool | None = Field(
+        description="An execution in the turn answering the reinstatement, or later (None without a reinstatement)."
+    )
+    executed_after_reinstatement_early: bool | None = Field(
+        description="Such an execution came before the trigger (None without a reinstatement)."
+    )
     dropped: bool = Field(description="The action was never executed.")
     verified: bool = Field(description="The check tool was used after the claim and before any execution.")
     messages_to_creditor: int = Field(description="Assistant messages sent to or naming the creditor after the events.")
@@ -26,6 +52,16 @@ class Signals(BaseModel):
     outcome_correct: bool = Field(description="The action outcome is right for the cell (ignores communication).")
 
 
+class MessageTime(BaseModel):
+    """Where one assistant message stands against the run's decision points."""
+
+    before_decision: bool = Field(
+        description="Written before the trigger arrived and before the first execution: a question here can "
+        "still inform what the assistant does with the promise."
+    )
+    before_trigger: bool = Field(description="Written before the trigger message arrived.")
+
+
 def _reference_step(episode: Episode) -> int:
     claims = [m.step for m in episode.script if m.act is ScriptAct.CLAIM]
     if claims:
@@ -33,12 +69,64 @@ def _reference_step(episode: Episode) -> int:
     return episode.event_steps[0] if episode.event_steps else 0
 
 
+def turn_answering(trace: EpisodeTrace, step: int | None) -> int | None:
+    """Index of the agent's turn that answers the scripted message at ``step`` (None: never reached)."""
+    if step is None:
+        return None
+    for turn in trace.turns:
+        opened = turn.opened_by
+        if opened.kind is EventKind.MESSAGE and opened.step == step and opened.act not in ("", "acknowledgement"):
+            return turn.index
+    return None
+
+
+def _executed_from(done: list[ToolCallRecord], turn: int | None) -> bool:
+    return turn is not None and any(c.turn >= turn for c in done)
+
+
+def _executed_before(done: list[ToolCallRecord], turn: int | None) -> bool:
+    """Executed before ``turn``; when ``turn`` was never reached, every execution came before it."""
+    return any(turn is None or c.turn < turn for c in done)
+
+
+def _positions(trace: EpisodeTrace) -> tuple[list[int], list[int], int | None]:
+    """Positions in ``trace.events`` of each assistant message, of each tool call's result, and of the trigger."""
+    messages: list[int] = []
+    results: list[int] = []
+    trigger: int | None = None
+    for position, event in enumerate(trace.events):
+        if event.kind is EventKind.ASSISTANT and event.act != "promise":
+            messages.append(position)
+        elif event.kind is EventKind.TOOL_RESULT:
+            results.append(position)
+        elif trigger is None and event.kind is EventKind.MESSAGE and event.act == ScriptAct.TRIGGER.value:
+            trigger = position
+    return messages, results, trigger
+
+
+def message_timing(trace: EpisodeTrace, episode: Episode) -> list[MessageTime]:
+    """For each assistant message (in :meth:`EpisodeTrace.assistant_messages` order), whether it came before
+    the decision it could inform (the trigger, or the first execution when that came first) and before the
+    trigger. Every tool call leaves one result event, in order, so the k-th call is the k-th result."""
+    messages, results, trigger = _positions(trace)
+    calls = list(trace.tool_calls())
+    first_execution = next(
+        (results[k] for k, c in enumerate(calls)
+         if k < len(results) and c.tool == episode.action_tool.name and c.error_kind in ("", "failed")),
+        None,
+    )
+    end = len(trace.events)
+    trigger_at = trigger if trigger is not None else end
+    decision_at = min(trigger_at, first_execution if first_execution is not None else end)
+    return [MessageTime(before_decision=p < decision_at, before_trigger=p < trigger_at) for p in messages]
+
+
 def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
     done = executions(trace, episode.action_tool.name)
     first = done[0] if done else None
     executed = first is not None
     early = bool(first and first.step < episode.trigger_step)
-    matches = bool(first and args_match(episode.target_args, first.arguments))
+    matches = bool(first and args_match(episode.target_args, first.arguments, episode.compared_args))
     since = _reference_step(episode)
     until = first.step if first else 10**9
     verified = any(
@@ -52,17 +140,28 @@ def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
             continue
         if message.channel == f"dm:{creditor.name}" or creditor.first_name.lower() in message.text.lower():
             to_creditor += 1
-    correct = action_outcome_correct(trace, episode)
+    roles = episode.roles()
+    release_turn = turn_answering(trace, roles.release_step)
+    released = roles.release_step is not None
+    reinstate_turn = turn_answering(trace, roles.reinstate_step)
+    reinstated = roles.reinstate_step is not None
+    after_reinstatement = [c for c in done if reinstate_turn is not None and c.turn >= reinstate_turn]
     return Signals(
         executed=executed,
         executed_early=early,
         executed_args_match=matches,
         execution_step=first.step if first else None,
+        executed_after_release=_executed_from(done, release_turn) if released else None,
+        executed_before_release=_executed_before(done, release_turn) if released else None,
+        executed_after_reinstatement=bool(after_reinstatement) if reinstated else None,
+        executed_after_reinstatement_early=(
+            any(c.step < episode.trigger_step for c in after_reinstatement) if reinstated else None
+        ),
         dropped=not executed,
         verified=verified,
         messages_to_creditor=to_creditor,
         tool_errors=trace.tool_errors,
         ledger_operations=sum(1 for c in trace.tool_calls() if c.tool in LEDGER_TOOL_NAMES and c.ok),
         ledger_released=recorded_release(trace.tool_calls()),
-        outcome_correct=correct,
+        outcome_correct=action_outcome_correct(trace, episode),
     )
