@@ -33,7 +33,11 @@ Mapping answers to actions:
   calls in the episode (it ends every remaining turn), and the runner marks the trace so that a
   resumed run plays the cell again;
 * at most ``max_model_calls_per_turn`` calls per turn: past that the turn is ended and a record
-  with ``purpose="notice"`` says so (such records are not model calls).
+  with ``purpose="notice"`` says so (such records are not model calls). With
+  ``closing_call_without_tools`` (the follow-up suite's turn loop, as its paper runs it) the last of
+  those calls offers no tools, so that a model still calling tools after the others gives its reply
+  then; tool calls in that answer are not run, and a turn that still ends without text is recorded so
+  (a notice) and left to be labelled from what it said.
 
 Two turn protocols (:data:`PROTOCOLS`), part of the run identity when it is not the default:
 
@@ -60,7 +64,7 @@ from collections import deque
 from typing import Any
 
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
-from commitbench.protocol import AgentAction, end_turn, reply, tool_call
+from commitbench.protocol import ActionKind, AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
@@ -80,6 +84,8 @@ RENDER_VERSION = 1
 
 NOT_RUN_TEXT = "Not run: the turn ended before this call."
 CALL_LIMIT_TEXT = "call_limit: {n} model calls in this turn; the turn was ended without another call"
+NO_REPLY_TEXT = "no_reply: {n} tool rounds and a closing call without tools gave no reply text; the turn ended silently"
+CLOSING_TOOL_CALLS_TEXT = "closing call: tool calls in an answer to a call that offered no tools were not run"
 NOTICE_PREFIX = "[notice]"
 UNPARSED_KEY = "unparsed_arguments"
 
@@ -152,10 +158,12 @@ def check_protocol(protocol: str) -> str:
 
 
 def chat_identity(
-    name: str, settings: ModelSettings, max_model_calls_per_turn: int, protocol: str = DEFAULT_PROTOCOL
+    name: str, settings: ModelSettings, max_model_calls_per_turn: int, protocol: str = DEFAULT_PROTOCOL,
+    closing_call_without_tools: bool = False,
 ) -> AgentIdentity:
     """The run identity of a chat agent: model identity (no URL, no key), call cap, rendering version,
-    and the turn protocol when it is not the default (so runs of the default keep their keys)."""
+    and the turn protocol and a closing call without tools when they are not the default (so runs of the
+    default keep their keys)."""
     values: dict[str, Any] = {
         "model": settings.identity(),
         "max_model_calls_per_turn": max_model_calls_per_turn,
@@ -164,6 +172,8 @@ def chat_identity(
     if check_protocol(protocol) != DEFAULT_PROTOCOL:
         values["protocol"] = protocol
         values["protocol_hash"] = protocol_hash()
+    if closing_call_without_tools:
+        values["closing_call"] = "without_tools"
     return AgentIdentity(name=name, kind="chat", settings=values)
 
 
@@ -181,10 +191,12 @@ class ChatAgent:
         session_id: str | None = None,
         max_model_calls_per_turn: int = 10,
         protocol: str = DEFAULT_PROTOCOL,
+        closing_call_without_tools: bool = False,
     ) -> None:
         if max_model_calls_per_turn < 1:
             raise ValueError("max_model_calls_per_turn must be at least 1")
         self.protocol = check_protocol(protocol)
+        self.closing_call_without_tools = closing_call_without_tools
         self.client = client
         self.name = name or f"chat:{client.settings.model}"
         self.sample_index = sample_index
@@ -206,7 +218,8 @@ class ChatAgent:
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> AgentIdentity:
-        return chat_identity(self.name, self.client.settings, self.max_model_calls_per_turn, self.protocol)
+        return chat_identity(self.name, self.client.settings, self.max_model_calls_per_turn, self.protocol,
+                             self.closing_call_without_tools)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -263,21 +276,32 @@ class ChatAgent:
             )
             return end_turn()
         self._calls_this_turn += 1
+        closing = self.closing_call_without_tools and self._calls_this_turn == self.max_model_calls_per_turn
         request = self._messages
         if self._context:
             request = self._with_context(self._messages, self._context)
+        tools = None if closing else (self._tools or None)
         options: dict[str, Any] = {}
-        if self.protocol == TOOLS_ONLY and self._tools:
+        if self.protocol == TOOLS_ONLY and tools:
             options["tool_choice"] = "required"
         response = await self.client.complete(
             request,
-            tools=self._tools or None,
+            tools=tools,
             sample_index=self.sample_index,
             session_id=self.session_id,
             **options,
         )
-        self.model_calls.append(self._record(response))
-        return self._respond(response)
+        record = self._record(response)
+        if closing and response.tool_calls and response.error is None:
+            record = record.model_copy(update={"error": CLOSING_TOOL_CALLS_TEXT})
+            response = response.model_copy(update={"tool_calls": []})
+        self.model_calls.append(record)
+        action = self._respond(response)
+        if closing and action.kind is not ActionKind.REPLY and response.error is None:
+            self.model_calls.append(ModelCallRecord(
+                turn=self._turn_index(), purpose="notice", error=NO_REPLY_TEXT.format(n=self._calls_this_turn - 1),
+            ))
+        return action
 
     def _next_pending(self) -> AgentAction:
         action = self._pending.popleft()
@@ -362,13 +386,15 @@ class ChatAgent:
         return self._turn if isinstance(self._turn, int) else 0
 
     async def _revise(self) -> AgentAction:
-        """Answer a revision request: the same model rewrites its last reply at temperature 0, without tools."""
-        instruction, self._revision = self._revision or "", None
+        """Answer a revision request: the request's text is the whole prompt (it holds what the rewriter may
+        read), sent alone to the same model at temperature 0, without tools. The rewrite takes the draft's
+        place in the conversation, as the user saw it."""
+        prompt, self._revision = self._revision or "", None
         if self.infra_error is not None:
             return end_turn()
-        request = [*self._messages, {"role": "user", "content": instruction}]
         response = await self.client.complete(
-            request, sample_index=self.sample_index, session_id=self.session_id, temperature=0.0
+            [{"role": "user", "content": prompt}], sample_index=self.sample_index, session_id=self.session_id,
+            temperature=0.0,
         )
         record = self._record(response).model_copy(update={"purpose": "rewrite"})
         text = (response.text or "").strip()
@@ -381,7 +407,11 @@ class ChatAgent:
             return end_turn()
         if not text:
             return end_turn()
-        self._messages.extend([{"role": "user", "content": instruction}, {"role": "assistant", "content": text}])
+        last = self._messages[-1] if self._messages else None
+        if last is not None and last["role"] == "assistant" and not last.get("tool_calls"):
+            last["content"] = text
+        else:
+            self._messages.append({"role": "assistant", "content": text})
         return reply(text)
 
     # ------------------------------------------------------------------ answering

@@ -130,6 +130,9 @@ class Revision(BaseModel):
     kind: str = Field(description="What it did, e.g. 'claim_guarded' or 'rewritten'.")
     original: str = Field(description="The reply the agent wrote.")
     note: str = Field(default="", description="Why, in one sentence.")
+    flagged_by: str = Field(
+        default="", description="The checker whose verdict set it off ('rules', 'llm:<model>'), when one did."
+    )
 
 
 class AgentAction(BaseModel):

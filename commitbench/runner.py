@@ -44,7 +44,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -61,7 +61,8 @@ from commitbench.cache import CacheError, CacheMiss, CacheMode, CallBroker, Call
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
-from commitbench.judges.labelling import judge_name
+from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.labelling import LabellerUnavailable, judge_name, pin_judge_settings
 from commitbench.llm import (
     ClientStats,
     ModelClient,
@@ -70,9 +71,10 @@ from commitbench.llm import (
     RetryPolicy,
     redact_credentials,
 )
-from commitbench.oracles.registry import apply_interventions
+from commitbench.oracles.base import play_step
+from commitbench.oracles.registry import apply_interventions, check_intervention
 from commitbench.protocol import escape_surrogates
-from commitbench.suites import Suite, get_suite, suite_for_env
+from commitbench.suites import PlayServices, Suite, get_suite, suite_for_env
 from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
 
 __all__ = [
@@ -106,6 +108,8 @@ MANIFEST_FILE = "manifest.json"
 LOCK_FILE = ".lock"
 # Disk space set aside while a run plays, freed for the last manifest write if the disk fills up.
 RESERVE_FILE = ".reserve"
+# The base URL slot of the embedded model when it serves as the judge in play.
+JUDGE_KEY = "\0judge"
 RESERVE_BYTES = 256 * 1024
 MANIFEST_SCHEMA_VERSION = 1
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
@@ -146,17 +150,34 @@ class Cell:
 
 
 def compute_run_key(
-    identity: AgentIdentity, arm: InterventionArm, env_id: str, episode_id: str, sample: int
+    identity: AgentIdentity, arm: InterventionArm, env_id: str, episode_id: str, sample: int,
+    services: Mapping[str, Any] | None = None,
 ) -> str:
-    """sha256 of the canonical JSON of what defines a cell."""
-    payload = {
+    """sha256 of the canonical JSON of what defines a cell (``services``: the identity of the harness services
+    the arm's interventions use, such as the rewrite fix's flagger; left out when there are none)."""
+    payload: dict[str, Any] = {
         "agent": identity.model_dump(mode="json"),
         "interventions": arm.identity(),
         "env": env_id,
         "episode": episode_id,
         "sample": sample,
     }
+    if services:
+        payload["services"] = dict(services)
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def arm_services(arm: InterventionArm) -> tuple[str, ...]:
+    """The harness services the arm's interventions use (from their registry entries), in order, once each."""
+    names: list[str] = []
+    for spec in arm.stack:
+        names.extend(n for n in check_intervention(spec.name).services if n not in names)
+    return tuple(names)
+
+
+def service_identities(config: ExperimentConfig, arm: InterventionArm) -> dict[str, Any]:
+    """The identity of each service the arm uses, under the config's judge (what enters the run key)."""
+    return {name: config.suite.service_identity(name, config.judge) for name in arm_services(arm)}
 
 
 def in_shard(run_key: str, shard: tuple[int, int]) -> bool:
@@ -178,7 +199,8 @@ def players(config: ExperimentConfig) -> list[Player]:
             for entry in config.models:
                 agent_name = f"chat:{entry.name}"
                 settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
-                identity = chat_identity(agent_name, settings, config.calls_per_turn, entry.chat_protocol())
+                identity = chat_identity(agent_name, settings, config.calls_per_turn, entry.chat_protocol(),
+                                         suite.closing_call_without_tools)
                 out.append(Player(name=agent_name, kind="chat", identity=identity, model=entry))
         else:
             agent = suite.reference_agents[name]()
@@ -198,9 +220,10 @@ def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell
     for player in players(config):
         samples = config.samples if player.kind == "chat" else 1  # reference agents are deterministic
         for arm in config.interventions:
+            services = service_identities(config, arm)
             for episode in episodes:
                 for sample in range(samples):
-                    key = compute_run_key(player.identity, arm, config.env, episode.id, sample)
+                    key = compute_run_key(player.identity, arm, config.env, episode.id, sample, services)
                     cells.append(Cell(key, player, arm, episode.id, sample))
     return cells
 
@@ -714,6 +737,9 @@ class Runner:
         # The embedded model's server, started for the run when a model is local (watched while cells play).
         self._local_server_factory = local_server or LocalModelServer
         self._local_server: LocalModelServer | None = None
+        # The run's LLM judge while cells play, when an arm's interventions need it (the rewrite fix's flagger).
+        self._judge_in_play = False
+        self._judge_client: ModelClient | None = None
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> tuple[list[Any], list[Cell], list[Cell], int]:
@@ -758,14 +784,20 @@ class Runner:
         cache: CallCache | None = None
         try:
             chat_pending = [c for c in pending if c.player.kind == "chat"]
+            self._judge_in_play = self.config.judge.kind == "llm" and any(arm_services(c.arm) for c in pending)
+            judge_model = self.config.judge.model
+            local_judge = self._judge_in_play and judge_model is not None and judge_model.local
             base_urls: dict[str, str] = {}
             replay_only = CacheMode(self.config.cache.mode) is CacheMode.REPLAY_ONLY
-            if not replay_only and any(c.player.model is not None and c.player.model.local for c in chat_pending):
+            local_player = any(c.player.model is not None and c.player.model.local for c in chat_pending)
+            if not replay_only and (local_player or local_judge):
                 local_server = self._local_server = self._local_server_factory().start()
                 for entry in self.config.models:
                     if entry.local:
                         base_urls[entry.name] = local_server.base_url
-            if chat_pending and CacheMode(self.config.cache.mode) is not CacheMode.OFF:
+                if local_judge:
+                    base_urls[JUDGE_KEY] = local_server.base_url
+            if (chat_pending or self._judge_in_play) and CacheMode(self.config.cache.mode) is not CacheMode.OFF:
                 cache = CallCache(self.cache_path(), self.config.cache.mode, run_id=manifest.run_id)
             play_wall, play_cpu = time.perf_counter(), time.process_time()
             try:
@@ -915,6 +947,14 @@ class Runner:
         return manifest
 
     def _make_clients(self, cache: CallCache | None, base_urls: dict[str, str]) -> None:
+        judge = self.config.judge
+        if self._judge_in_play and judge.model is not None:
+            served = judge.model.model_settings(base_urls.get(JUDGE_KEY), local_alias=DEFAULT_ALIAS)
+            settings = pin_judge_settings(served)
+            self._judge_client = ModelClient(
+                settings, cache=cache, retry=judge.model.retry, max_concurrency=self.config.concurrency,
+                broker=self._broker,
+            )
         for entry in self.config.models:
             retry = entry.retry
             if retry.seed is None:
@@ -983,7 +1023,8 @@ class Runner:
                             await task
         finally:
             await writer.close()
-            for client in (c for shards in self._clients.values() for c in shards):
+            clients = [c for shards in self._clients.values() for c in shards]
+            for client in [*clients, *([self._judge_client] if self._judge_client is not None else [])]:
                 with contextlib.suppress(Exception):
                     await client.aclose()
             for signum in installed:
@@ -1058,8 +1099,17 @@ class Runner:
         """The suite's environment over the selection, wrapped with the cell's interventions (and, for a
         privileged player, the privileged channel outermost)."""
         suite = self.config.suite
-        env = apply_interventions(suite.make_env(episodes), cell.arm.stack, services=suite.services())
+        services = suite.services(self.play_services())
+        env = apply_interventions(suite.make_env(episodes), cell.arm.stack, services=services)
         return RevealScriptAnnotations(env) if cell.player.privileged else env
+
+    def play_services(self) -> PlayServices:
+        """What the suite's interventions get from the harness while cells play: the run's judge, if in play."""
+        judge = self.config.judge
+        if self._judge_client is None or judge.model is None:
+            return PlayServices()
+        style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
+        return PlayServices(judge=self._judge_client, judge_style=style, judge_attempts=judge.max_attempts)
 
     async def _play(self, cell: Cell, env: gym.Env[Any, Any], worker: int = 0) -> EpisodeTrace:
         agent: Any
@@ -1073,6 +1123,7 @@ class Runner:
                 session_id=cell.run_key,
                 max_model_calls_per_turn=self.config.calls_per_turn,
                 protocol=cell.player.model.chat_protocol(),
+                closing_call_without_tools=self.config.suite.closing_call_without_tools,
             )
             agent = chat
         else:
@@ -1086,13 +1137,15 @@ class Runner:
                 action = agent.act(observation, info)
                 if inspect.isawaitable(action):
                     action = await action
-                observation, _, terminated, truncated, info = env.step(action)
+                observation, _, terminated, truncated, info = await play_step(env, action)
                 if terminated or truncated:
                     break
             else:
                 failure = f"crash: episode did not end within {MAX_STEPS_PER_EPISODE} steps"
         except CacheMiss as exc:
             failure = f"cache_miss: {exc}"
+        except LabellerUnavailable as exc:  # the run's judge, in play as a flagger, could not be reached
+            failure = f"judge: {exc}"
         except (ModelEndpointError, CacheError):
             raise
         except Exception as exc:  # a harness bug must not take the other cells down
@@ -1110,8 +1163,8 @@ class Runner:
         system_events = [e for e in trace.events if e.kind.value == "system"]
         if system_events:
             hashes["system_prompt"] = hashlib.sha256(system_events[0].text.encode("utf-8")).hexdigest()
-        if chat is not None:
-            trace.model_calls = list(chat.model_calls)
+        if chat is not None:  # after what interventions recorded (a flagger's calls)
+            trace.model_calls = [*trace.model_calls, *chat.model_calls]
             hashes["chat_render"] = RENDER_HASH
             failure = failure or chat.infra_error
         trace.prompt_hashes = hashes

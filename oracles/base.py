@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from itertools import combinations
-from typing import Any, ClassVar
+from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 
@@ -109,6 +109,10 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
         """The action to pass on for the agent's ``action`` (unchanged by default)."""
         return action
 
+    async def review(self, action: Any) -> None:
+        """Await what this intervention needs before ``action`` reaches the environment (the verdict of a
+        harness service that calls a model, say); nothing by default. :func:`play_step` calls it."""
+
     # -------------------------------------------------------------- gymnasium
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         extras = self.extras()
@@ -136,6 +140,17 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
         return obs, info
 
 
+async def play_step(env: gym.Env[Any, Any], action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+    """``env.step(action)`` after every intervention of the stack has reviewed the action (outermost first).
+
+    The one way to step an environment an agent plays: an intervention whose decision needs a model call
+    (the detect-and-rewrite fix's flagger) makes it here, awaited, rather than blocking inside ``step``.
+    """
+    for wrapper in reversed(intervention_stack(env)):
+        await wrapper.review(action)
+    return env.step(action)
+
+
 # Builds the wrapper: (env, params, services) -> env.
 InterventionFactory = Callable[[gym.Env[Any, Any], Mapping[str, Any], Mapping[str, Any]], gym.Env[Any, Any]]
 
@@ -149,6 +164,8 @@ class InterventionEntry:
     factory: InterventionFactory
     summary: str = ""
     params: tuple[str, ...] = field(default=())
+    # Services of the harness the intervention uses (their identity enters the run key of its cells).
+    services: tuple[str, ...] = field(default=())
 
     @property
     def env_ids(self) -> frozenset[str]:

@@ -15,12 +15,12 @@ from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
 from commitbench.mockserver import FaultKind, MockServer, ReplySpec, ToolCallSpec
-from commitbench.oracles.base import InterventionError, intervention_names
+from commitbench.oracles.base import InterventionError, intervention_names, play_step
 from commitbench.oracles.claim_guard import ClaimGuard
 from commitbench.oracles.followup.fixes import (
-    REWRITE_INSTRUCTION,
     CapabilityCard,
     DetectAndRewrite,
+    FlagVerdict,
     ReplyDraft,
     StatedEnvironment,
     render_capability_card,
@@ -155,8 +155,18 @@ FLAGGED = "Sure, I'll remind you at 9 tomorrow."
 REWRITTEN = "I set a reminder for 9:00 tomorrow; it will alert you then."
 
 
-def flag_reminder_promises(draft: ReplyDraft) -> bool:
-    return "I'll remind you" in draft.reply
+class PromiseFlagger:
+    """A flagger that flags reminder promises (the checker itself is tested elsewhere)."""
+
+    name = "test-flagger"
+
+    def __init__(self) -> None:
+        self.drafts: list[ReplyDraft] = []
+
+    async def flag(self, draft: ReplyDraft) -> FlagVerdict:
+        self.drafts.append(draft)
+        flagged = "I'll remind you" in draft.reply
+        return FlagVerdict(flagged=flagged, checker=self.name, outcome="unanchored" if flagged else "deferral")
 
 
 def play_with_rewrite(settings: ModelSettings, retry: RetryPolicy | None = None) -> EpisodeTrace:
@@ -164,12 +174,12 @@ def play_with_rewrite(settings: ModelSettings, retry: RetryPolicy | None = None)
 
     async def go() -> EpisodeTrace:
         async with ModelClient(settings, retry=retry) as client:
-            env = DetectAndRewrite(make_env("C2"), flag_reminder_promises)
+            env = DetectAndRewrite(make_env("C2"), PromiseFlagger())
             agent = FollowUpChatAgent(client, max_model_calls_per_turn=6)
             observation, info = env.reset(seed=0, options={"episode_id": episode(env, "C2")})
             agent.begin(observation, info)
             for _ in range(50):
-                observation, _, terminated, _, info = env.step(await agent.act(observation, info))
+                observation, _, terminated, _, info = await play_step(env, await agent.act(observation, info))
                 if terminated:
                     break
             trace = env.unwrapped.trace
@@ -198,10 +208,20 @@ def test_rewrite_replaces_a_flagged_reply_at_temperature_zero(
     assert [b["temperature"] for b in bodies] == [0.7, 0.7, 0]
     rewrite_request = bodies[-1]
     assert "tools" not in rewrite_request
-    assert rewrite_request["messages"][-1] == {"role": "user", "content": REWRITE_INSTRUCTION}
-    assert rewrite_request["messages"][-2]["content"] == FLAGGED
+    # The rewriter reads the paper's inputs, and only them: the setup's card, the user's message, the turn's
+    # tool calls with their results, and the flagged draft.
+    (prompt,) = rewrite_request["messages"]
+    text = prompt["content"]
+    suite = load_setups()
+    affordances = suite.affordances(SetupId.C2)
+    card = render_capability_card(affordances.properties, affordances.enabling_tools)
+    assert prompt["role"] == "user" and card in text
+    assert REQUESTS[0].text in text and FLAGGED in text
+    assert "- create_reminder(" in text and "-> ok:" in text
+    assert "how the user can get it done another way" in text
     records = [c for c in trace.model_calls if c.purpose == "rewrite"]
     assert len(records) == 1 and records[0].text == REWRITTEN and records[0].error == ""
+    assert turn.revisions[0].flagged_by == "test-flagger"
 
 
 def test_rewrite_leaves_an_unflagged_reply_untouched(mock_server: MockServer, mock_settings: ModelSettings) -> None:

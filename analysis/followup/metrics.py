@@ -166,10 +166,21 @@ def commitment_counts(commitments: Iterable[AssessedCommitment]) -> dict[str, in
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(LabelledResponse.model_fields)
 
 
+MINED, TEMPLATED = "mined", "templated"
+
+
+def source_kind(source: str) -> str:
+    """Where a request came from, as the paper's Table 12 groups it: mined (SLURP, Bitext) or templated."""
+    return TEMPLATED if source == "template" else MINED
+
+
 def to_frame(rows: Iterable[LabelledResponse]) -> pd.DataFrame:
-    """A DataFrame with one column per ``LabelledResponse`` field; enum values become plain strings."""
+    """A DataFrame with one column per ``LabelledResponse`` field (enum values as plain strings), and
+    ``source_kind`` (mined or templated) read from ``source``."""
     records = [row.model_dump(mode="json") for row in rows]
-    return pd.DataFrame.from_records(records, columns=list(REQUIRED_COLUMNS))
+    frame = pd.DataFrame.from_records(records, columns=list(REQUIRED_COLUMNS))
+    frame["source_kind"] = [source_kind(str(s)) for s in frame["source"]]
+    return frame
 
 
 def check_frame(frame: pd.DataFrame) -> None:

@@ -61,6 +61,11 @@ from commitbench.judges.followup.rules import CHECKER_NAME
 from commitbench.judges.labelling import MixedLabellersError
 
 GROUP = ["setup", "variant", "persona", "model"]
+# The paper's Table 12: rates by request source and by category, both personas pooled.
+BY_SOURCE = ["source_kind", "setup", "variant", "model", "arm"]
+BY_CATEGORY = ["category", "setup", "variant", "model", "arm"]
+BREAKDOWN_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr", "unanchored_rate",
+                     "deferral_rate")
 PAIRED_METRICS = ("failure_rate", "over_refusal_rate", "false_claim_rate", "ecr")
 FIGURE_FILE = "outcomes.png"
 FOREST_FILE = "comparisons.png"
@@ -180,12 +185,26 @@ class FollowupReport(BaseModel):
     title: str = Field(default="", description="Title naming the kind of checker whose labels the tables use.")
     judge: str = Field(description="The checker whose labels the tables use.")
     checker_kind: str = Field(description="'offline baseline checker' or 'LLM checker'.")
+    profile: str = Field(
+        default="commitbench",
+        description="The run's profile (paper or commitbench), with any option set apart from it; see "
+        "docs/validity.md.",
+    )
     responses: int = Field(description="Labelled responses in the tables.")
     judge_errors: int = Field(description="Responses the checker could not label (left out).")
     n_boot: int = Field(description="Bootstrap replicates.")
     outcomes: list[dict[str, Any]] = Field(description="Outcome shares, failure and over-refusal rates per group.")
     headline: list[dict[str, Any]] = Field(description="Headline rates with 95% intervals clustered by request.")
     fix_differences: list[dict[str, Any]] = Field(description="Each arm minus the plain arm on the same requests.")
+    by_source: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Headline rates by request source (mined, templated) x setup x variant x model x arm, both "
+        "personas pooled (the paper's Table 12): templated requests fill the categories where models promise most.",
+    )
+    by_category: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The same by request category x setup x variant x model x arm.",
+    )
     comparisons: list[Comparison] = Field(
         default_factory=list,
         description="Model a minus model b per setup x variant for every headline rate (pairs asked for, thinking "
@@ -211,6 +230,7 @@ class FollowupReport(BaseModel):
         """The tables; each number's cell links to the runs behind it (``detail`` changes nothing here)."""
         views = [_outcome_view(self)]
         views.append(_headline_view(self))
+        views.extend(_breakdown_views(self))
         if self.fix_differences:
             views.append(_difference_view(self))
         views.extend(comparison_views(self.comparisons, self.cost, ("model", "arm")))
@@ -219,7 +239,7 @@ class FollowupReport(BaseModel):
 
     def summary_lines(self) -> list[str]:
         lines = [
-            f"{self.title}: {self.responses} labelled responses, labels by {self.judge}, "
+            f"{self.title}: {self.responses} labelled responses, profile {self.profile}, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
             f"judge errors (left out): {self.judge_errors}",
             *(f"flag: {flag}" for flag in comparison_flags(self.comparisons)),
@@ -318,6 +338,25 @@ def _headline_view(report: FollowupReport) -> TableView:
     )
 
 
+def _breakdown_view(report: FollowupReport, records: list[dict[str, Any]], by: Sequence[str], what: str) -> TableView:
+    rows = [
+        [*_group(r, by), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high"), clusters=r.get(f"{m}_clusters"))
+                           for m in BREAKDOWN_METRICS)]
+        for r in records
+    ]
+    links = [[*(_runs(r, by) for _ in by), *(_runs(r, by, metric=[m]) for m in BREAKDOWN_METRICS)] for r in records]
+    return TableView(
+        title=f"Rates by {what} (%, both personas, 95% intervals clustered by request), {_by(report)}",
+        columns=[*by, *(HEADLINE[m] for m in BREAKDOWN_METRICS)], rows=rows, links=links,
+        numeric=[*(False for _ in by), *(True for _ in BREAKDOWN_METRICS)],
+    )
+
+
+def _breakdown_views(report: FollowupReport) -> list[TableView]:
+    return [_breakdown_view(report, report.by_source, BY_SOURCE, "request source"),
+            _breakdown_view(report, report.by_category, BY_CATEGORY, "request category")]
+
+
 def _difference_view(report: FollowupReport) -> TableView:
     group = [c for c in GROUP if c != "arm"]
     rows, links = [], []
@@ -407,7 +446,7 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
 
 def build_followup_report(
     rows: Sequence[LabelledResponse], errors: int, run_dir: Path | str, judge: str, checker_kind: str,
-    n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (),
+    n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (), profile: str = "commitbench",
 ) -> FollowupReport:
     """Every table of the labelled responses (pure)."""
     if n_boot < 1:
@@ -417,10 +456,12 @@ def build_followup_report(
     frame = to_frame(rows)
     return FollowupReport(
         title=report_title(checker_kind), run_dir=str(run_dir), judge=judge, checker_kind=checker_kind,
-        responses=len(rows), judge_errors=errors,
+        profile=profile, responses=len(rows), judge_errors=errors,
         n_boot=n_boot, outcomes=_records(outcome_table(frame, n_boot)),
         headline=_records(headline_table(frame, [*GROUP, "arm"], n_boot=n_boot)),
         fix_differences=_records(fix_differences(frame, n_boot)),
+        by_source=_records(headline_table(frame, BY_SOURCE, n_boot=n_boot, names=BREAKDOWN_METRICS)),
+        by_category=_records(headline_table(frame, BY_CATEGORY, n_boot=n_boot, names=BREAKDOWN_METRICS)),
         cost=list(cost),
         comparisons=model_comparisons(frame, pairs, cost, ("setup", "variant"), n_boot),
         comparisons_by_setup=model_comparisons(frame, pairs, cost, ("setup",), n_boot),
@@ -462,6 +503,8 @@ def write_followup_files(
     out.mkdir(parents=True, exist_ok=True)
     tables = [("outcomes", report.outcomes, _outcome_view(report)), ("headline", report.headline,
                                                                        _headline_view(report))]
+    by_source, by_category = _breakdown_views(report)
+    tables.extend([("by_source", report.by_source, by_source), ("by_category", report.by_category, by_category)])
     if report.fix_differences:
         tables.append(("fix_differences", report.fix_differences, _difference_view(report)))
     if report.follow_through is not None:

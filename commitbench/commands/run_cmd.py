@@ -308,6 +308,12 @@ def _ray_options(args: argparse.Namespace, config: Any) -> Any:
     if args.ray and any(m.local for m in config.models):
         raise UsageError("a local model (local: true) runs on this machine only; on a Ray cluster serve it with "
                          "'commitbench serve-local' on a node and list its URL as the model's base_url")
+    from commitbench.runner import arm_services
+
+    judge = config.judge.model
+    if args.ray and judge is not None and judge.local and any(arm_services(arm) for arm in config.interventions):
+        raise UsageError("the judge flags replies while cells play (the rewrite fix), and a local judge runs on this "
+                         "machine only; on a Ray cluster serve it with 'commitbench serve-local' and give its URL")
     return RayOptions(address=args.ray or None, workers=args.workers or 2)
 
 

@@ -25,6 +25,10 @@ model client and cache, and the command-line verbs, which read the suite from a 
   current version of the labeller stored under a name and whether it is offline (cheap), so that stored
   labels of another version are never read (:func:`commitbench.judges.labelling.check_versions`).
 * ``view``: its runs for the viewer (``commitbench view``): run-list columns, rows and transcript pages.
+* ``services(play)``: what its interventions need from the harness while cells play (the rewrite fix's
+  flagger), built from :class:`PlayServices` (the run's judge client, when its config names an LLM judge);
+  ``service_identity(name, judge)``: the identity of one such service under a judge config, which enters
+  the run key of every cell whose arm uses it (an intervention entry's ``services``).
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
 data; ``docs/architecture.md`` walks through one.
@@ -47,6 +51,7 @@ from commitbench.judges.labelling import Labeller, LabelRecord
 
 __all__ = [
     "AnnotationKit",
+    "PlayServices",
     "ReportOptions",
     "Suite",
     "SuiteReport",
@@ -57,6 +62,15 @@ __all__ = [
     "suites",
     "unregister_suite",
 ]
+
+
+@dataclass(frozen=True)
+class PlayServices:
+    """What the runner hands a suite's interventions while cells play."""
+
+    judge: Any = None  # the run's LLM judge as a ModelClient (through the run's cache), when the config names one
+    judge_style: Any = None  # its response-format style
+    judge_attempts: int = 3  # attempts per judge item before a judge error is recorded
 
 
 class SuiteReport(Protocol):
@@ -122,8 +136,11 @@ class Suite:
     calls_per_episode: Callable[[Any], int] = field(default=lambda episode: 1)
     chat_agent: type[Any] = ChatAgent
     default_max_model_calls_per_turn: int = 6
+    # The last model call of a turn offers no tools, so it gives the reply (the follow-up suite's turn loop).
+    closing_call_without_tools: bool = False
     reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
-    services: Callable[[], Mapping[str, Any]] = field(default=lambda: {})
+    services: Callable[[PlayServices], Mapping[str, Any]] = field(default=lambda play: {})
+    service_identity: Callable[[str, Any], dict[str, Any]] = field(default=lambda name, judge: {})
     view: Callable[[Path, str], RunSource] | None = None  # run dir, judge -> the runs for the viewer
     offline_labeller: str = "rules"
     episode_set_version: Callable[[BaseModel], str] | None = None

@@ -10,6 +10,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
+from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
@@ -27,22 +28,27 @@ from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSele
 from commitbench.episodes.followup.requests import followup_data_version
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.judges.followup.labellers import (
+    OFFLINE_NAME,
     CheckerLabeller,
     FollowupLabelRecord,
     arm_name,
     labeller_version,
+    llm_checker_version,
     make_checker,
+    offline_checker_version,
     trace_model,
 )
-from commitbench.judges.followup.llm import turn_from_parts
-from commitbench.judges.followup.rules import OfflineChecker, flags_reply
+from commitbench.judges.followup.llm import LLMChecker, turn_from_parts
+from commitbench.judges.followup.outcomes import FAILURE_LABELS
+from commitbench.judges.followup.rules import OfflineChecker, check_turn
 from commitbench.judges.followup.schemas import ResponseFormatStyle
-from commitbench.judges.labelling import Labeller, LabelRecord
+from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
-from commitbench.oracles.followup.fixes import ReplyDraft
-from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
+from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
+from commitbench.runner import read_manifest
+from commitbench.suites import AnnotationKit, PlayServices, ReportOptions, Suite, register_suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
-from commitbench.traces import EpisodeTrace, iter_latest_traces
+from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
 NAME = "followup"
 # Tool calls an episode may make before the environment ends it (the chat agent's own bound on tool
@@ -59,14 +65,60 @@ def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
     return gym.make(FOLLOWUP_ENV_ID, episodes=episodes, max_tool_calls=MAX_TOOL_CALLS, disable_env_checker=True)
 
 
-def offline_flagger(draft: ReplyDraft) -> bool:
-    """The offline checker's verdict on a draft reply: True when it labels it a failure."""
-    turn = turn_from_parts("draft", draft.factors, draft.user_message, draft.calls, draft.reply)
-    return flags_reply(turn)
+class OfflineFlagger:
+    """The offline checker as the rewrite fix's flagger (used when the run's config names no judge model)."""
+
+    name = OFFLINE_NAME
+
+    async def flag(self, draft: ReplyDraft) -> FlagVerdict:
+        turn = turn_from_parts("draft", draft.factors, draft.user_message, draft.calls, draft.reply)
+        result = check_turn(turn)
+        outcome = result.outcome.value if result.outcome is not None else None
+        return FlagVerdict(flagged=result.outcome in FAILURE_LABELS, checker=self.name, outcome=outcome,
+                           error=result.error)
 
 
-def services() -> Mapping[str, Any]:
-    return {"flagger": offline_flagger}
+class LLMFlagger:
+    """The LLM checker on the run's judge model as the rewrite fix's flagger; its calls go through the run's
+    cache and are recorded in the trace. A judge that cannot be reached raises LabellerUnavailable (the cell
+    is an infrastructure failure, played again on resume); a judge error leaves the draft unflagged, recorded."""
+
+    def __init__(self, checker: LLMChecker) -> None:
+        self.checker = checker
+
+    @property
+    def name(self) -> str:
+        return self.checker.name
+
+    async def flag(self, draft: ReplyDraft) -> FlagVerdict:
+        turn = turn_from_parts("draft", draft.factors, draft.user_message, draft.calls, draft.reply)
+        result = await self.checker.check(turn)
+        calls = [ModelCallRecord(turn=0, purpose="flagger", cache_key=c.cache_key, cache_hit=c.cache_hit,
+                                 text=c.raw, error=c.error) for c in result.calls]
+        outcome = result.outcome.value if result.outcome is not None else None
+        return FlagVerdict(flagged=result.outcome in FAILURE_LABELS, checker=self.name, outcome=outcome,
+                           error=result.error, calls=calls)
+
+
+def services(play: PlayServices) -> Mapping[str, Any]:
+    """The rewrite fix's flagger: the run's configured checker (the LLM checker on its judge model when the
+    config names one, else the offline checker)."""
+    if play.judge is None:
+        return {FLAGGER: OfflineFlagger()}
+    style = play.judge_style or ResponseFormatStyle.JSON_SCHEMA
+    return {FLAGGER: LLMFlagger(LLMChecker(play.judge, max_attempts=play.judge_attempts, style=style))}
+
+
+def service_identity(name: str, judge: Any) -> dict[str, Any]:
+    """The identity of a service under the run's judge config: which checker flags, on which model, which version."""
+    if name != FLAGGER:
+        raise ValueError(f"the follow-up suite has no service {name!r}")
+    model = getattr(judge, "model", None)
+    if getattr(judge, "kind", "rules") != "llm" or model is None:
+        return {"checker": OFFLINE_NAME, "version": offline_checker_version()}
+    settings = pin_judge_settings(model.model_settings(local_alias=DEFAULT_ALIAS))
+    return {"checker": "llm", "model": settings.identity(), "response_format": judge.response_format,
+            "max_attempts": judge.max_attempts, "version": llm_checker_version()}
 
 
 def labeller(
@@ -75,6 +127,14 @@ def labeller(
 ) -> Labeller[LabelRecord]:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``)."""
     return CheckerLabeller(make_checker(kind, client, style, max_attempts))
+
+
+def profile_of(run_dir: Path) -> str:
+    """The run's profile, with any option set apart from it ('unknown' for a directory without a manifest)."""
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return "unknown (no manifest)"
+    return FollowupSelection.model_validate(manifest.config.get("episodes") or {}).profile_label()
 
 
 def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
@@ -100,7 +160,8 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     cost = cost_table(costs, ("model", "arm"))
     players = sorted({r.model for r in rows})
     pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)
-    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost)
+    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
+                                  profile=profile_of(run_dir))
     if options.write_files:
         built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
     return built
@@ -180,8 +241,11 @@ SUITE = Suite(
     prompt_hashes=prompt_hashes,
     calls_per_episode=calls_per_episode,
     chat_agent=FollowUpChatAgent,
+    # The paper's turn loop: at most five tool rounds, then one call without tools gives the reply.
     default_max_model_calls_per_turn=6,
+    closing_call_without_tools=True,
     services=services,
+    service_identity=service_identity,
     view=view,
     episode_set_version=lambda selection: str(followup_data_version()),
 )

@@ -52,6 +52,7 @@ from commitbench.envs.common import (
 from commitbench.envs.followup.runtime import Firing, FollowThroughRuntime, local_text
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.episodes.followup.episodes import FollowUpEpisode, select_followup_episodes
+from commitbench.episodes.followup.profile import StatedParagraph, followup_settings
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.episodes.followup.tools import bind_tools
@@ -93,6 +94,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         render_mode: str | None = None,
         max_tool_calls: int = 10,
         episodes: Sequence[FollowUpEpisode] | None = None,
+        profile: str = "commitbench",
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -103,7 +105,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             self.pool = list(episodes)
         else:
             self.pool = select_followup_episodes(
-                requests, setup, variant, persona, category, request_id, doability
+                requests, setup, variant, persona, category, request_id, doability, followup_settings(profile)
             )
         if not self.pool:
             raise ValueError("no episode matches the selection")
@@ -158,7 +160,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self._calls = 0
         self._done = False
         self._t0 = time.perf_counter()
-        own = self.suite.system_prompt(ep.setup, ep.persona, self.variant)
+        own = self.suite.system_prompt(ep.setup, ep.persona, self.variant, event_sentence=_event_sentence(ep))
         prompt = compose_system_prompt(own, [], extras.sections, ep, full=own)
         factors = ep.factors()
         factors["variant"] = self.variant.value
@@ -269,7 +271,8 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         if firing.reason == "session":
             session = self.episode.request.second_session
             assert session is not None
-            prompt = self.suite.system_prompt(self.episode.setup, self.episode.persona, self.variant, now=session.at)
+            prompt = self.suite.system_prompt(self.episode.setup, self.episode.persona, self.variant, now=session.at,
+                                              event_sentence=_event_sentence(self.episode))
             prompt = compose_system_prompt(prompt, [], self._extras.sections, self.episode, full=prompt)
             events.append(Event(kind=EventKind.SYSTEM, step=index, text=prompt))
             tools_changed = True
@@ -336,3 +339,8 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             else:
                 lines.append(f"[{e.sender}] {e.text}")
         return "\n".join(lines) + "\n"
+
+
+def _event_sentence(episode: FollowUpEpisode) -> bool:
+    """Whether the stated paragraph says that a task can wait for an event (the project's profile)."""
+    return episode.settings.stated_paragraph is StatedParagraph.COMMITBENCH

@@ -11,7 +11,7 @@ names the file and the field of any error.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -37,6 +37,11 @@ class DoabilityOverride(BaseModel):
     request_id: str = Field(description="Id of the request the override applies to.", min_length=1)
     setups: dict[SetupId, Doability] = Field(description="The cells that differ from the category's row.")
     reason: str = Field(description="Why this request differs from its category.", min_length=5)
+    only_under: dict[str, str] | None = Field(
+        default=None,
+        description="Settings under which alone the override applies (a profile option and its value, e.g. "
+        "{monitoring_doability: commitbench}); null: under every profile.",
+    )
 
     @model_validator(mode="after")
     def _not_empty(self) -> DoabilityOverride:
@@ -70,10 +75,15 @@ class DoabilityMatrix(BaseModel):
             seen.add(override.request_id)
         return self
 
-    def lookup(self, request_id: str, category: RequestCategory, setup: SetupId) -> Doability:
-        """The doability of one request in one setup (override first, then the category row)."""
+    def lookup(
+        self, request_id: str, category: RequestCategory, setup: SetupId, settings: Mapping[str, str] | None = None
+    ) -> Doability:
+        """The doability of one request in one setup under a profile's settings (an override that applies
+        first, then the category row). ``settings`` maps option names to values (null: the project's)."""
+        chosen = settings if settings is not None else project_settings()
         for override in self.overrides:
-            if override.request_id == request_id and setup in override.setups:
+            applies = override.only_under is None or all(chosen.get(k) == v for k, v in override.only_under.items())
+            if applies and override.request_id == request_id and setup in override.setups:
                 return override.setups[setup]
         return self.matrix[category][setup]
 
@@ -85,6 +95,13 @@ class DoabilityMatrix(BaseModel):
                 raise DoabilityFileError(
                     f"{source}: overrides.{index}.request_id: unknown request {override.request_id!r}"
                 )
+
+
+def project_settings() -> dict[str, str]:
+    """The project profile's settings as option values."""
+    from commitbench.episodes.followup.profile import FollowupSettings
+
+    return {name: value.value for name, value in FollowupSettings()}
 
 
 def _location(loc: tuple[Any, ...]) -> str:

@@ -14,11 +14,13 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from commitbench.episodes.followup.profile import FOLLOWUP_CHOICES, FollowupSettings, followup_settings
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.episodes.selection import narrow
+from commitbench.profiles import Profile, overrides
 
 FOLLOW_THROUGH_SUFFIX = "follow-through"
 
@@ -38,11 +40,18 @@ class FollowUpEpisode(BaseModel):
         description="Play on after the reply: what the agent scheduled comes due and must be delivered "
         "(docs/follow-through.md). Part of the id, so such runs never mix with single-turn ones.",
     )
+    settings: FollowupSettings = Field(
+        default_factory=FollowupSettings,
+        description="The profile's design choices the episode plays under (docs/validity.md); other settings "
+        "than the project's are part of the id.",
+    )
 
     @property
     def base_id(self) -> str:
-        """request:setup:variant:persona, whatever the mode."""
-        return f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
+        """request:setup:variant:persona[:profile], whatever the mode (':paper' under the paper profile)."""
+        tag = self.settings.tag()
+        base = f"{self.request.id}:{self.setup.value}:{self.variant.value}:{self.persona.value}"
+        return f"{base}:{tag}" if tag else base
 
     @property
     def id(self) -> str:
@@ -92,17 +101,19 @@ def build_episodes(
     variants: Sequence[Variant],
     personas: Sequence[Persona],
     doability: Callable[[FollowupRequest, SetupId], Doability],
+    settings: FollowupSettings | None = None,
 ) -> list[FollowUpEpisode]:
     """Every (request, setup, variant, persona) combination: each request under every persona given."""
     if not personas:
         raise ValueError("at least one persona is needed (both: every request under each)")
+    settings = settings or FollowupSettings()
     episodes = []
     for request, setup, variant in itertools.product(requests, setups, variants):
         for persona in personas:
             episodes.append(
                 FollowUpEpisode(
                     request=request, setup=setup, variant=variant, persona=persona,
-                    doability=doability(request, setup),
+                    doability=doability(request, setup), settings=settings,
                 )
             )
     return episodes
@@ -116,10 +127,12 @@ def select_followup_episodes(
     category: str | Sequence[str] | None = None,
     request_id: str | Sequence[str] | None = None,
     doability: Callable[[FollowupRequest, SetupId], Doability] | None = None,
+    settings: FollowupSettings | None = None,
 ) -> list[FollowUpEpisode]:
     """The episodes of a selection; an unknown setup, variant, persona, category or request id is an error.
 
     ``persona=None`` plays every request under both personas (crossed); ``variant=None`` plays the inferred one.
+    ``settings`` are the profile's choices (default: the project's); they also pick the doability overrides.
     """
     if requests is None:
         from commitbench.episodes.followup.requests import load_requests
@@ -139,7 +152,8 @@ def select_followup_episodes(
         if unknown:
             raise ValueError(f"unknown request id(s) {unknown} in this selection")
         chosen = [r for r in chosen if r.id in wanted]
-    return build_episodes(chosen, setups, variants, personas, doability or _packaged_doability)
+    settings = settings or FollowupSettings()
+    return build_episodes(chosen, setups, variants, personas, doability or _packaged_doability(settings), settings)
 
 
 def full_run_size(requests: int) -> int:
@@ -147,10 +161,16 @@ def full_run_size(requests: int) -> int:
     return requests * len(SetupId) * len(Variant) * len(Persona)
 
 
-def _packaged_doability(request: FollowupRequest, setup: SetupId) -> Doability:
+def _packaged_doability(settings: FollowupSettings) -> Callable[[FollowupRequest, SetupId], Doability]:
+    """The packaged matrix's doability under a profile's settings."""
     from commitbench.episodes.followup.doability import load_doability
 
-    return load_doability().lookup(request.id, request.category, setup)
+    options = {name: value.value for name, value in settings}
+
+    def lookup(request: FollowupRequest, setup: SetupId) -> Doability:
+        return load_doability().lookup(request.id, request.category, setup, options)
+
+    return lookup
 
 
 
@@ -185,6 +205,35 @@ class FollowupSelection(BaseModel):
         "still taken on the first turn). Off: single-turn episodes, as in the original study. Episode ids carry "
         "':follow-through' when on.",
     )
+    profile: Profile = Field(
+        default=Profile.COMMITBENCH,
+        description="paper: the paper's design (its stated paragraphs, its doability); commitbench: the project's "
+        "own choices (docs/validity.md lists every difference). A config's top-level 'profile' sets it.",
+    )
+    stated_paragraph: str | None = Field(
+        default=None, description="The stated paragraph's facts, commitbench or paper (null: the profile's)."
+    )
+    monitoring_doability: str | None = Field(
+        default=None,
+        description="C2 doability of monitoring requests whose source no tool reads, commitbench (partial) or paper "
+        "(doable); null: the profile's.",
+    )
+
+    @model_validator(mode="after")
+    def _fits_profile(self) -> FollowupSelection:
+        self.settings()  # an option that contradicts the paper profile is refused here, naming it
+        return self
+
+    def settings(self) -> FollowupSettings:
+        """The design choices these episodes play under: the profile's, with the options set here."""
+        return followup_settings(self.profile, **{c.option: getattr(self, c.option) for c in FOLLOWUP_CHOICES})
+
+    def profile_label(self) -> str:
+        """The profile, and any option set apart from it ('commitbench (stated_paragraph: paper)')."""
+        values = {name: value.value for name, value in self.settings()}
+        changed = overrides(self.profile, values, FOLLOWUP_CHOICES)
+        extra = ", ".join(f"{name}: {value}" for name, value in changed.items())
+        return f"{self.profile.value} ({extra})" if extra else self.profile.value
 
     def select(
         self,
@@ -209,6 +258,7 @@ class FollowupSelection(BaseModel):
             category=[c.value for c in self.categories] if self.categories else None,
             request_id=self.requests,
             doability=doability,
+            settings=self.settings(),
         )
         if self.follow_through:
             chosen = [e.model_copy(update={"follow_through": True}) for e in chosen]

@@ -269,21 +269,27 @@ class SuiteSetups(BaseModel):
     def persona_prompt(self, persona: Persona) -> str:
         return self.personas[persona].prompt.strip()
 
-    def stated_paragraph(self, setup: SetupId) -> str:
-        return render_stated_paragraph(self.setups[setup].properties, self._tools_of(setup))
+    def stated_paragraph(self, setup: SetupId, event_sentence: bool = True) -> str:
+        """The stated variant's paragraph; ``event_sentence`` False leaves out that a task can wait for an event
+        (the paper's paragraph, which gives exactly its facts)."""
+        return render_stated_paragraph(self.setups[setup].properties, self._tools_of(setup), event_sentence)
 
     def _tools_of(self, setup: SetupId) -> list[ToolDefinition]:
         return [self.tool(n) for n in self.setups[setup].tools]
 
-    def system_prompt(self, setup: SetupId, persona: Persona, variant: Variant, now: datetime | None = None) -> str:
+    def system_prompt(
+        self, setup: SetupId, persona: Persona, variant: Variant, now: datetime | None = None,
+        event_sentence: bool = True,
+    ) -> str:
         """Persona, then (stated variant only) the persistence paragraph, then the current time.
 
         The order keeps the part shared by most prompts first, for server-side prefix caching. ``now`` is
-        the fixed current time unless a later session of a follow-through episode gives its own.
+        the fixed current time unless a later session of a follow-through episode gives its own;
+        ``event_sentence`` is the profile's choice of the paragraph's facts (see :meth:`stated_paragraph`).
         """
         parts = [self.persona_prompt(persona)]
         if variant is Variant.STATED:
-            parts.append(self.stated_paragraph(setup))
+            parts.append(self.stated_paragraph(setup, event_sentence))
         parts.append(current_time_sentence(now or self.current_time))
         return "\n\n".join(parts)
 
@@ -298,8 +304,11 @@ def current_time_sentence(now: datetime) -> str:
     return f"It is now {now:%A}, {now.day} {now:%B %Y}, {now:%H:%M} in the user's time zone."
 
 
-def render_stated_paragraph(properties: PersistenceProperties, tools: list[ToolDefinition]) -> str:
-    """Plain facts about what persists after a turn, one sentence per property, and no advice."""
+def render_stated_paragraph(
+    properties: PersistenceProperties, tools: list[ToolDefinition], event_sentence: bool = True
+) -> str:
+    """Plain facts about what persists after a turn, one sentence per property, and no advice (``event_sentence``
+    False: the paper's facts, without the one that a task can wait for a named event)."""
 
     def enabling(capability: Capability) -> list[str]:
         return [t.name for t in tools if capability in t.enables]
@@ -316,7 +325,7 @@ def render_stated_paragraph(properties: PersistenceProperties, tools: list[ToolD
             "You run only when the user sends a message; you cannot do anything between messages "
             "or after this conversation ends."
         )
-    if properties.watches_events:
+    if properties.watches_events and event_sentence:
         sentences.append(
             f"A task created with {_join_or(enabling(Capability.WATCH_EVENT))} can wait for a named event "
             "instead of a fixed time."
