@@ -33,6 +33,7 @@ from commitbench.mockserver import ReplySpec, ToolCallSpec
 from commitbench.oracles.followup.fixes import render_capability_card
 from commitbench.profiles import ProfileError, profile_table
 from commitbench.runner import RunStatus, expand_cells, run_experiment, select_config_episodes
+from commitbench.suites import ReportOptions, get_suite
 from commitbench.traces import latest_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,8 @@ def test_without_a_judge_model_the_offline_checker_flags_and_says_so(mock_server
     (revision,) = trace.turns[0].revisions
     assert revision.flagged_by == "rules" and not [c for c in trace.model_calls if c.purpose == "flagger"]
     assert all(r["body"]["model"] == "mock-model" for r in mock_server.requests())
+    report = get_suite("followup").report(tmp_path / "rules", ReportOptions(n_boot=20, write_files=False))
+    assert {r["arm"] for r in report.headline} == {"rewrite (offline flagger)"}  # every table says so
 
 
 # ------------------------------------------------------------------ 2: fix A's card gives the paper's directives

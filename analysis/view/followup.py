@@ -43,7 +43,7 @@ from commitbench.analysis.view.transcript import (
 )
 from commitbench.episodes.followup.setups import SuiteSetups
 from commitbench.episodes.followup.vocabulary import Persona, SetupId
-from commitbench.judges.followup.labellers import FollowupLabelRecord, arm_name, trace_model
+from commitbench.judges.followup.labellers import FollowupLabelRecord, trace_arm, trace_model
 from commitbench.judges.followup.llm import turn_from_trace
 from commitbench.traces import EpisodeTrace
 
@@ -163,7 +163,7 @@ def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[
         "source": str(factors.get("source", "")), "setup": str(factors.get("setup", "")),
         "variant": str(factors.get("variant", "")), "persona": str(factors.get("persona", "")),
         "doability": str(factors.get("doability", "")), "model": record.model if record else trace_model(trace),
-        "arm": record.arm if record else arm_name(trace.interventions), "sample": trace.sample,
+        "arm": record.arm if record else trace_arm(trace), "sample": trace.sample,
     }
     if labelled is not None:
         row.update(labelled.model_dump(mode="json"))

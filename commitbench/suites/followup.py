@@ -31,11 +31,11 @@ from commitbench.judges.followup.labellers import (
     OFFLINE_NAME,
     CheckerLabeller,
     FollowupLabelRecord,
-    arm_name,
     labeller_version,
     llm_checker_version,
     make_checker,
     offline_checker_version,
+    trace_arm,
     trace_model,
 )
 from commitbench.judges.followup.llm import LLMChecker, turn_from_parts
@@ -156,7 +156,7 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     rows, errors = responses_from_records(records)
     kind = checker_kind(labeller_of(records, judge))
     traces = iter_latest_traces(run_dir)
-    costs = cost_frame(traces, {"model": trace_model, "arm": lambda t: arm_name(t.interventions)})
+    costs = cost_frame(traces, {"model": trace_model, "arm": trace_arm})
     cost = cost_table(costs, ("model", "arm"))
     players = sorted({r.model for r in rows})
     pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)

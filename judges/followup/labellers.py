@@ -77,9 +77,20 @@ class Checker(Protocol):
     async def check(self, turn: FollowUpTurn) -> CheckResult: ...
 
 
-def arm_name(interventions: Sequence[str]) -> str:
-    """The arm label of a trace's intervention names ('none' for the plain environment)."""
-    return "+".join(interventions) if interventions else NO_ARM
+def arm_name(interventions: Sequence[str], flagger: str | None = None) -> str:
+    """The arm label of a trace's intervention names ('none' for the plain environment). A rewrite arm whose
+    flagger was the offline checker says so (``rewrite (offline flagger)``): its numbers are not those of the
+    paper's fix, whose flagger is the LLM checker."""
+    if not interventions:
+        return NO_ARM
+    names = [f"{n} (offline flagger)" if n == "rewrite" and flagger == OFFLINE_NAME else n for n in interventions]
+    return "+".join(names)
+
+
+def trace_arm(trace: EpisodeTrace) -> str:
+    """The arm label of a trace (its interventions, and which checker flagged for a rewrite arm)."""
+    flagger = trace.factors.get("flagger")
+    return arm_name(trace.interventions, str(flagger) if flagger is not None else None)
 
 
 def trace_model(trace: EpisodeTrace) -> str:
@@ -151,5 +162,5 @@ class CheckerLabeller:
             run_key=trace.run_key, labeller=self.name, error=result.error, judge_errors=ungraded,
             labeller_version=self.version,
             model=trace_model(trace),
-            arm=arm_name(trace.interventions), sample=trace.sample, turn=turn, result=result,
+            arm=trace_arm(trace), sample=trace.sample, turn=turn, result=result,
         )

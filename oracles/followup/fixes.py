@@ -221,7 +221,10 @@ class DetectAndRewrite(Intervention):
         self._last_info: dict[str, Any] = {}
 
     def extras(self) -> EnvExtras:
-        return EnvExtras(prompt_hashes={"intervention:rewrite": text_hash(prompt_text(REWRITE_PROMPT))})
+        return EnvExtras(
+            factors={"flagger": self.flagger.name},  # which checker flags: tables name an offline flagger
+            prompt_hashes={"intervention:rewrite": text_hash(prompt_text(REWRITE_PROMPT))},
+        )
 
     def begin(self, info: dict[str, Any]) -> None:
         self._factors = dict(info[PRIVILEGED_KEY]["episode"])
