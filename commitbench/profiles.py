@@ -17,10 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import Enum
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Profile", "ProfileChoice", "ProfileError", "overrides", "profile_table", "resolve_options"]
+__all__ = [
+    "Profile",
+    "ProfileChoice",
+    "ProfileError",
+    "ProfiledSelection",
+    "overrides",
+    "profile_table",
+    "resolve_options",
+    "settings_for",
+]
+
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 
 class Profile(str, Enum):
@@ -65,6 +77,49 @@ def resolve_options(
             )
         values[choice.option] = explicit if explicit is not None else choice.value(profile)
     return values
+
+
+def _option_text(value: Any) -> str | None:
+    return None if value is None else value.value if isinstance(value, Enum) else str(value)
+
+
+def settings_for(
+    model: type[SettingsT], profile: Profile | str, choices: Sequence[ProfileChoice], given: Mapping[str, Any]
+) -> SettingsT:
+    """A suite's settings model for ``profile`` with the options ``given`` (None: the profile's)."""
+    options = {name: _option_text(value) for name, value in given.items()}
+    return model.model_validate(resolve_options(Profile(profile), options, choices))
+
+
+class ProfiledSelection(BaseModel):
+    """An episode filter with a profile and the profile's options (a suite's filter derives from it and names its
+    choices in ``CHOICES``); an option that contradicts the paper profile is refused when the filter is made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    CHOICES: ClassVar[tuple[ProfileChoice, ...]] = ()
+
+    profile: Profile = Field(
+        default=Profile.COMMITBENCH,
+        description="paper: the suite's design as its paper ran it (a replication); commitbench: the project's own "
+        "choices (docs/validity.md lists every difference). A config's top-level 'profile' sets it.",
+    )
+
+    def options(self) -> dict[str, str]:
+        """Every choice's value for these episodes: the option set here, else the profile's."""
+        given = {c.option: _option_text(getattr(self, c.option)) for c in self.CHOICES}
+        return resolve_options(self.profile, given, self.CHOICES)
+
+    def profile_label(self) -> str:
+        """The profile, and any option set apart from it: 'commitbench' or 'commitbench (creditor_replies: paper)'."""
+        changed = overrides(self.profile, self.options(), self.CHOICES)
+        extra = ", ".join(f"{name}: {value}" for name, value in changed.items())
+        return f"{self.profile.value} ({extra})" if extra else self.profile.value
+
+    @model_validator(mode="after")
+    def _fits_profile(self) -> ProfiledSelection:
+        self.options()  # raises ProfileError (a ValueError) naming an option that contradicts the paper profile
+        return self
 
 
 def overrides(profile: Profile, values: Mapping[str, str], choices: Sequence[ProfileChoice]) -> dict[str, str]:

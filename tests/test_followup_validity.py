@@ -203,6 +203,18 @@ def test_the_report_gives_every_rate_by_source_and_by_category():
 
 
 # ------------------------------------------------------------------ 5: five tool rounds, then a reply
+def _play_c1(base_url: str, tmp_path: Path) -> Any:
+    """rem-001 in C1 on the scripted model; its one trace."""
+    config = ExperimentConfig.model_validate({
+        "env": FOLLOWUP_ENV_ID, "agents": ["chat"], "models": [_entry("tested", "mock-model", base_url)],
+        "episodes": {"setups": ["C1"], "variants": ["inferred"], "personas": ["generic"], "requests": ["rem-001"],
+                     "request_file": _write_requests(tmp_path)},
+    })
+    assert run_experiment(config, tmp_path / "run").status is RunStatus.COMPLETE
+    (trace,) = latest_traces(tmp_path / "run")
+    return trace
+
+
 def test_a_turn_has_at_most_five_tool_rounds_and_a_closing_call_without_tools_gives_the_reply(mock_server, tmp_path):
     def respond(request: dict[str, Any]) -> ReplySpec:
         if request.get("tools"):
@@ -210,13 +222,7 @@ def test_a_turn_has_at_most_five_tool_rounds_and_a_closing_call_without_tools_gi
         return ReplySpec(text="It is ten o'clock; I cannot remind you later.")
 
     mock_server.set_responder(respond)
-    config = ExperimentConfig.model_validate({
-        "env": FOLLOWUP_ENV_ID, "agents": ["chat"], "models": [_entry("tested", "mock-model", mock_server.base_url)],
-        "episodes": {"setups": ["C1"], "variants": ["inferred"], "personas": ["generic"], "requests": ["rem-001"],
-                     "request_file": _write_requests(tmp_path)},
-    })
-    assert run_experiment(config, tmp_path / "run").status is RunStatus.COMPLETE
-    (trace,) = latest_traces(tmp_path / "run")
+    trace = _play_c1(mock_server.base_url, tmp_path)
     bodies = [r["body"] for r in mock_server.requests()]
     assert [bool(b.get("tools")) for b in bodies] == [True] * 5 + [False]
     assert len(trace.turns[0].calls) == 5 and trace.turns[0].reply.startswith("It is ten o'clock")
@@ -230,13 +236,7 @@ def test_a_turn_that_still_ends_without_text_is_recorded_so(mock_server, tmp_pat
         return ReplySpec(text="")
 
     mock_server.set_responder(respond)
-    config = ExperimentConfig.model_validate({
-        "env": FOLLOWUP_ENV_ID, "agents": ["chat"], "models": [_entry("tested", "mock-model", mock_server.base_url)],
-        "episodes": {"setups": ["C1"], "variants": ["inferred"], "personas": ["generic"], "requests": ["rem-001"],
-                     "request_file": _write_requests(tmp_path)},
-    })
-    assert run_experiment(config, tmp_path / "run").status is RunStatus.COMPLETE
-    (trace,) = latest_traces(tmp_path / "run")
+    trace = _play_c1(mock_server.base_url, tmp_path)
     notices = [c.error for c in trace.model_calls if c.purpose == "notice"]
     assert notices and notices[0].startswith("no_reply: 5 tool rounds")
     assert not trace.turns[0].reply

@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.episodes.followup.profile import FOLLOWUP_CHOICES, FollowupSettings, followup_settings
+from commitbench.episodes.followup.profile import FOLLOWUP_CHOICES, FollowupSettings
 from commitbench.episodes.followup.requests import FollowupRequest
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.episodes.selection import narrow
-from commitbench.profiles import Profile, overrides
+from commitbench.profiles import ProfiledSelection
 
 FOLLOW_THROUGH_SUFFIX = "follow-through"
 
@@ -175,10 +175,10 @@ def _packaged_doability(settings: FollowupSettings) -> Callable[[FollowupRequest
 
 
 
-class FollowupSelection(BaseModel):
+class FollowupSelection(ProfiledSelection):
     """The follow-up suite's episode filter; every list is optional (null: all values)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    CHOICES = FOLLOWUP_CHOICES
 
     setups: list[SetupId] | None = Field(default=None, description="Setups C0-C4 (null: all five).")
     variants: list[Variant] | None = Field(default=None, description="inferred and/or stated (null: both).")
@@ -205,11 +205,6 @@ class FollowupSelection(BaseModel):
         "still taken on the first turn). Off: single-turn episodes, as in the original study. Episode ids carry "
         "':follow-through' when on.",
     )
-    profile: Profile = Field(
-        default=Profile.COMMITBENCH,
-        description="paper: the paper's design (its stated paragraphs, its doability); commitbench: the project's "
-        "own choices (docs/validity.md lists every difference). A config's top-level 'profile' sets it.",
-    )
     stated_paragraph: str | None = Field(
         default=None, description="The stated paragraph's facts, commitbench or paper (null: the profile's)."
     )
@@ -219,21 +214,9 @@ class FollowupSelection(BaseModel):
         "(doable); null: the profile's.",
     )
 
-    @model_validator(mode="after")
-    def _fits_profile(self) -> FollowupSelection:
-        self.settings()  # an option that contradicts the paper profile is refused here, naming it
-        return self
-
     def settings(self) -> FollowupSettings:
         """The design choices these episodes play under: the profile's, with the options set here."""
-        return followup_settings(self.profile, **{c.option: getattr(self, c.option) for c in FOLLOWUP_CHOICES})
-
-    def profile_label(self) -> str:
-        """The profile, and any option set apart from it ('commitbench (stated_paragraph: paper)')."""
-        values = {name: value.value for name, value in self.settings()}
-        changed = overrides(self.profile, values, FOLLOWUP_CHOICES)
-        extra = ", ".join(f"{name}: {value}" for name, value in changed.items())
-        return f"{self.profile.value} ({extra})" if extra else self.profile.value
+        return FollowupSettings.model_validate(self.options())
 
     def select(
         self,

@@ -13,7 +13,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.profiles import Profile, ProfileChoice, resolve_options
+from commitbench.profiles import Profile, ProfileChoice, settings_for
 
 SUITE = "followup"
 
@@ -76,10 +76,7 @@ class FollowupSettings(BaseModel):
 def followup_settings(profile: Profile | str = Profile.COMMITBENCH, **given: str | Enum | None) -> FollowupSettings:
     """The settings of ``profile`` with the options ``given`` (None: the profile's); raises
     :class:`~commitbench.profiles.ProfileError` when an option contradicts the paper profile."""
-    options = {k: (None if v is None else v.value if isinstance(v, Enum) else str(v)) for k, v in given.items()}
-    return FollowupSettings.model_validate(resolve_options(Profile(profile), options, FOLLOWUP_CHOICES))
+    return settings_for(FollowupSettings, profile, FOLLOWUP_CHOICES, given)
 
 
-PROFILE_SETTINGS: dict[Profile, FollowupSettings] = {
-    profile: FollowupSettings.model_validate(resolve_options(profile, {}, FOLLOWUP_CHOICES)) for profile in Profile
-}
+PROFILE_SETTINGS: dict[Profile, FollowupSettings] = {profile: followup_settings(profile) for profile in Profile}

@@ -9,13 +9,12 @@ episodes with different ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.spec import NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
-from commitbench.profiles import Profile, ProfileChoice, resolve_options
+from commitbench.profiles import Profile, ProfileChoice, settings_for
 
 SUITE = "standing"
 
@@ -72,14 +71,7 @@ class StandingSettings(BaseModel):
 def standing_settings(profile: Profile | str = Profile.COMMITBENCH, **given: str | Enum | None) -> StandingSettings:
     """The settings of ``profile`` with the options ``given`` (None: the profile's); raises
     :class:`~commitbench.profiles.ProfileError` when an option contradicts the paper profile."""
-    options = {k: (None if v is None else v.value if isinstance(v, Enum) else str(v)) for k, v in given.items()}
-    values = resolve_options(Profile(profile), options, STANDING_CHOICES)
-    return StandingSettings.model_validate(values)
-
-
-def settings_options(settings: StandingSettings) -> Mapping[str, str]:
-    """The settings as option values (what :func:`~commitbench.profiles.overrides` compares)."""
-    return {name: value.value for name, value in settings}
+    return settings_for(StandingSettings, profile, STANDING_CHOICES, given)
 
 
 PROFILE_SETTINGS: dict[Profile, StandingSettings] = {profile: standing_settings(profile) for profile in Profile}

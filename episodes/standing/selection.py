@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from commitbench.episodes.selection import narrow
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.profile import STANDING_CHOICES, StandingSettings, standing_settings
+from commitbench.episodes.standing.profile import STANDING_CHOICES, StandingSettings
 from commitbench.episodes.standing.spec import NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
-from commitbench.profiles import Profile, overrides
+from commitbench.profiles import ProfiledSelection
 
 
-class StandingSelection(BaseModel):
+class StandingSelection(ProfiledSelection):
     """The standing suite's episode filter; every list is optional (null: all values)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    CHOICES = STANDING_CHOICES
 
     split: str | None = Field(default=None, description="dev or test (null: both).")
     cells: list[str] | None = Field(default=None, description="Cell ids, e.g. BASE, PEER-DIRECT.")
@@ -31,11 +31,6 @@ class StandingSelection(BaseModel):
         default=None,
         description="An episode data directory (null: the shipped one, episodes/data/standing). A relative path "
         "is made absolute against the working directory, so the manifest names the directory played.",
-    )
-    profile: Profile = Field(
-        default=Profile.COMMITBENCH,
-        description="paper: the paper's design, every choice as the paper ran it (a replication); commitbench: the "
-        "project's own choices (docs/validity.md lists every difference). A config's top-level 'profile' sets it.",
     )
     creditor_replies: ReplyRule | None = Field(
         default=None,
@@ -65,21 +60,9 @@ class StandingSelection(BaseModel):
             )
         return data
 
-    @model_validator(mode="after")
-    def _fits_profile(self) -> StandingSelection:
-        self.settings()  # an option that contradicts the paper profile is refused here, naming it
-        return self
-
     def settings(self) -> StandingSettings:
         """The design choices these episodes compile under: the profile's, with the options set here."""
-        return standing_settings(self.profile, **{c.option: getattr(self, c.option) for c in STANDING_CHOICES})
-
-    def profile_label(self) -> str:
-        """The profile, and any option set apart from it: 'commitbench' or 'commitbench (creditor_replies: paper)'."""
-        values = {name: value.value for name, value in self.settings()}
-        changed = overrides(self.profile, values, STANDING_CHOICES)
-        extra = ", ".join(f"{name}: {value}" for name, value in changed.items())
-        return f"{self.profile.value} ({extra})" if extra else self.profile.value
+        return StandingSettings.model_validate(self.options())
 
     @field_validator("data")
     @classmethod
