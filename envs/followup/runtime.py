@@ -36,10 +36,11 @@ grade can tell facts a tool supplied from facts the agent made up. The team look
 with the ticket's text as its query.
 
 :meth:`FollowThroughRuntime.next_firing` says what comes due next (earliest first, then ledger id); the
-environment moves the clock there, fires it (:meth:`fire`, a ``fired`` audit event with the due time)
-and opens a new agent turn with :meth:`notice`; when the turn ends, :meth:`close_turn` records a
-``delivered`` event for each fired item the turn delivered and a ``failed`` one for each it did not.
-At most ``MAX_FIRINGS`` agent turns are opened, and nothing due more than ``HORIZON`` after the current
+environment moves the clock there and fires it (:meth:`fire`, a ``fired`` audit event with the due time;
+a reminder or the team's act is delivered there and then). A task or a later conversation opens a new
+agent turn with :meth:`notice`; when the turn ends, :meth:`close_turn` records a ``delivered`` event for
+each fired item the turn delivered and a ``failed`` one for each it did not.
+At most ``MAX_FIRINGS`` firings happen, and nothing due more than ``HORIZON`` after the current
 time fires. :meth:`audit` is the ledger's whole audit trail, which the trace keeps.
 """
 
