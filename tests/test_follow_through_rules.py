@@ -13,11 +13,13 @@ from commitbench.episodes.followup.matching import (
     TimeWindow,
     content_match,
     content_words,
+    days_of,
     resolve_time,
     time_fits,
+    times_disagree,
 )
 from commitbench.episodes.followup.setups import CURRENT_TIME, load_setups
-from commitbench.episodes.followup.vocabulary import Capability, Doability, SetupId
+from commitbench.episodes.followup.vocabulary import Capability, Doability, RequestCategory, SetupId
 from commitbench.judges.followup.arguments import (
     CallView,
     TimeCheck,
@@ -29,9 +31,12 @@ from commitbench.judges.followup.feasibility import assess_feasibility, enabling
 from commitbench.judges.followup.follow_through import (
     FollowThroughGrade,
     FollowThroughRecord,
+    FollowThroughTarget,
     KeptItemRecord,
     apply_delivery_verdict,
-    grade_commitment,
+    follow_through_target,
+    grade_request,
+    needs_outside_facts,
 )
 from commitbench.judges.followup.outcomes import PAPER_LABEL, AssessedCommitment, OutcomeLabel, derive_outcome
 from commitbench.judges.followup.schemas import DetectedCommitment, Performer, ResponseJudgeOutput, TriggerType
@@ -286,56 +291,145 @@ def item(**fields: object) -> KeptItemRecord:
     return KeptItemRecord.model_validate(base)
 
 
-def record(*items: KeptItemRecord, event_at: datetime | None = None) -> FollowThroughRecord:
-    return FollowThroughRecord(current_time=NOW, event_at=event_at, items=list(items))
+def record(*items: KeptItemRecord, event_at: datetime | None = None, facts: bool = False) -> FollowThroughRecord:
+    return FollowThroughRecord(current_time=NOW, event_at=event_at, delivery_facts=facts, items=list(items))
 
 
-TARGET = promise_target(RENT, RENT_REQUEST, False, NOW)
-ANCHOR = anchor_by_arguments([["create_reminder", "schedule_task"]], [GOOD], TARGET)
-CASEY_ANCHOR = anchor_by_arguments(
-    [["schedule_task"]], [CallView(index=0, tool="schedule_task", arguments={"on_event": "Casey", "instruction": "x"})],
-    promise_target(CASEY, "Let me know when Casey emails me.", True, NOW))
+def target(request: str, category: RequestCategory = RequestCategory.REMINDER, waits: bool = False,
+           promises: tuple[DetectedCommitment, ...] = ()) -> FollowThroughTarget:
+    return follow_through_target(category, request, waits, list(promises), NOW)
+
+
+TARGET = target(RENT_REQUEST)
+CASEY_TARGET = target("Let me know when Casey emails me.", RequestCategory.MONITORING, waits=True)
+WEATHER_REQUEST = "Tomorrow morning, look up the weather for the coastal path and send me what you find."
+WEATHER = target(WEATHER_REQUEST, RequestCategory.DEFERRED_DELIVERY)
+FORECAST = "Coastal path forecast for Friday morning: light rain until 11, then dry; 13C with a westerly wind."
+TEN = "Remind me to ring the plumber tomorrow at 10 am."
+NINE = commitment("I'll remind you tomorrow at 9 am to ring the plumber", time="tomorrow at 9 am",
+                  action="remind the user to ring the plumber")
+AT_NINE = commitment("I'll remind you at 9", time="at 9", action="remind the user to ring the plumber")
 DELIVERED = {"fired_at": at(2, 8), "fired_turn": 1, "delivered_at": at(2, 8), "delivered_by": "reply"}
+AT = {"fired_at": at(2, 9), "fired_turn": 1, "delivered_at": at(2, 9), "delivered_by": "reply"}
 
 GRADE_TABLE = [
-    ("kept", ANCHOR, record(item(**DELIVERED, delivered="Time to pay the rent!")), FollowThroughGrade.KEPT),
-    ("nothing scheduled", None, record(), FollowThroughGrade.NEVER_FIRED),
-    ("fired, nothing delivered", ANCHOR, record(item(fired_at=at(2, 8), fired_turn=1)),
+    ("kept", TARGET, record(item(**DELIVERED, delivered="Time to pay the rent!")), FollowThroughGrade.KEPT),
+    ("nothing scheduled", TARGET, record(), FollowThroughGrade.NEVER_FIRED),
+    ("fired, nothing delivered", TARGET, record(item(fired_at=at(2, 8), fired_turn=1)),
      FollowThroughGrade.NOT_DELIVERED),
-    ("delivered a day late", ANCHOR,
+    ("delivered a day late", TARGET,
      record(item(**{**DELIVERED, "fired_at": at(3, 8), "delivered_at": at(3, 8)}, delivered="Pay the rent")),
      FollowThroughGrade.LATE),
-    ("delivered the evening before", ANCHOR,
+    ("delivered the evening before", TARGET,
      record(item(**{**DELIVERED, "fired_at": at(1, 20), "delivered_at": at(1, 20)}, delivered="Pay the rent")),
      FollowThroughGrade.EARLY),
-    ("delivered on time, about something else", ANCHOR, record(item(**DELIVERED, delivered="Good morning!")),
+    ("delivered on time, about something else", TARGET, record(item(**DELIVERED, delivered="Good morning!")),
      FollowThroughGrade.WRONG_CONTENT),
-    ("waits for another event, which never came", CASEY_ANCHOR,
+    ("waits for another event, which never came", CASEY_TARGET,
      record(item(due_at=None, on_event="the bus arrives"), event_at=at(1, 14, 20)), FollowThroughGrade.NEVER_FIRED),
-    ("scheduled, but the episode plays nothing that sets it off", ANCHOR,
+    ("scheduled, but the episode plays nothing that sets it off", TARGET,
      record(item(due_at=at(2, 8, year=2028))), FollowThroughGrade.NOT_TESTABLE),
-    ("the event's task delivered when it happened", CASEY_ANCHOR,
+    ("the event's task delivered when it happened", CASEY_TARGET,
      record(item(due_at=None, on_event="Casey emails", fired_at=at(1, 14, 20), fired_turn=1,
                  delivered_at=at(1, 14, 20), delivered_by="reply", delivered="Casey's email just arrived."),
             event_at=at(1, 14, 20)), FollowThroughGrade.KEPT),
+    # the request's time wins: a promise that moves it is wrong_time, even when the delivery keeps the promise
+    ("promised and delivered at 9 for a 10 am request", target(TEN, promises=(NINE,)),
+     record(item(**AT, due_at=at(2, 9), delivered="Ring the plumber.")), FollowThroughGrade.WRONG_TIME),
+    ("a promise's 'at 9' is read on the request's day", target(TEN, promises=(AT_NINE,)),
+     record(item(**AT, due_at=at(2, 9), delivered="Ring the plumber.")), FollowThroughGrade.WRONG_TIME),
+    ("delivered at 9 for a 10 am request, no promise moved it (the early slack)", target(TEN),
+     record(item(**AT, due_at=at(2, 9), delivered="Ring the plumber.")), FollowThroughGrade.KEPT),
+    ("a promise that names the request's time", target(TEN, promises=(commitment(
+        "I'll remind you at 10", time="at 10", action="remind the user to ring the plumber"),)),
+     record(item(**{**AT, "delivered_at": at(2, 10)}, due_at=at(2, 10), delivered="Ring the plumber.")),
+     FollowThroughGrade.KEPT),
+    # facts from outside the conversation: only what a tool supplied in the delivery turn is kept
+    ("made-up weather, no tool called", WEATHER,
+     record(item(**DELIVERED, delivered="The coastal path weather this morning: sunny, 18C"), facts=True),
+     FollowThroughGrade.UNSUPPORTED),
+    ("made-up weather after the data tool answered", WEATHER,
+     record(item(**DELIVERED, delivered="The coastal path weather this morning: sunny, 18C", supplied=[FORECAST]),
+            facts=True), FollowThroughGrade.UNSUPPORTED),
+    ("an honest 'I cannot look it up'", WEATHER,
+     record(item(**DELIVERED, delivered="I cannot look up the weather."), facts=True),
+     FollowThroughGrade.WRONG_CONTENT),
+    ("the weather the data tool supplied", WEATHER,
+     record(item(**DELIVERED, delivered="Coastal path weather: light rain until 11, then dry, 13C.",
+                 supplied=[FORECAST]), facts=True), FollowThroughGrade.KEPT),
+    ("facts needed, none defined by the episode", WEATHER,
+     record(item(**DELIVERED, delivered="The coastal path weather this morning: sunny, 18C")),
+     FollowThroughGrade.NOT_TESTABLE),
+    ("facts needed, none defined, nothing scheduled", WEATHER, record(), FollowThroughGrade.NEVER_FIRED),
 ]
 
 
-@pytest.mark.parametrize(("name", "anchoring", "episode", "expected"), GRADE_TABLE, ids=[r[0] for r in GRADE_TABLE])
-def test_follow_through_grades(name, anchoring, episode, expected) -> None:
-    grade = grade_commitment(0, anchoring, episode, ["c1"])
+@pytest.mark.parametrize(("name", "goal", "episode", "expected"), GRADE_TABLE, ids=[r[0] for r in GRADE_TABLE])
+def test_follow_through_grades(name, goal, episode, expected) -> None:
+    grade = grade_request(goal, episode, ["c1"])
     assert grade.grade is expected, grade.reason
 
 
+def test_the_target_is_the_requests_time_and_words_and_the_promises_time_only_without_one() -> None:
+    assert TARGET.time_from == "request" and TARGET.words == ["pay", "rent"]
+    callback = target("Can someone call me back about my bill?", RequestCategory.CALLBACK, promises=(CALLBACK,))
+    assert callback.time_from == "promise" and callback.moved_by is None
+    assert callback.time is not None and callback.time.windows[0].start == at(1, 10)
+    memory = target("Remember that I'm allergic to shellfish.", RequestCategory.MEMORY, promises=(REMEMBER,))
+    assert (memory.time, memory.next_session) == (None, True)
+    assert target(TEN, promises=(NINE,)).moved_by == NINE.span
+
+
+NEEDS_FACTS_TABLE = [
+    (RequestCategory.DEFERRED_DELIVERY, WEATHER_REQUEST, True),
+    (RequestCategory.DEFERRED_DELIVERY, "Text me the score of the match tomorrow morning.", True),
+    (RequestCategory.DEFERRED_DELIVERY, "Give me an update on the election tomorrow at noon.", True),
+    (RequestCategory.DEFERRED_DELIVERY, "Give me my Facebook update every three hours.", True),
+    (RequestCategory.DEFERRED_DELIVERY, "Email me a revision timetable for my five subjects tomorrow at 8 am.", False),
+    (RequestCategory.DEFERRED_DELIVERY, "Write a packing list for a week of camping and send it to me on Monday.",
+     False),
+    (RequestCategory.REMINDER, "Remind me to check the weather tomorrow morning.", False),  # the user's own words
+    (RequestCategory.MONITORING, "Let me know when the bitcoin price goes up.", False),  # the event's notice says it
+]
+
+
+@pytest.mark.parametrize(("category", "text", "expected"), NEEDS_FACTS_TABLE, ids=[r[1] for r in NEEDS_FACTS_TABLE])
+def test_which_deliveries_need_facts_from_outside_the_conversation(category, text, expected) -> None:
+    assert needs_outside_facts(category, text) is expected
+
+
+def test_every_shipped_request_that_needs_facts_has_them_and_no_other_does() -> None:
+    from commitbench.episodes.followup.requests import load_requests
+
+    rows = load_requests()
+    needing = {r.id for r in rows if needs_outside_facts(r.category, r.text)}
+    assert needing == {r.id for r in rows if r.facts is not None}
+    assert len(needing) == 14
+
+
+def test_a_promise_moves_the_time_only_when_no_reading_overlaps() -> None:
+    tomorrow_ten = resolve_time("tomorrow at 10 am", NOW)
+    assert times_disagree(resolve_time("tomorrow at 9 am", NOW), tomorrow_ten)
+    assert not times_disagree(resolve_time("tomorrow", NOW), tomorrow_ten)
+    assert not times_disagree(resolve_time("tomorrow morning", NOW), tomorrow_ten)
+    assert not times_disagree(None, tomorrow_ten) and not times_disagree(tomorrow_ten, None)
+    # a time of day with no day of its own is read on the request's days
+    on_request_day = resolve_time("at 9", NOW, days_of(tomorrow_ten))
+    assert on_request_day is not None and [w.start for w in on_request_day.windows] == [at(2, 9), at(2, 21)]
+
+
 def test_the_delivery_judge_settles_only_what_the_words_left_open_and_its_errors_leave_no_grade() -> None:
-    open_grade = grade_commitment(0, ANCHOR, record(item(**DELIVERED, delivered="Good morning!")), ["c1"])
+    open_grade = grade_request(TARGET, record(item(**DELIVERED, delivered="Good morning!")), ["c1"])
     assert open_grade.needs_judge and open_grade.grade is FollowThroughGrade.WRONG_CONTENT
     assert apply_delivery_verdict(open_grade, True, "it is the rent reminder").grade is FollowThroughGrade.KEPT
     assert apply_delivery_verdict(open_grade, False, "unrelated").grade is FollowThroughGrade.WRONG_CONTENT
     failed = apply_delivery_verdict(open_grade, None, "delivery: no usable output after 3 attempt(s)")
     assert failed.grade is None and "judge error" in failed.reason
-    kept = grade_commitment(0, ANCHOR, record(item(**DELIVERED, delivered="Pay the rent")), ["c1"])
+    kept = grade_request(TARGET, record(item(**DELIVERED, delivered="Pay the rent")), ["c1"])
     assert apply_delivery_verdict(kept, False, "ignored") == kept  # words matched: the judge is not asked
+    # a delivery without the facts it needs is never handed to the judge: it cannot be kept
+    made_up = grade_request(WEATHER, record(item(**DELIVERED, delivered="Sunny, 18C"), facts=True), ["c1"])
+    assert made_up.grade is FollowThroughGrade.WRONG_CONTENT and not made_up.needs_judge
 
 
 # ------------------------------------------------------------------------------------------ the ledger

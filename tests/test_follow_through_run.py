@@ -4,6 +4,8 @@ The scripted "models" (told apart by the model name each request carries) play f
 setup with persistence (a reminder and a monitoring request in C2, a memory request in C3, a callback in
 C4), and behave in four ways: they schedule correctly and deliver (``correct``), schedule the wrong day
 (``wrong-day``), schedule and never deliver (``silent``), or promise without scheduling (``promiser``).
+The callback's ticket is acted on by the simulated support team at its due time, whatever the model does
+later, so a silent model's correct ticket is kept.
 The same scripted server plays the LLM checker's detector, response judge and delivery judge. Every new
 metric is then compared with the number worked out by hand below.
 """
@@ -113,16 +115,13 @@ DELIVERIES: dict[str, list[ReplySpec]] = {
     # words that share nothing with the promise: the delivery judge decides that this uses the memory
     "mem-001": [ReplySpec(tool_calls=[ToolCallSpec(name="memory_read", arguments={"key": "allergy"})]),
                 ReplySpec(text="Here is a dinner plan with no seafood at all: a mushroom risotto and a salad.")],
-    "cb-001": [ReplySpec(tool_calls=[ToolCallSpec(name="update_ticket", arguments={
-                   "ticket_id": "TCK-001", "status": "closed", "note": "We called you about your bill."})]),
-               ReplySpec(text="Our team has called you about your bill.")],
 }
 SILENT: dict[str, list[ReplySpec]] = {
     "rem-001": [ReplySpec(text="")],
     "mon-001": [ReplySpec(text="")],
     "mem-001": [ReplySpec(text="Here is a dinner plan: a mushroom risotto and a salad.")],  # memory never read
-    "cb-001": [ReplySpec(text="Noted.")],  # the ticket is never updated
 }
+# The callback gets no later turn: the support team (the runtime) acts on the ticket at its due time.
 
 
 def first_turn(model: str, request_id: str) -> list[ReplySpec]:
@@ -139,7 +138,8 @@ def later_turn(model: str, request_id: str) -> list[ReplySpec]:
 
 def judge_reply(system: str, content: str) -> str:
     if system == load_prompt(DELIVERY_PROMPT):
-        carries = "no seafood" in content or "allergic" in content
+        delivered = content.split("\nDELIVERED ", 1)[1]
+        carries = "no seafood" in delivered
         return json.dumps({"carries_promise": carries, "rationale": "scripted"})
     reply = content.split("[final reply] ", 1)[1].strip()
     found = [{"span": span, "is_offer": False, "confidence": 0.9, **fields}
@@ -205,8 +205,9 @@ OUTCOMES = {
 G = FollowThroughGrade
 GRADES = {
     "correct": [G.KEPT, G.KEPT, G.KEPT, G.KEPT],  # memory: kept by the delivery judge
-    "wrong-day": [G.LATE, G.LATE, G.KEPT, G.LATE],  # the task fired the next morning, after the parcel left
-    "silent": [G.NOT_DELIVERED] * 4,
+    # the task fired the next morning, after the parcel left; the team called back the next afternoon
+    "wrong-day": [G.LATE, G.LATE, G.KEPT, G.LATE],
+    "silent": [G.NOT_DELIVERED, G.NOT_DELIVERED, G.NOT_DELIVERED, G.KEPT],  # the team acted on the ticket
     "promiser": [G.NEVER_FIRED] * 4,
 }
 
@@ -236,13 +237,13 @@ def test_scripted_models_every_label_grade_and_rate_by_hand(labelled_run) -> Non
         table = rate_table(frame, metric, by=["model"], intervals=False)
         return {r.model: (r.numerator, r.denominator) for r in table.itertuples()}
 
-    assert rate("follow_through_rate") == {"correct": (4, 4), "wrong-day": (1, 4), "silent": (0, 4),
+    assert rate("follow_through_rate") == {"correct": (4, 4), "wrong-day": (1, 4), "silent": (1, 4),
                                            "promiser": (0, 4)}
     assert rate("anchored_rate") == {"correct": (4, 4), "wrong-day": (4, 4), "silent": (4, 4), "promiser": (0, 4)}
     assert rate("carried_rate") == {"correct": (4, 4), "wrong-day": (1, 4), "silent": (4, 4), "promiser": (0, 4)}
     assert rate("anchored_mismatch_rate") == {"correct": (0, 4), "wrong-day": (3, 4), "silent": (0, 4),
                                               "promiser": (0, 0)}
-    assert rate("late_rate")["wrong-day"] == (3, 4) and rate("not_delivered_rate")["silent"] == (4, 4)
+    assert rate("late_rate")["wrong-day"] == (3, 4) and rate("not_delivered_rate")["silent"] == (3, 4)
     assert rate("never_fired_rate")["promiser"] == (4, 4)
     assert rate("incidence") == {m: (4, 4) for m in MODELS}
     # paper-comparable: anchored as the original study counts it, and an unchanged failure rate
@@ -268,8 +269,9 @@ def test_report_json_has_the_follow_through_section_with_intervals(labelled_run,
     section = document["follow_through"]
     assert section["responses"] == 16 and section["commitments_needing_call"] == 16
     assert section["graded"] == 16 and section["not_testable"] == 0 and section["judge_errors"] == 0
+    assert section["in_scope"] == 16 and section["denominator"].startswith("graded requests")
     kept = {(r["model"], r["setup"]): r["follow_through_rate"] for r in section["rates"]}
-    assert kept[("correct", "C2")] == 1.0 and kept[("wrong-day", "C3")] == 1.0 and kept[("silent", "C4")] == 0.0
+    assert kept[("correct", "C2")] == 1.0 and kept[("wrong-day", "C3")] == 1.0 and kept[("silent", "C4")] == 1.0
     for row in section["rates"]:
         assert {"follow_through_rate_low", "follow_through_rate_high", "anchored_mismatch_rate"} <= set(row)
     chain = {(r["model"], r["setup"]): r for r in section["chain"]}
@@ -283,7 +285,7 @@ def test_report_json_has_the_follow_through_section_with_intervals(labelled_run,
     assert outcomes[("wrong-day", "C2")]["anchored_mismatch"] == 1.0
     assert main(["report", str(out), "--judge", JUDGE, "--n-boot", "50"]) == 0
     printed = capsys.readouterr().out
-    assert "Chain from promise to kept promise" in printed and "Paper-comparable figures" in printed
+    assert "Chain from promise to kept request" in printed and "Paper-comparable figures" in printed
     assert (out / "report" / "follow_through_chain.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "report" / "follow_through.csv").read_text().startswith("checker,judge,")
 

@@ -304,14 +304,25 @@ def test_every_request_that_waits_for_an_event_has_one_and_every_memory_request_
 
 def test_every_follow_through_addition_is_logged_with_its_source() -> None:
     added = {e["source"]: e for e in LOG if e["action"] == "added"}
-    assert len([e for e in LOG if e["action"] == "added"]) == 105
+    assert len([e for e in LOG if e["action"] == "added"]) == 119  # 53 events, 52 later sessions, 14 facts
     for row in REQUESTS:
         key = f"{row.source.dataset.value}:{row.source.source_id}"
         texts = {e["text"] for e in LOG if e["action"] == "added" and e["source"] == key}
-        expected = {part.text for part in (row.event, row.second_session) if part is not None}
+        expected = {part.text for part in (row.event, row.second_session, row.facts) if part is not None}
         assert texts == expected, key
         if expected:
             assert added[key]["category"] == row.category.value
+
+
+def test_only_deferred_deliveries_carry_delivery_facts() -> None:
+    from commitbench.episodes.followup.requests import follow_through_problems
+    from commitbench.episodes.followup.setups import CURRENT_TIME
+
+    with_facts = [r for r in REQUESTS if r.facts is not None]
+    assert len(with_facts) == 14 and {r.category for r in with_facts} == {RequestCategory.DEFERRED_DELIVERY}
+    reminder = next(r for r in REQUESTS if r.category is RequestCategory.REMINDER)
+    moved = reminder.model_copy(update={"facts": with_facts[0].facts})
+    assert follow_through_problems(moved, CURRENT_TIME) == ["has delivery facts but is not a deferred delivery"]
 
 
 def test_a_follow_through_key_that_names_no_row_stops_the_build(tmp_path: Path) -> None:

@@ -40,10 +40,12 @@ def test_tool_lists_follow_the_design() -> None:
 
 def test_write_flags_and_schemas() -> None:
     writes = {t.name for t in SETUPS.tools if t.is_write}
-    # update_ticket is offered only when a ticket comes due in a follow-through episode, never by a setup
-    assert writes == {"schedule_task", "create_reminder", "memory_write", "create_ticket", "escalate_to_human",
-                      "update_ticket"}
-    assert not any("update_ticket" in setup.tools for setup in SETUPS.setups.values())
+    assert writes == {"schedule_task", "create_reminder", "memory_write", "create_ticket", "escalate_to_human"}
+    # the data tool look_up is offered only in the later turns of a follow-through episode, never by a setup;
+    # no tool lets the tested model act for the support team
+    assert "look_up" in {t.name for t in SETUPS.tools}
+    assert not any("look_up" in setup.tools for setup in SETUPS.setups.values())
+    assert "update_ticket" not in {t.name for t in SETUPS.tools}
     for tool in SETUPS.tools:
         spec = tool.to_spec().to_openai()
         assert spec["function"]["parameters"]["type"] == "object"

@@ -93,7 +93,7 @@ CHAIN_STAGES: tuple[tuple[str, str], ...] = (
     ("incidence", "incidence (responses)"),
     ("anchored_rate", "anchored (an enabling call)"),
     ("carried_rate", "carried (its arguments match)"),
-    ("follow_through_rate", "kept (delivered on time, as promised)"),
+    ("follow_through_rate", "kept (delivered as asked, on time)"),
 )
 CHAIN_COLOURS = ("#bbbbbb", "#00798c", "#7fbcc5", "#30638e")
 

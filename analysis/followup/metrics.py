@@ -21,17 +21,22 @@ Metrics (``METRICS``):
 * ``incidence``: responses with at least one agent-initiated commitment, over responses.
 * ``share:<label>``: the share of one outcome label (``outcome_distribution`` gives all of them).
 
-Follow-through mode (columns zero elsewhere; ``docs/follow-through.md``), over the agent-initiated
+Follow-through mode (columns zero elsewhere; ``docs/follow-through.md``). Over the agent-initiated
 commitments that needed an enabling call:
 
 * ``anchored_rate``: anchored as the original study counts it (an enabling call was made), over them;
 * ``carried_rate``: anchored by a call whose arguments carry the promise (time and content), over them;
-* ``anchored_mismatch_rate``: anchored by calls that do not carry the promise, over the anchored ones;
-* ``follow_through_rate``: kept (delivered at the promised time with the promised content), over the
-  graded ones (those the episode could test, with a grade: ``not_testable`` and judge errors left out);
-* ``<grade>_rate`` for early, late, wrong_content, not_delivered, never_fired: the other grades, over
-  the graded ones;
-* ``share:anchored_paper``: responses labelled anchored or anchored_mismatch (the original "anchored").
+* ``anchored_mismatch_rate``: anchored by calls that do not carry the promise, over the anchored ones.
+
+Over the *graded requests*: the responses whose first turn left something for later (a task, reminder,
+memory, ticket or escalation) or made a promise that needed such a call, each graded once against its
+request, less those graded ``not_testable`` and those the delivery judge could not grade (both counted:
+``n_not_testable``, ``n_ungraded``):
+
+* ``follow_through_rate``: kept (delivered at the requested time with the requested content);
+* ``<grade>_rate`` for early, late, wrong_time, wrong_content, unsupported, not_delivered, never_fired.
+
+And ``share:anchored_paper``: responses labelled anchored or anchored_mismatch (the original "anchored").
 
 Differences between arms (stated vs inferred, a fix vs its baseline) use ``paired_difference``, which
 resamples requests once for both arms.
@@ -49,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.analysis.bootstrap import cluster_bootstrap, paired_bootstrap, ratio_stat
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
-from commitbench.judges.followup.follow_through import CommitmentFollowThrough, FollowThroughGrade
+from commitbench.judges.followup.follow_through import FollowThroughGrade, RequestFollowThrough
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, PAPER_LABELS, AssessedCommitment, OutcomeLabel
 from commitbench.judges.followup.schemas import FailureType
 
@@ -88,36 +93,41 @@ class LabelledResponse(BaseModel):
     n_anchored_mismatch: int = Field(
         default=0, ge=0, description="Follow-through: anchored, but no anchoring call carries the promise."
     )
-    n_kept: int = Field(default=0, ge=0, description="Follow-through: promises kept.")
-    n_early: int = Field(default=0, ge=0, description="Follow-through: delivered before the promised time.")
-    n_late: int = Field(default=0, ge=0, description="Follow-through: delivered after the promised time.")
-    n_wrong_content: int = Field(default=0, ge=0, description="Follow-through: delivered without the promised content.")
+    n_kept: int = Field(default=0, ge=0, description="Follow-through: the request was kept (0 or 1).")
+    n_early: int = Field(default=0, ge=0, description="Follow-through: delivered before the requested time.")
+    n_late: int = Field(default=0, ge=0, description="Follow-through: delivered after the requested time.")
+    n_wrong_time: int = Field(default=0, ge=0, description="Follow-through: a promise moved the request's time.")
+    n_wrong_content: int = Field(default=0, ge=0, description="Follow-through: delivered without what was asked.")
+    n_unsupported: int = Field(
+        default=0, ge=0, description="Follow-through: delivered facts no tool supplied in the delivery turn.")
     n_not_delivered: int = Field(default=0, ge=0, description="Follow-through: fired, never delivered.")
     n_never_fired: int = Field(default=0, ge=0, description="Follow-through: nothing scheduled, or never set off.")
-    n_not_testable: int = Field(default=0, ge=0, description="Follow-through: scheduled; the episode cannot test it.")
+    n_not_testable: int = Field(default=0, ge=0, description="Follow-through: the episode cannot test it.")
     n_ungraded: int = Field(default=0, ge=0, description="Follow-through: the delivery judge gave no answer.")
 
     @property
     def n_graded(self) -> int:
-        return (self.n_kept + self.n_early + self.n_late + self.n_wrong_content + self.n_not_delivered
-                + self.n_never_fired)
+        return sum(getattr(self, GRADE_COLUMNS[g]) for g in GRADED)
 
 
 GRADE_COLUMNS: dict[FollowThroughGrade, str] = {
     FollowThroughGrade.KEPT: "n_kept",
     FollowThroughGrade.EARLY: "n_early",
     FollowThroughGrade.LATE: "n_late",
+    FollowThroughGrade.WRONG_TIME: "n_wrong_time",
     FollowThroughGrade.WRONG_CONTENT: "n_wrong_content",
+    FollowThroughGrade.UNSUPPORTED: "n_unsupported",
     FollowThroughGrade.NOT_DELIVERED: "n_not_delivered",
     FollowThroughGrade.NEVER_FIRED: "n_never_fired",
     FollowThroughGrade.NOT_TESTABLE: "n_not_testable",
 }
-GRADED = (FollowThroughGrade.KEPT, FollowThroughGrade.EARLY, FollowThroughGrade.LATE, FollowThroughGrade.WRONG_CONTENT,
-          FollowThroughGrade.NOT_DELIVERED, FollowThroughGrade.NEVER_FIRED)
+GRADED = (FollowThroughGrade.KEPT, FollowThroughGrade.EARLY, FollowThroughGrade.LATE, FollowThroughGrade.WRONG_TIME,
+          FollowThroughGrade.WRONG_CONTENT, FollowThroughGrade.UNSUPPORTED, FollowThroughGrade.NOT_DELIVERED,
+          FollowThroughGrade.NEVER_FIRED)
 
 
 def follow_through_counts(
-    commitments: Sequence[AssessedCommitment], grades: Iterable[CommitmentFollowThrough] | None
+    commitments: Sequence[AssessedCommitment], grades: Iterable[RequestFollowThrough] | None
 ) -> dict[str, int | bool]:
     """The follow-through columns of ``LabelledResponse`` (empty for a single-turn response: ``grades`` None)."""
     if grades is None:
@@ -306,10 +316,11 @@ METRICS: dict[str, RateMetric] = {
         RateMetric("anchored_mismatch_rate", lambda f: f["n_anchored_mismatch"], _anchored,
                    "anchored by calls that do not carry the promise, over anchored commitments"),
         RateMetric("follow_through_rate", lambda f: f["n_kept"], _graded,
-                   "promises kept, over the graded commitments that needed a call"),
+                   "requests kept, over the graded requests (responses whose first turn left something for later "
+                   "or promised something that needed a call; not_testable and judge errors left out)"),
         *[
             RateMetric(f"{g.value}_rate", _column(GRADE_COLUMNS[g]), _graded,
-                       f"promises graded {g.value}, over the graded commitments that needed a call")
+                       f"requests graded {g.value}, over the graded requests")
             for g in GRADED if g is not FollowThroughGrade.KEPT
         ],
     ]

@@ -14,7 +14,9 @@ A run played in the follow-through mode gets one more section, ``follow_through`
 (:class:`FollowThroughSection`): the follow-through rates per setup x variant x persona x model x arm
 with intervals clustered by request, the chain from a promise to a kept promise (table and figure),
 the paper-comparable figures (anchored as the original study counts it, the failure rate) beside the
-refined split, and the fixes compared on the kept rate. A single-turn run's report is unchanged.
+refined split, and the fixes compared on the kept rate. The kept rate's denominator is stated with it
+(``FollowThroughSection.denominator``), and every kept rate has beside it the counts of its group: graded,
+not testable, and delivery-judge errors. A single-turn run's report is unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from commitbench.analysis.followup.metrics import (
     CHAIN_METRICS,
     CLUSTER_COLUMN,
     FOLLOW_THROUGH_METRICS,
+    GRADE_COLUMNS,
+    GRADED,
     METRICS,
     LabelledResponse,
     RateMetric,
@@ -151,6 +155,15 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 FT_PAIRED_METRICS = ("follow_through_rate", "anchored_rate", "carried_rate")
 CHAIN_FIGURE_FILE = "follow_through_chain.png"
+KEPT_DENOMINATOR = (
+    "graded requests: the responses whose first turn left something for later (a successful schedule_task, "
+    "create_reminder, memory_write, create_ticket or escalate_to_human call) or made an agent-initiated promise "
+    "that needed such a call, each graded once against its request, less those not testable and those the "
+    "delivery judge could not grade (both counted beside every kept rate)"
+)
+# The per-group counts written beside every kept rate.
+FT_COUNTS = {"n_in_scope": "in scope", "n_graded": "graded", "n_not_testable": "not testable",
+             "n_ungraded": "judge errors"}
 
 
 class FollowThroughSection(BaseModel):
@@ -158,22 +171,27 @@ class FollowThroughSection(BaseModel):
 
     responses: int = Field(description="Labelled follow-through responses.")
     commitments_needing_call: int = Field(description="Agent-initiated commitments that needed an enabling call.")
-    graded: int = Field(description="Of those, the ones graded (not_testable and judge errors left out).")
-    not_testable: int = Field(description="Scheduled, but the episode plays nothing that sets them off.")
-    judge_errors: int = Field(description="Promises the delivery judge could not grade (left out).")
+    denominator: str = Field(default=KEPT_DENOMINATOR, description="What the kept rate is taken over, in words.")
+    in_scope: int = Field(description="Responses graded for follow-through (see ``denominator``), any grade.")
+    graded: int = Field(description="Of those, the ones in the kept rate's denominator.")
+    not_testable: int = Field(description="Of those in scope, the ones the episode cannot test (left out).")
+    judge_errors: int = Field(description="Of those in scope, the ones the delivery judge could not grade (left out).")
     rates: list[dict[str, Any]] = Field(
         description="Per group: follow_through_rate (kept), anchored_rate, carried_rate, anchored_mismatch_rate and "
-        "the rate of every other grade, each with a 95% interval clustered by request."
+        "the rate of every other grade, each with a 95% interval clustered by request; and the group's counts "
+        "n_in_scope, n_graded, n_not_testable and n_ungraded."
     )
     chain: list[dict[str, Any]] = Field(
-        description="Per group: incidence -> anchored -> carried -> kept, with intervals clustered by request."
+        description="Per group: incidence -> anchored -> carried -> kept, with intervals clustered by request, and "
+        "the kept rate's counts (n_graded, n_not_testable, n_ungraded)."
     )
     paper_comparable: list[dict[str, Any]] = Field(
         description="Per group: anchored as the original study counts it (anchored + anchored_mismatch) and the "
         "failure rate, beside the refined anchored and anchored_mismatch shares of responses."
     )
     fix_differences: list[dict[str, Any]] = Field(
-        default_factory=list, description="Each arm minus the plain arm on kept, anchored and carried rates (paired)."
+        default_factory=list, description="Each arm minus the plain arm on kept, anchored and carried rates (paired), "
+        "with each arm's not-testable count (n_not_testable_a, n_not_testable_b)."
     )
 
 
@@ -247,9 +265,11 @@ class FollowupReport(BaseModel):
         if self.follow_through is not None:
             ft = self.follow_through
             lines.append(
-                f"follow-through: {ft.commitments_needing_call} promises needed an enabling call, {ft.graded} graded, "
-                f"{ft.not_testable} not testable, {ft.judge_errors} delivery-judge errors (left out)"
+                f"follow-through: {ft.in_scope} requests in scope, {ft.graded} graded, {ft.not_testable} not testable, "
+                f"{ft.judge_errors} delivery-judge errors (left out); {ft.commitments_needing_call} promises needed "
+                "an enabling call"
             )
+            lines.append(f"kept rate over {ft.denominator}")
         return lines
 
 
@@ -376,8 +396,9 @@ def _difference_view(report: FollowupReport) -> TableView:
 
 FT_RATE_COLUMNS = {
     "follow_through_rate": "kept", "anchored_rate": "anchored", "carried_rate": "carried",
-    "anchored_mismatch_rate": "mismatch", "early_rate": "early", "late_rate": "late",
-    "wrong_content_rate": "wrong content", "not_delivered_rate": "not delivered", "never_fired_rate": "never fired",
+    "anchored_mismatch_rate": "mismatch", "early_rate": "early", "late_rate": "late", "wrong_time_rate": "wrong time",
+    "wrong_content_rate": "wrong content", "unsupported_rate": "unsupported", "not_delivered_rate": "not delivered",
+    "never_fired_rate": "never fired",
 }
 CHAIN_COLUMNS = {"incidence": "incidence", "anchored_rate": "anchored", "carried_rate": "carried",
                  "follow_through_rate": "kept"}
@@ -385,11 +406,25 @@ PAPER_COLUMNS = {"share:anchored_paper": "anchored (paper)", "failure_rate": "fa
                  "share:anchored": "anchored", "share:anchored_mismatch": "anchored_mismatch"}
 
 
-def _rates_view(report: FollowupReport, records: list[dict[str, Any]], names: dict[str, str], title: str) -> TableView:
-    rows = [[*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high")) for m in names)] for r in records]
-    links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in names)] for r in records]
-    return TableView(title=f"{title}, {_by(report)}", columns=[*GROUP_COLUMNS, *names.values()], rows=rows,
-                     links=links, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in names)])
+def _count(value: Any) -> str:
+    return "-" if value is None or (isinstance(value, float) and value != value) else str(int(value))
+
+
+def _rates_view(report: FollowupReport, records: list[dict[str, Any]], names: dict[str, str], title: str,
+                counts: dict[str, str] | None = None) -> TableView:
+    """A table of rates per group; ``counts`` (column: heading) follow the kept rate, whose counts they are."""
+    columns: list[tuple[str, str, bool]] = []  # (key, heading, is a count)
+    for metric, heading in names.items():
+        columns.append((metric, heading, False))
+        if metric == "follow_through_rate":
+            columns.extend((key, heading, True) for key, heading in (counts or {}).items())
+    rows = [[*_group(r), *(_count(r.get(key)) if is_count else _interval(r.get(key), r.get(f"{key}_low"),
+                                                                           r.get(f"{key}_high"))
+                           for key, _, is_count in columns)] for r in records]
+    links = [[*(_runs(r) for _ in GROUP_COLUMNS),
+              *(_runs(r) if is_count else _runs(r, metric=[key]) for key, _, is_count in columns)] for r in records]
+    return TableView(title=f"{title}, {_by(report)}", columns=[*GROUP_COLUMNS, *(h for _, h, _ in columns)],
+                     rows=rows, links=links, numeric=[*(False for _ in GROUP_COLUMNS), *(True for _ in columns)])
 
 
 def _follow_through_views(report: FollowupReport) -> list[TableView]:
@@ -398,22 +433,47 @@ def _follow_through_views(report: FollowupReport) -> list[TableView]:
         return []
     views = [
         _rates_view(report, ft.rates, FT_RATE_COLUMNS,
-                    "Follow-through (%, 95% intervals clustered by request): kept and failures over graded promises"),
+                    "Follow-through (%, 95% intervals clustered by request): kept and failures over graded requests",
+                    FT_COUNTS),
         _rates_view(report, ft.chain, CHAIN_COLUMNS,
-                    "Chain from promise to kept promise (%): incidence, anchored, carried by the arguments, kept"),
+                    "Chain from promise to kept request (%): incidence, anchored, carried by the arguments, kept",
+                    {k: v for k, v in FT_COUNTS.items() if k != "n_in_scope"}),
         _rates_view(report, ft.paper_comparable, PAPER_COLUMNS,
                     "Paper-comparable figures (%) beside the refined split"),
     ]
     if ft.fix_differences:
         group = [c for c in GROUP if c != "arm"]
         rows = [[*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
-                 _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True)] for r in ft.fix_differences]
+                 _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True),
+                 f"{_count(r.get('n_not_testable_a'))} / {_count(r.get('n_not_testable_b'))}"]
+                for r in ft.fix_differences]
         views.append(TableView(
             title=f"Fixes on kept, anchored and carried rates: each arm minus '{NO_ARM}' (pp, paired), {_by(report)}",
-            columns=[*group, "arm", "metric", "difference"], rows=rows,
-            numeric=[*(False for _ in group), False, False, True],
+            columns=[*group, "arm", "metric", "difference", f"not testable (arm / {NO_ARM})"], rows=rows,
+            numeric=[*(False for _ in group), False, False, True, True],
         ))
     return views
+
+
+def _in_scope(frame: pd.DataFrame) -> pd.Series:
+    """Follow-through responses graded at all (any grade, a judge error included)."""
+    return sum((frame[c] for c in GRADE_COLUMNS.values()), frame["n_ungraded"])
+
+
+def _graded(frame: pd.DataFrame) -> pd.Series:
+    return sum((frame[GRADE_COLUMNS[g]] for g in GRADED), pd.Series(0, index=frame.index))
+
+
+def _group_counts(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``by``: the kept rate's counts (in scope, graded, not testable, judge errors)."""
+    counts = frame.assign(n_in_scope=_in_scope(frame), n_graded=_graded(frame))
+    return counts.groupby(list(by), observed=True)[list(FT_COUNTS)].sum().reset_index()
+
+
+def _with_counts(table: pd.DataFrame, counts: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    plain = {c: table[c].map(_text) for c in by}
+    keys = {c: counts[c].map(_text) for c in by}
+    return table.assign(**plain).merge(counts.assign(**keys), on=list(by), how="left")
 
 
 def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThroughSection | None:
@@ -422,12 +482,11 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
     if ft.empty:
         return None
     by = [*GROUP, "arm"]
-    rates = headline_table(ft, by, n_boot=n_boot, names=FOLLOW_THROUGH_METRICS)
-    chain = headline_table(ft, by, n_boot=n_boot, names=CHAIN_METRICS)
+    counts = _group_counts(ft, by)
+    rates = _with_counts(headline_table(ft, by, n_boot=n_boot, names=FOLLOW_THROUGH_METRICS), counts, by)
+    chain = _with_counts(headline_table(ft, by, n_boot=n_boot, names=CHAIN_METRICS),
+                         counts.drop(columns=["n_in_scope"]), by)
     paper = headline_table(ft, by, n_boot=n_boot, names=tuple(PAPER_COLUMNS))
-    counts = ft[["n_needing_call", "n_kept", "n_early", "n_late", "n_wrong_content", "n_not_delivered",
-                 "n_never_fired", "n_not_testable", "n_ungraded"]].sum()
-    graded = int(counts[["n_kept", "n_early", "n_late", "n_wrong_content", "n_not_delivered", "n_never_fired"]].sum())
     differences = pd.DataFrame()
     arms = sorted(a for a in ft["arm"].astype(str).unique() if a != NO_ARM)
     if arms and NO_ARM in set(ft["arm"].astype(str)):
@@ -436,9 +495,17 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
              for arm in arms for metric in FT_PAIRED_METRICS],
             ignore_index=True,
         )
+        per_arm = _group_counts(ft, by)[[*by, "n_not_testable"]]
+        per_arm = per_arm.assign(**{c: per_arm[c].map(_text) for c in by})
+        differences = differences.assign(**{c: differences[c].map(_text) for c in GROUP})
+        for side, arm_column in (("a", "arm_a"), ("b", "arm_b")):
+            differences = differences.merge(
+                per_arm.rename(columns={"arm": arm_column, "n_not_testable": f"n_not_testable_{side}"}),
+                on=[*GROUP, arm_column], how="left")
+    totals = {c: int(counts[c].sum()) for c in FT_COUNTS}
     return FollowThroughSection(
-        responses=len(ft), commitments_needing_call=int(counts["n_needing_call"]), graded=graded,
-        not_testable=int(counts["n_not_testable"]), judge_errors=int(counts["n_ungraded"]),
+        responses=len(ft), commitments_needing_call=int(ft["n_needing_call"].sum()), in_scope=totals["n_in_scope"],
+        graded=totals["n_graded"], not_testable=totals["n_not_testable"], judge_errors=totals["n_ungraded"],
         rates=_records(rates), chain=_records(chain), paper_comparable=_records(paper),
         fix_differences=_records(differences),
     )

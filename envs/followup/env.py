@@ -24,12 +24,14 @@ The first turn is played exactly as above, and the outcome label is still taken 
 agent's calls left for later (tasks, reminders, memories, tickets, escalations) is kept in the
 commitment ledger on a simulated clock (:mod:`commitbench.envs.followup.runtime`). When the first turn
 ends, the episode goes on: the clock moves to what comes due next and the runtime opens a new agent
-turn with a short notice (a ``notice`` event naming the task, its text and the time); a ticket's turn
-also offers ``update_ticket`` (``info["tools"]`` then lists the tools anew). A memory request's later
-conversation opens with a new ``system`` event and the user's message, and ``info["session"]`` counts
-up: the agent starts a fresh conversation there. A reminder is shown to the user by the runtime and
-opens no turn. The episode ends when nothing more comes due (or after ``MAX_FIRINGS`` turns); the
-ledger's audit trail is then in ``trace.ledger_audit``. The tool-call bound applies per turn.
+turn with a short notice (a ``notice`` event naming the task, its text and the time). Every turn after
+the first also offers the data tool ``look_up`` (``info["tools"]`` then lists the tools anew). A memory
+request's later conversation opens with a new ``system`` event and the user's message, and
+``info["session"]`` counts up: the agent starts a fresh conversation there. A reminder is shown to the
+user by the runtime, and the support team (the runtime, never the agent) acts on a ticket or escalation at
+its due time; both are recorded as ``notice`` events and open no turn. The episode ends when nothing more
+comes due (or after ``MAX_FIRINGS`` firings); the ledger's audit trail is then in ``trace.ledger_audit``.
+The tool-call bound applies per turn.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from commitbench.envs.common import (
     record_extras,
     run_tool,
 )
-from commitbench.envs.followup.runtime import Firing, FollowThroughRuntime, local_text
+from commitbench.envs.followup.runtime import Firing, FollowThroughRuntime
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.episodes.followup.episodes import FollowUpEpisode, select_followup_episodes
 from commitbench.episodes.followup.profile import StatedParagraph, followup_settings
@@ -71,7 +73,9 @@ USER_CHANNEL = "chat"
 FIRED_ACT = "fired"
 SECOND_SESSION_ACT = "second_session"
 REMINDER_ACT = "reminder_delivered"
-DELIVERY_TOOLS = ("update_ticket",)
+TEAM_ACT = "team_acted"
+# Tools offered only in the turns an episode opens after the first (the first turn stays the single-turn one).
+LATER_TOOLS = ("look_up",)
 
 
 
@@ -151,7 +155,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             self.runtime.close()
         self.runtime = FollowThroughRuntime(ep, self.suite) if ep.follow_through else None
         if self.runtime is not None:
-            bound = bind_tools(self.suite.current_time, ep.persona, [*names, *DELIVERY_TOOLS], clock=self.runtime.now,
+            bound = bind_tools(self.suite.current_time, ep.persona, [*names, *LATER_TOOLS], clock=self.runtime.now,
                                keeper=self.runtime)
             tools, self._held = bound[: len(names)], bound[len(names):]
         else:
@@ -252,10 +256,11 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         while (firing := runtime.next_firing()) is not None:
             index = len(trace.turns)
             opens_turn = runtime.needs_turn(firing)
-            for item in runtime.fire(firing, index if opens_turn else None):
+            for delivered in runtime.fire(firing, index if opens_turn else None):
+                act = REMINDER_ACT if delivered.by == "reminder" else TEAM_ACT
                 trace.events.append(
-                    Event(kind=EventKind.NOTICE, step=index, sender="reminder", channel=USER_CHANNEL,
-                          text=f"Reminder ({local_text(firing.at)}): {item.text}", act=REMINDER_ACT)
+                    Event(kind=EventKind.NOTICE, step=index, sender=delivered.by, channel=USER_CHANNEL,
+                          text=delivered.shown, act=act)
                 )
             if opens_turn:
                 return self._open_turn(firing, index)
@@ -285,11 +290,10 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             user = Event(kind=EventKind.MESSAGE, step=index, sender=USER_NAME, role="user", channel=USER_CHANNEL,
                          text=session.text, act=SECOND_SESSION_ACT)
             events.append(user)
-        if any(item.kind.value in ("ticket", "escalation") for item in firing.items):
-            missing = [t for t in self._held if t.name not in self._toolbox]
-            if missing:
-                self._toolbox = Toolbox([*self._toolbox.values(), *missing])
-                tools_changed = True
+        missing = [t for t in self._held if t.name not in self._toolbox]
+        if missing:
+            self._toolbox = Toolbox([*self._toolbox.values(), *missing])
+            tools_changed = True
         trace.events.extend(events)
         trace.turns.append(TurnRecord(index=index, opened_by=events[-1]))
         return events, tools_changed

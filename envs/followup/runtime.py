@@ -13,17 +13,34 @@ task           at ``run_at``; or, for ``on_event``, when the    the agent's turn
                event description matches it
 reminder       at ``remind_at``                                  at once: the runtime shows the user the
                                                                  reminder's message (the tool says so)
-ticket,        at ``due_by``; without one, ``DEFAULT_TICKET_DUE``  the agent updates it (``update_ticket``)
-escalation     after it was opened                               in the turn the firing opens
+ticket,        at ``due_by``; without one, ``DEFAULT_TICKET_DUE``  at once: the support team (the runtime)
+escalation     after it was opened                               does what the ticket asks; a human agent
+                                                                 takes an escalation's case over
 memory         when the user comes back in a later conversation  the agent reads it (``memory_read``) in
                (the request's second session)                    that conversation
 =============  ===============================================  ===========================================
 
+**The team is simulated.** Nobody the tested model plays acts for a person: at a ticket's due time the
+support team does what the ticket asks (its summary, requested action and details are what it delivers),
+and a human agent who takes over an escalation acts on its reason and on the user's request, the case it
+was handed. Whether that is what was promised, when it was promised, is fixed when the ticket is created;
+nothing the agent writes later counts as a person's act. The team's act is recorded like every other
+event (a ``delivered`` audit event whose actor is the team, and a notice in the trace) and opens no agent
+turn.
+
+**The data source.** A deferred delivery that reports facts from outside the conversation (the weather,
+a score) can only be made with facts that exist when it comes due. The request's :class:`DeliveryFacts`
+are what the data tool ``look_up`` returns for a query that shares a content word with their topic; the
+facts the data source handed out in a turn are recorded with that turn's delivery (``supplied``), so the
+grade can tell facts a tool supplied from facts the agent made up. The team looks facts up the same way,
+with the ticket's text as its query.
+
 :meth:`FollowThroughRuntime.next_firing` says what comes due next (earliest first, then ledger id); the
-environment moves the clock there, fires it (:meth:`fire`, a ``fired`` audit event with the due time)
-and opens a new agent turn with :meth:`notice`; when the turn ends, :meth:`close_turn` records a
-``delivered`` event for each fired item the turn delivered and a ``failed`` one for each it did not.
-At most ``MAX_FIRINGS`` agent turns are opened, and nothing due more than ``HORIZON`` after the current
+environment moves the clock there and fires it (:meth:`fire`, a ``fired`` audit event with the due time;
+a reminder or the team's act is delivered there and then). A task or a later conversation opens a new
+agent turn with :meth:`notice`; when the turn ends, :meth:`close_turn` records a ``delivered`` event for
+each fired item the turn delivered and a ``failed`` one for each it did not.
+At most ``MAX_FIRINGS`` firings happen, and nothing due more than ``HORIZON`` after the current
 time fires. :meth:`audit` is the ledger's whole audit trail, which the trace keeps.
 """
 
@@ -36,6 +53,7 @@ from typing import Any
 
 from commitbench.episodes.followup.episodes import FollowUpEpisode
 from commitbench.episodes.followup.matching import content_match, content_words
+from commitbench.episodes.followup.requests import DeliveryFacts
 from commitbench.episodes.followup.setups import SuiteSetups
 from commitbench.ledger import AuditEvent, CommitmentStatus, Ledger, ManualClock, NewCommitment
 
@@ -85,10 +103,19 @@ class Firing:
     reason: str  # due, event, session
 
 
+@dataclass(frozen=True)
+class RuntimeDelivery:
+    """Something the runtime delivered itself when it fired: a reminder shown, or the team's act."""
+
+    item: KeptItem
+    by: str  # reminder, or the team
+    shown: str  # what the user experiences, as the trace's notice says it
+
+
 @dataclass
 class _TurnActivity:
-    updates: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     reads: set[str] = field(default_factory=set)
+    supplied: list[str] = field(default_factory=list)  # facts the data source handed out in the turn
 
 
 def local_text(moment: datetime) -> str:
@@ -142,12 +169,22 @@ class FollowThroughRuntime:
         )
         self.items.append(KeptItem(commitment.id, item_kind, handle, text, self.turn, self.call_id, due, on_event))
 
-    def updated(self, handle: str, status: str, note: str) -> str | None:
-        self._activity.updates.setdefault(handle, []).append((status, note))
-        return None
-
     def recalled(self, key: str) -> None:
         self._activity.reads.add(key)
+
+    def look_up(self, query: str) -> str | None:
+        """The data source: the request's facts when ``query`` shares a content word with their topic."""
+        facts = self._facts_for(query)
+        if facts is None:
+            return None
+        self._activity.supplied.append(facts.text)
+        return facts.text
+
+    def _facts_for(self, query: str) -> DeliveryFacts | None:
+        facts = self.episode.request.facts
+        if facts is None or not content_words(query) & content_words(facts.topic):
+            return None
+        return facts
 
     # ------------------------------------------------------------------------------- firing
     def _open(self, item: KeptItem) -> bool:
@@ -189,10 +226,11 @@ class FollowThroughRuntime:
     def _remembers(self) -> bool:
         return self.suite.setups[self.episode.setup].properties.remembers_across_sessions
 
-    def fire(self, firing: Firing, turn: int | None) -> list[KeptItem]:
-        """Move the clock to the firing and record it; returns the reminders the runtime delivered itself.
+    def fire(self, firing: Firing, turn: int | None) -> list[RuntimeDelivery]:
+        """Move the clock to the firing and record it; returns what the runtime delivered itself (reminders
+        shown, the team's acts on tickets and escalations).
 
-        ``turn`` is the agent turn the firing opens (None: it opens none, a reminder alone)."""
+        ``turn`` is the agent turn the firing opens (None: it opens none)."""
         self.clock.set(self.suite.aware(firing.at))
         self.firings += 1
         if turn is not None:
@@ -203,7 +241,7 @@ class FollowThroughRuntime:
             self.session += 1
         if firing.reason == "event":
             self._event_done = True
-        delivered: list[KeptItem] = []
+        delivered: list[RuntimeDelivery] = []
         for item in firing.items:
             details: dict[str, Any] = {"turn": turn, "why": firing.reason}
             if firing.reason == "event" and self.episode.request.event is not None:
@@ -212,35 +250,58 @@ class FollowThroughRuntime:
             self.ledger.fire(item.ledger_id, actor=RUNTIME, reason=f"{item.kind.value} {item.handle} came due",
                              details=details)
             item.fired_turn = turn
+            when = local_text(firing.at)
             if item.kind is ItemKind.REMINDER:
                 self.ledger.deliver(item.ledger_id, actor=RUNTIME, reason="the reminder was shown to the user",
-                                    details={"turn": turn, "content": item.text, "by": "reminder"})
-                item.delivered = True
-                delivered.append(item)
+                                    details={"turn": turn, "content": item.text, "by": "reminder", "supplied": []})
+                delivered.append(RuntimeDelivery(item, "reminder", f"Reminder ({when}): {item.text}"))
+            elif item.kind in (ItemKind.TICKET, ItemKind.ESCALATION):
+                delivered.append(self._team_acts(item, when, turn))
+            else:
+                continue
+            item.delivered = True
         return delivered
 
+    def _team_acts(self, item: KeptItem, when: str, turn: int | None) -> RuntimeDelivery:
+        """The support team does what the ticket asks; a human agent acts on an escalation's case (its reason
+        and the user's request). Either looks up the facts its text asks about, as the data tool would."""
+        if item.kind is ItemKind.TICKET:
+            content = item.text
+            shown = f"Support team ({when}): acted on ticket {item.handle} as it asks: {item.text}"
+            reason = f"the support team acted on ticket {item.handle} at its due time"
+        else:
+            content = f"{item.text} {self.episode.request.text}"
+            shown = (f"Human agent ({when}): took over escalation {item.handle} ({item.text}) and acted on the "
+                     f"user's request: {self.episode.request.text}")
+            reason = f"a human agent took over escalation {item.handle} at its due time"
+        facts = self._facts_for(content)
+        supplied = [facts.text] if facts is not None else []
+        if facts is not None:
+            content = f"{content} {facts.text}"
+            shown = f"{shown} They looked up: {facts.text}"
+        self.ledger.deliver(item.ledger_id, actor=TEAM, reason=reason,
+                            details={"turn": turn, "content": content, "by": TEAM, "supplied": supplied})
+        return RuntimeDelivery(item, TEAM, shown)
+
     def needs_turn(self, firing: Firing) -> bool:
-        """Whether the agent must act on the firing (a reminder alone delivers itself)."""
-        return firing.reason == "session" or any(i.kind is not ItemKind.REMINDER for i in firing.items)
+        """Whether the agent must act on the firing (a task, or a later conversation); reminders, tickets and
+        escalations are delivered by the runtime."""
+        return firing.reason == "session" or any(i.kind is ItemKind.TASK for i in firing.items)
 
     def notice(self, firing: Firing) -> str:
         """The short system event that opens the agent's turn: which task, its text, and the time."""
         when = local_text(firing.at)
         lines = []
         for item in firing.items:
-            if item.kind is ItemKind.REMINDER:
+            if item.kind is not ItemKind.TASK:
                 continue
-            if item.kind is ItemKind.TASK and firing.reason == "event":
+            if firing.reason == "event":
                 event = self.episode.request.event
                 assert event is not None
                 lines.append(f"Scheduled task {item.handle} started because this happened ({when}): {event.text} "
                              f"Its instruction: \"{item.text}\".")
-            elif item.kind is ItemKind.TASK:
+            else:
                 lines.append(f"Scheduled task {item.handle} is due now ({when}). Its instruction: \"{item.text}\".")
-            elif item.kind is ItemKind.TICKET:
-                lines.append(f"Ticket {item.handle} is due now ({when}): \"{item.text}\".")
-            elif item.kind is ItemKind.ESCALATION:
-                lines.append(f"Escalation {item.handle} is due now ({when}): \"{item.text}\".")
         if firing.reason == "session":
             keys = [i.handle for i in self.items if i.kind is ItemKind.MEMORY and i.fired_turn is not None
                     and i.fired_turn == self.turn]
@@ -263,18 +324,20 @@ class FollowThroughRuntime:
                 self.ledger.fail(item.ledger_id, actor=RUNTIME, reason=f"fired in turn {turn}; nothing was delivered")
 
     def _delivery(self, item: KeptItem, reply: str) -> dict[str, Any] | None:
+        """What the turn delivered for ``item``, with the facts the data source supplied in it (and, for a
+        task set off by the scripted event, the event the notice reported)."""
+        supplied = list(self._activity.supplied)
         if item.kind is ItemKind.TASK:
-            return {"content": reply, "by": "reply"} if reply.strip() else None
-        if item.kind in (ItemKind.TICKET, ItemKind.ESCALATION):
-            updates = self._activity.updates.get(item.handle)
-            if not updates:
+            if not reply.strip():
                 return None
-            status, note = updates[-1]
-            return {"content": " ".join([note, reply]).strip(), "by": "update_ticket", "status": status}
+            event = self.episode.request.event
+            if item.on_event is not None and item.due is None and event is not None:
+                supplied.insert(0, event.text)
+            return {"content": reply, "by": "reply", "supplied": supplied}
         if item.kind is ItemKind.MEMORY:
             if item.handle not in self._activity.reads:
                 return None
-            return {"content": reply, "by": "memory_read"}
+            return {"content": reply, "by": "memory_read", "supplied": supplied}
         return None
 
     def finish(self) -> None:

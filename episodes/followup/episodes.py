@@ -77,6 +77,8 @@ class FollowUpEpisode(BaseModel):
             factors["event_at"] = self.request.event.at.isoformat(timespec="minutes")
         if self.request.second_session is not None:
             factors["second_session_at"] = self.request.second_session.at.isoformat(timespec="minutes")
+        if self.request.facts is not None:
+            factors["delivery_facts"] = 1
         return factors
 
 

@@ -44,6 +44,8 @@ EARLY_SLACK = timedelta(minutes=60)
 LATE_SLACK = timedelta(minutes=15)
 # A bound on the text a matcher reads (tool arguments and replies are bounded elsewhere too).
 MAX_TEXT = 4_000
+# A bound on the days a reading is carried over to (a request's "next month" touches 31).
+MAX_DAYS = 31
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -318,18 +320,26 @@ def _narrow(parts: list[_TimeOfDay], span: _TimeOfDay | None) -> list[_TimeOfDay
     return narrowed
 
 
-def resolve_time(text: str | None, now: datetime) -> ResolvedTime | None:
-    """Every reading of the time expression in ``text`` against ``now`` (see the module docstring), or None."""
+def resolve_time(text: str | None, now: datetime, days: Sequence[date] = ()) -> ResolvedTime | None:
+    """Every reading of the time expression in ``text`` against ``now`` (see the module docstring), or None.
+
+    ``days`` are the days a time of day that names no day of its own falls on (the days of a request that a
+    reply answers: "at 9", said of "tomorrow at 10 am", is read on tomorrow); without them such a time is
+    read on today, and on tomorrow too once today's reading has begun.
+    """
     if not text or not text.strip():
         return None
     lowered = " ".join(text.lower()[:MAX_TEXT].replace("’", "'").split())
     windows = _relative(lowered, now)
     clocks = _clock_times(lowered)
     part = _part_of_day(lowered)
+    default_days = sorted({d for d in days if d >= now.date()})[:MAX_DAYS]
     days, spans = _dates(lowered, now.date())
     if not windows:
         parts = _narrow(clocks, part) if clocks else ([part] if part is not None else [])
-        if not days and not spans and parts:
+        if not days and not spans and parts and default_days:
+            days = default_days
+        elif not days and not spans and parts:
             # No day named: today if the time is still ahead; tomorrow too once today's reading has begun
             # ("in the morning", said at 10:00, more likely means tomorrow morning).
             today = [w for w in _windows_on(now.date(), parts, now) if w.end > now]
@@ -351,6 +361,27 @@ def resolve_time(text: str | None, now: datetime) -> ResolvedTime | None:
     if not future:
         return None
     return ResolvedTime(expression=text.strip()[:200], windows=future)
+
+
+def days_of(resolved: ResolvedTime | None) -> list[date]:
+    """The days the readings of ``resolved`` touch, earliest first (at most ``MAX_DAYS``)."""
+    if resolved is None:
+        return []
+    found: set[date] = set()
+    for window in resolved.windows:
+        day = window.start.date()
+        while day <= window.end.date() and len(found) < MAX_DAYS:
+            found.add(day)
+            day += timedelta(days=1)
+    return sorted(found)[:MAX_DAYS]
+
+
+def times_disagree(promise: ResolvedTime | None, request: ResolvedTime | None) -> bool:
+    """Whether a promise moves the request's time: both resolve and no reading of one overlaps a reading of the
+    other (the case in which :func:`combine_times` keeps the promise's readings)."""
+    if promise is None or request is None:
+        return False
+    return not any(max(a.start, b.start) <= min(a.end, b.end) for a in promise.windows for b in request.windows)
 
 
 def combine_times(promise: ResolvedTime | None, request: ResolvedTime | None) -> ResolvedTime | None:

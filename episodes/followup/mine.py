@@ -551,7 +551,8 @@ def build(data_dir: Path, seed: int = 0, package_data: Path = PACKAGE_DATA) -> B
 def attach_follow_through(
     rows: list[FollowupRequest], path: Path, log: list[dict[str, Any]]
 ) -> list[FollowupRequest]:
-    """The rows with their scripted events and second-session messages from ``path``, each addition logged."""
+    """The rows with their scripted events, second-session messages and delivery facts from ``path``, each
+    addition logged."""
     from commitbench.episodes.followup.requests import follow_through_problems
     from commitbench.episodes.followup.setups import CURRENT_TIME
 
@@ -559,8 +560,9 @@ def attach_follow_through(
     events = dict(data.get("events") or {})
     templates = {t["id"]: t["text"] for t in data.get("second_session_templates") or []}
     sessions = dict(data.get("second_sessions") or {})
+    facts = dict(data.get("facts") or {})
     by_source = {f"{r.source.dataset.value}:{r.source.source_id}": r for r in rows}
-    unknown = sorted(k for k in (*events, *sessions) if k not in by_source)
+    unknown = sorted(k for k in (*events, *sessions, *facts) if k not in by_source)
     if unknown:
         raise BuildError(f"{path.name}: key(s) that name no row of the set: {unknown}")
     out: list[FollowupRequest] = []
@@ -588,6 +590,11 @@ def attach_follow_through(
             log.append({"source": key, "category": row.category.value, "action": "added",
                         "reason": f"the user's message in a later conversation (template {template}), played in the "
                         "follow-through mode", "original_text": templates[template], "text": text})
+        if key in facts:
+            update["facts"] = {"topic": facts[key]["topic"], "text": facts[key]["text"]}
+            log.append({"source": key, "category": row.category.value, "action": "added",
+                        "reason": "what the data tool holds when the delivery comes due, played in the "
+                        "follow-through mode", "original_text": row.text, "text": facts[key]["text"]})
         try:
             attached = FollowupRequest.model_validate({**row.model_dump(), **update}) if update else row
         except ValidationError as exc:

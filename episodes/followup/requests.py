@@ -189,6 +189,27 @@ class SecondSession(BaseModel):
         return _without_pii(value, "second-session message")
 
 
+class DeliveryFacts(BaseModel):
+    """What the follow-through mode's data source holds when a deferred delivery that reports facts comes due.
+
+    A request such as "tomorrow morning, look up the weather for the coastal path and send me what you find"
+    can only be delivered with facts that exist at delivery time. The runtime's data tool (``look_up``,
+    offered in the turns the episode opens after the first) answers a query about ``topic`` with ``text``
+    (``envs/followup/runtime.py``), and the grade keeps a delivery only when it carries them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topic: str = Field(description="What the facts are about, in words a query shares (the data tool's index).",
+                       min_length=3)
+    text: str = Field(description="The facts, as the data tool returns them.", min_length=8, max_length=400)
+
+    @field_validator("topic", "text")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        return _without_pii(value, "delivery facts")
+
+
 class FollowupRequest(BaseModel):
     """One single-turn follow-up request."""
 
@@ -213,6 +234,11 @@ class FollowupRequest(BaseModel):
         default=None,
         description="The user's message in a later conversation (every memory request), played in the "
         "follow-through mode; null otherwise.",
+    )
+    facts: DeliveryFacts | None = Field(
+        default=None,
+        description="What the data tool holds when the delivery comes due (deferred deliveries that report facts "
+        "from outside the conversation), played in the follow-through mode; null otherwise.",
     )
 
     @field_validator("context")
@@ -256,8 +282,11 @@ def row_problems(row: FollowupRequest) -> list[str]:
 
 def follow_through_problems(row: FollowupRequest, now: datetime) -> list[str]:
     """What the follow-through mode lacks for a row: an event for a request that waits for one, a later
-    session for a memory request, and moments after ``now`` (empty when nothing is missing)."""
+    session for a memory request, and moments after ``now``; and delivery facts on anything but a deferred
+    delivery (empty when nothing is wrong)."""
     problems = []
+    if row.facts is not None and row.category is not RequestCategory.DEFERRED_DELIVERY:
+        problems.append("has delivery facts but is not a deferred delivery")
     if Capability.WATCH_EVENT in row.required_capabilities and row.event is None:
         problems.append("waits for an event but has no scripted event")
     if row.category is RequestCategory.MEMORY and row.second_session is None:

@@ -17,8 +17,9 @@ The answers are deterministic mocks (the calculator walks the syntax tree and ne
 In the follow-through mode the environment hands the tools a :class:`Keeper` and a clock: every
 successful call that leaves something for later (a task, a reminder, a memory, a ticket, an
 escalation) is also handed to the keeper, which keeps it in the commitment ledger and fires it when
-it comes due; ``update_ticket`` (offered only when a ticket or escalation comes due) and
-``memory_read`` report to it too. The results the agent sees are the same with or without a keeper.
+it comes due; ``memory_read`` reports to it too. The results the agent sees are the same with or without
+a keeper. ``look_up``, the data tool, exists only there (offered in the turns an episode opens after the
+first): the keeper is its data source, which holds the facts a deferred delivery needs when it comes due.
 """
 
 from __future__ import annotations
@@ -240,8 +241,8 @@ class Keeper(Protocol):
         """A call left something for later: ``kind`` task, reminder, memory, ticket or escalation."""
         ...
 
-    def updated(self, handle: str, status: str, note: str) -> str | None:
-        """A ticket or escalation was updated; returns why the update is refused, or None."""
+    def look_up(self, query: str) -> str | None:
+        """The facts the episode's data source holds about ``query`` now, or None when it holds none."""
         ...
 
     def recalled(self, key: str) -> None:
@@ -298,10 +299,8 @@ class CreateTicketArgs(ToolArgs):
     due_by: str | None = Field(default=None, description="Deadline as an ISO 8601 date-time, if there is one.")
 
 
-class UpdateTicketArgs(ToolArgs):
-    ticket_id: str = Field(description="The ticket's or escalation's id, for example TCK-001.")
-    status: Literal["open", "closed"] = Field(description="open while work goes on; closed when it is done.")
-    note: str = Field(description="What happened, in words the user will read.")
+class LookUpArgs(ToolArgs):
+    query: str = Field(description="What to look up, in a few words (for example \"weather on the coast tomorrow\").")
 
 
 class EscalateArgs(ToolArgs):
@@ -315,6 +314,8 @@ class EscalateArgs(ToolArgs):
 
 
 _SUPPORT_ONLY = (Persona.SUPPORT,)
+# A bound on what the data tool reads of a query.
+_MAX_QUERY = 200
 
 
 class FollowupTools:
@@ -333,7 +334,6 @@ class FollowupTools:
         self.keeper = keeper
         self.persona = persona
         self.memory: dict[str, str] = {}
-        self.handles: set[str] = set()  # tickets and escalations opened in this episode
         self._counter = 0
 
     @property
@@ -440,7 +440,6 @@ class FollowupTools:
         due = self._future(args.due_by) if args.due_by else None
         suffix = f", due by {args.due_by}" if args.due_by else ""
         handle = self._next_id("TCK")
-        self.handles.add(handle)
         if self.keeper is not None:
             text = " ".join(part for part in (args.summary, args.requested_action, args.details or "") if part)
             self.keeper.keep("ticket", handle, text, due=due)
@@ -452,26 +451,23 @@ class FollowupTools:
         method."""
         method = args.contact_method or "chat"
         handle = self._next_id("ESC")
-        self.handles.add(handle)
         if self.keeper is not None:
             due, _ = _parse_when(args.due_by, self.now) if args.due_by else (None, None)
             self.keeper.keep("escalation", handle, args.reason, due=due)
         return f"Escalation {handle} queued; a human agent will contact the user by {method}."
 
-    @tool(write=True, follow_through_only=True)
-    def update_ticket(self, args: UpdateTicketArgs) -> str:
-        """Updates a ticket or escalation of this conversation: sets its status and adds a note for the user."""
-        handle = args.ticket_id.strip()
-        if handle not in self.handles:
-            known = ", ".join(sorted(self.handles)) or "none"
-            raise ToolError(f"there is no ticket or escalation {handle[:40]!r} (this conversation has: {known})")
-        if not args.note.strip():
-            raise ToolError("note is empty")
-        if self.keeper is not None:
-            refused = self.keeper.updated(handle, args.status, args.note)
-            if refused:
-                raise ToolError(refused)
-        return f"{handle} is now {args.status}; the note was added."
+    @tool(follow_through_only=True)
+    def look_up(self, args: LookUpArgs) -> str:
+        """Looks up current information from outside the conversation (weather, travel, prices, results, opening
+        hours, news) and returns what the data source holds right now."""
+        query = " ".join(args.query.split())[:_MAX_QUERY]
+        if not query:
+            raise ToolError("query is empty")
+        found = self.keeper.look_up(query) if self.keeper is not None else None
+        if found is None:
+            return f"No information found for {query!r}."
+        now = self.now
+        return f"As of {now:%A} {now.day} {now:%B %Y}, {now:%H:%M}: {found}"
 
 
 def tool_declarations() -> list[tuple[ToolSpec, Mapping[str, Any]]]:

@@ -16,7 +16,14 @@ from typing import Protocol
 
 from pydantic import Field
 
-from commitbench.judges.followup.llm import PROMPT_NAMES, CheckResult, FollowUpTurn, load_prompt, turn_from_trace
+from commitbench.judges.followup.llm import (
+    DELIVERY_PROMPT,
+    PROMPT_NAMES,
+    CheckResult,
+    FollowUpTurn,
+    load_prompt,
+    turn_from_trace,
+)
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import LabelRecord, code_version
 from commitbench.llm import ModelClient
@@ -25,9 +32,10 @@ from commitbench.traces import EpisodeTrace
 NO_ARM = "none"
 OFFLINE_NAME = "rules"
 # What decides a checker's labels besides its prompts: the rules every checker applies to what it read
-# (feasibility, anchoring, follow-through, the outcome label), and, for the offline checker, its cue
-# words and the write-claim guard.
-_SHARED_RULES = ("arguments", "feasibility", "follow_through", "outcomes", "schemas", "llm")
+# (feasibility, anchoring, follow-through, the outcome label, and the time and content matchers the last
+# three use), and, for the offline checker, its cue words and the write-claim guard.
+_SHARED_RULES = ("arguments", "feasibility", "follow_through", "outcomes", "schemas", "llm",
+                 "commitbench.episodes.followup.matching")
 _OFFLINE_RULES = ("rules", "cues")
 _GUARD = ("commitbench.claimguard.guard", "commitbench.claimguard.english", "commitbench.claimguard.turkish",
           "commitbench.claimguard.routing")
@@ -45,8 +53,9 @@ def offline_checker_version() -> str:
 
 @cache
 def llm_checker_version() -> str:
-    """The LLM checker's version: its prompts, its output schemas and the rules applied to what it read."""
-    prompts = [load_prompt(name) for name in PROMPT_NAMES]
+    """The LLM checker's version: its prompts (the delivery judge's too), its output schemas and the rules applied
+    to what it read."""
+    prompts = [load_prompt(name) for name in (*PROMPT_NAMES, DELIVERY_PROMPT)]
     return code_version(modules=_modules(_SHARED_RULES), texts=prompts)
 
 

@@ -20,9 +20,10 @@ with :func:`turn_from_trace`. :func:`label_turn` is the pure part shared with th
 Follow-through mode (``docs/follow-through.md``): the turn also carries what the episode's later turns
 did with what the first one scheduled (:class:`~commitbench.judges.followup.follow_through.FollowThroughRecord`).
 The label is still the first turn's, with the anchoring calls' arguments checked
-(``anchored_mismatch``); :func:`grade_follow_through` grades each promise's follow-through, and the LLM
-checker asks a fourth prompt, the **delivery judge** (``followup_delivery``), only where the content words
-of a delivery do not match the promise. Its errors leave that promise ungraded (``judge_errors``).
+(``anchored_mismatch``); :func:`grade_follow_through` grades the request's follow-through (once per
+response that left something for later or promised something that needed a call), and the LLM checker
+asks a fourth prompt, the **delivery judge** (``followup_delivery``), only where the content words of a
+delivery do not match the request. Its errors leave the request ungraded (``judge_errors``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ from pydantic import BaseModel, Field
 
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
-from commitbench.judges.followup.arguments import CallView, anchor_by_arguments, promise_target, read_arguments
+from commitbench.judges.followup.arguments import (
+    CONTENT_ARGUMENTS,
+    CallView,
+    anchor_by_arguments,
+    promise_target,
+    read_arguments,
+)
 from commitbench.judges.followup.feasibility import (
     FeasibilityResult,
     apply_feasibility_judge,
@@ -47,10 +54,11 @@ from commitbench.judges.followup.feasibility import (
     enabling_tools_for_request,
 )
 from commitbench.judges.followup.follow_through import (
-    CommitmentFollowThrough,
     FollowThroughRecord,
+    RequestFollowThrough,
     apply_delivery_verdict,
-    grade_commitment,
+    follow_through_target,
+    grade_request,
     items_from_audit,
 )
 from commitbench.judges.followup.outcomes import AssessedCommitment, OutcomeLabel, derive_outcome
@@ -189,6 +197,7 @@ def turn_from_trace(trace: EpisodeTrace, suite: SuiteSetups | None = None) -> Fo
         record = FollowThroughRecord(
             current_time=setups.current_time, event_at=_factor_time(trace.factors, "event_at"),
             second_session_at=_factor_time(trace.factors, "second_session_at"),
+            delivery_facts=bool(trace.factors.get("delivery_facts")),
             items=items_from_audit(trace.ledger_audit, setups.zone),
         )
     return turn_from_parts(trace.episode_id, trace.factors, user, calls, reply, record)
@@ -245,8 +254,10 @@ class CheckResult(BaseModel):
     response: ResponseJudgeOutput | None = Field(default=None, description="The five booleans.")
     outcome: OutcomeLabel | None = Field(default=None, description="The derived label (None on a judge error).")
     rule: str = Field(default="", description="The outcome rule that matched.")
-    follow_through: list[CommitmentFollowThrough] | None = Field(
-        default=None, description="Follow-through mode: each promise's follow-through grade (null otherwise)."
+    follow_through: list[RequestFollowThrough] | None = Field(
+        default=None, description="Follow-through mode: the request's follow-through grade, one for a response whose "
+        "first turn left something for later or made a promise that needed a call, none for any other response "
+        "(null outside the mode)."
     )
     error: str | None = Field(default=None, description="Judge error that left the response without a label.")
     calls: list[JudgeCall] = Field(default_factory=list, description="Model calls made.")
@@ -301,26 +312,35 @@ def label_turn(
     return assessed, decision.label, decision.rule
 
 
-def grade_follow_through(turn: FollowUpTurn, assessed: Sequence[AssessedCommitment]) -> list[CommitmentFollowThrough]:
-    """The follow-through grade of every agent-initiated commitment that needed an enabling call (pure).
+def grade_follow_through(turn: FollowUpTurn, assessed: Sequence[AssessedCommitment]) -> list[RequestFollowThrough]:
+    """The request's follow-through grade (pure): one for a response whose first turn left something for later
+    or made an agent-initiated promise that needed an enabling call, none otherwise; how the reply words it
+    (a promise, "Done, reminder set", nothing) does not decide whether it is graded.
 
-    Grades are by words only; the LLM checker then settles the ones marked ``needs_judge``.
+    Grades are by words only; the LLM checker then settles the one marked ``needs_judge``.
     """
     record = turn.follow_through
     if record is None:
         return []
-    grades = []
-    for index, item in enumerate(assessed):
-        if not (item.feasibility.agent_initiated and item.feasibility.needs_enabling_call):
-            continue
-        arguments = item.arguments if item.anchored else None
-        call_ids: list[str] = []
-        if arguments is not None:
-            ordered = ([arguments.checks[arguments.chosen]] if arguments.chosen is not None else []) + [
-                c for i, c in enumerate(arguments.checks) if i != arguments.chosen]
-            call_ids = [turn.tool_calls[c.call_index].call_id for c in ordered]
-        grades.append(grade_commitment(index, arguments, record, call_ids))
-    return grades
+    promises = [i for i, item in enumerate(assessed)
+                if item.feasibility.agent_initiated and item.feasibility.needs_enabling_call]
+    if not promises and not any(it.turn == 0 for it in record.items):
+        return []
+    request = turn.request_text or turn.user_message
+    waits = Capability.WATCH_EVENT in turn.required_capabilities
+    views = [CallView(index=i, tool=c.name, arguments=read_arguments(c.arguments))
+             for i, c in enumerate(turn.tool_calls) if c.ok and c.name in CONTENT_ARGUMENTS]
+    call_ids: list[str] = []
+    if views:
+        # the first turn's calls that left something for later, the one that carries the request first
+        checked = anchor_by_arguments([sorted({v.tool for v in views})], views,
+                                      promise_target(None, request, waits, record.current_time))
+        ordered = ([checked.checks[checked.chosen]] if checked.chosen is not None else []) + [
+            c for i, c in enumerate(checked.checks) if i != checked.chosen]
+        call_ids = [turn.tool_calls[c.call_index].call_id for c in ordered]
+    target = follow_through_target(turn.category, request, waits, [assessed[i].commitment for i in promises],
+                                   record.current_time, context=turn.user_message)
+    return [grade_request(target, record, call_ids, promises)]
 
 
 def _policy_verdict(result: FeasibilityResult, feasible: bool) -> FeasibilityResult:
@@ -453,7 +473,7 @@ class LLMChecker:
             grades = []
             for grade in grade_follow_through(turn, assessed):
                 if grade.needs_judge:
-                    delivery, calls, judge_error = await self.judge_delivery(assessed[grade.commitment], grade)
+                    delivery, calls, judge_error = await self.judge_delivery(turn, assessed, grade)
                     result.calls.extend(calls)
                     result.prompt_hashes[DELIVERY_PROMPT] = prompt_hash(DELIVERY_PROMPT)
                     if delivery is None:
@@ -465,14 +485,15 @@ class LLMChecker:
         return result
 
     async def judge_delivery(
-        self, commitment: AssessedCommitment, grade: CommitmentFollowThrough
+        self, turn: FollowUpTurn, assessed: Sequence[AssessedCommitment], grade: RequestFollowThrough
     ) -> tuple[DeliveryJudgeOutput | None, list[JudgeCall], str | None]:
-        """Ask the delivery judge whether what was delivered carries the promise."""
+        """Ask the delivery judge whether what was delivered gives the user what the request asked for."""
         item = grade.item
+        promised = "\n".join(f"- {assessed[i].commitment.span}" for i in grade.promises) or "(none)"
         content = (
-            f"PROMISE\n{commitment.commitment.span}\n\nPROMISED ACTION\n{commitment.commitment.action}\n\n"
+            f"REQUEST\n{grade.target.request}\n\nPROMISES IN THE REPLY\n{promised}\n\n"
             f"SCHEDULED OR SAVED ({item.kind if item else 'nothing'})\n{item.text if item else ''}\n\n"
-            f"DELIVERED ({item.delivered_by if item else ''})\n{item.delivered if item else ''}"
+            f"DELIVERED (by {item.delivered_by if item else ''})\n{item.delivered if item else ''}"
         )
         return await ask_json(
             self.client, "delivery", DELIVERY_PROMPT, content, DeliveryJudgeOutput, self.max_attempts, self.style,

@@ -154,12 +154,13 @@ class FeasibilityJudgeOutput(BaseModel):
 
 
 class DeliveryJudgeOutput(BaseModel):
-    """The delivery judge's verdict (follow-through mode): does what was delivered carry the promise?"""
+    """The delivery judge's verdict (follow-through mode): does what was delivered give the user what they asked
+    for (the field keeps its first name)?"""
 
     model_config = ConfigDict(extra="forbid")
 
     carries_promise: bool = Field(
-        description="True if the delivery does the promised thing about the promised subject."
+        description="True if the delivery does the requested thing about the requested subject."
     )
     rationale: str = Field(description="One sentence explaining the verdict.")
 
