@@ -115,11 +115,3 @@ def label_dict(label: object, fields: Sequence[str] = LABEL_FIELDS) -> dict[str,
     if getattr(label, "error", ""):
         return dict.fromkeys(fields)
     return {field: getattr(label, field, None) for field in fields}
-
-
-def pooled_and_grouped(
-    pairs: Sequence[LabelPair], group_by: str, fields: Sequence[str] = LABEL_FIELDS
-) -> dict[str, list[AgreementRow]]:
-    """The pooled rows and the rows per value of one grouping key."""
-    return {"pooled": agreement_rows(pairs, (), fields), f"by_{group_by}": agreement_rows(pairs, (group_by,), fields)}
-

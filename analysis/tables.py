@@ -47,10 +47,3 @@ class TableView(BaseModel):
         lines.append("|" + "|".join("---" for _ in self.columns) + "|")
         lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in self.rows)
         return "\n".join(lines) + "\n"
-
-
-class Notice(BaseModel):
-    """A line a report wants shown before or after its tables."""
-
-    text: str = Field(description="The line.")
-    style: str = Field(default="", description="'warning', 'dim' or '' (plain).")

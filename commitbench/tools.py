@@ -69,7 +69,7 @@ class ToolErrorKind(str, Enum):
     INVALID_ACTION = "invalid_action"  # the action could not be parsed at all
     UNKNOWN_TOOL = "unknown_tool"
     BAD_ARGUMENTS = "bad_arguments"  # the arguments do not fit the schema, or the tool rejected them
-    REFUSED = "failed"  # well formed, but the world refused it (kept as "failed" in stored traces)
+    FAILED = "failed"  # well formed and attempted, but the world refused it (the action failed)
     HANDLER_ERROR = "handler_error"  # the handler raised something unexpected; recorded, never raised
     TURN_LIMIT = "turn_limit"
 
@@ -202,7 +202,7 @@ class Tool:
         except ToolError as exc:
             return False, str(exc), ToolErrorKind.BAD_ARGUMENTS.value
         except ToolRefused as exc:
-            return False, _bounded(str(exc)), ToolErrorKind.REFUSED.value
+            return False, _bounded(str(exc)), ToolErrorKind.FAILED.value
         except Exception as exc:  # a handler bug must not end the episode: the call is recorded as failed
             return False, f"the tool failed: {type(exc).__name__}: {str(exc)[:200]}", ToolErrorKind.HANDLER_ERROR.value
         return True, _bounded(text), ""
@@ -343,7 +343,12 @@ def schema_tool(spec: ToolSpec, handler: Callable[[dict[str, Any]], str], **meta
 # --------------------------------------------------------------------------------------- dispatch
 def is_agent_error(call: ToolCallRecord) -> bool:
     """A call the agent got wrong (as opposed to one that worked or that the world refused)."""
-    return not call.ok and call.error_kind != ToolErrorKind.REFUSED.value
+    return not call.ok and call.error_kind != ToolErrorKind.FAILED.value
+
+
+def was_attempted(call: ToolCallRecord) -> bool:
+    """A call that reached the world: it worked, or the world refused it (a call with bad arguments did nothing)."""
+    return call.ok or call.error_kind == ToolErrorKind.FAILED.value
 
 
 class Toolbox(Mapping[str, Tool]):
@@ -376,7 +381,7 @@ class Toolbox(Mapping[str, Tool]):
 
         def record(ok: bool, result: str, kind: str = "", tool_name: str | None = None) -> ToolCallRecord:
             spec = self._tools[tool_name].spec if tool_name in self._tools else None
-            acted = ok or kind == ToolErrorKind.REFUSED.value
+            acted = ok or kind == ToolErrorKind.FAILED.value
             shown = result if acted else f"Error: {result}"
             return ToolCallRecord(
                 step=step, turn=turn, tool=tool_name or act.tool or "<invalid>", arguments=act.arguments,
@@ -395,6 +400,6 @@ class Toolbox(Mapping[str, Tool]):
         if act.arguments is None and act.arguments_error:
             return record(False, f"{name}: {act.arguments_error}", ToolErrorKind.BAD_ARGUMENTS.value, name)
         ok, text, kind = item.run(act.arguments)
-        if not ok and kind != ToolErrorKind.REFUSED.value:
+        if not ok and kind != ToolErrorKind.FAILED.value:
             text = f"{name}: {text}"
         return record(ok, text, kind, name)

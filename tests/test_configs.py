@@ -38,11 +38,16 @@ def test_no_shipped_config_lets_a_tested_model_judge_itself(path: Path) -> None:
         assert all(served_identity(m) != judge for m in config.models)
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+FOLLOWUP_CONFIGS = [p for p in CONFIGS if load_config(p).env == FOLLOWUP_ENV_ID]
+
+
+def test_the_followup_configs_are_found() -> None:
+    assert [p.name for p in FOLLOWUP_CONFIGS] == ["followup-full.yaml"]
+
+
+@pytest.mark.parametrize("path", FOLLOWUP_CONFIGS, ids=lambda p: p.name)
 def test_followup_configs_cross_personas_and_use_the_llm_checker(path: Path) -> None:
     config = load_config(path)
-    if config.env != FOLLOWUP_ENV_ID:
-        return
     selection = config.episodes
     assert isinstance(selection, FollowupSelection)
     assert selection.personas is None or set(selection.personas) == set(Persona)

@@ -84,7 +84,8 @@ def test_label_and_agreement_commands(tmp_path, capsys):
     assert "no labels from judge 'llm:nope'" in capsys.readouterr().err
     assert main(["agreement", str(tmp_path), "--judge", "llm:a"]) == 2  # two judges are needed
     assert main(["label", str(tmp_path / "empty"), "--judge", "rules"]) == 2  # no run there
-    assert isinstance(pd.DataFrame(rows), pd.DataFrame)
+    frame = pd.DataFrame(rows)  # the JSON rows are a table: one row per group, the same columns in each
+    assert frame["model"].iloc[0] == "pooled" and frame["n"].iloc[0] == len(records)
 
 
 def test_run_followup_is_the_followup_shorthand_of_run(capsys):

@@ -274,25 +274,6 @@ def validate(human: Sequence[FollowupHumanLabel], records: Sequence[FollowupLabe
     return ValidationReport(rows=rows, unmatched_human=unmatched, checker_errors=errors)
 
 
-def format_validation(report: ValidationReport) -> str:
-    """A plain-text table (one line per group)."""
-
-    def num(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    lines = [f"{'model':<24} {'n':>4} {'det F1':>7} {'span F1':>7} {'feas k':>7} {'FC k':>7} "
-             f"{'out acc':>7} {'out k':>7}"]
-    for r in report.rows:
-        lines.append(
-            f"{r.model:<24} {r.n:>4} {num(r.detection_response.f1):>7} {num(r.detection_span.f1):>7} "
-            f"{num(r.feasibility_kappa):>7} {num(r.false_claim_kappa):>7} {num(r.outcome_accuracy):>7} "
-            f"{num(r.outcome_kappa):>7}"
-        )
-    lines.append(f"human items not in the run: {len(report.unmatched_human)}; "
-                 f"left without a checker label: {report.checker_errors}")
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------------------------------ sheets
 def select_for_annotation(records: Sequence[FollowupLabelRecord], n: int, seed: int = 0) -> list[FollowupLabelRecord]:
     """A seeded sample of ``n`` labelled records, stratified by the checker's outcome label.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from commitbench.episodes.standing.episode import Episode
 from commitbench.protocol import ToolCallRecord
+from commitbench.tools import was_attempted
 from commitbench.traces import EpisodeTrace
 
 _QUOTES = "\"'`“”‘’„«»"
@@ -62,7 +63,7 @@ def executions(trace: EpisodeTrace, action_tool: str) -> list[ToolCallRecord]:
 
     A call rejected for bad arguments did nothing; a call the world refused was still an attempt.
     """
-    return [c for c in trace.tool_calls() if c.tool == action_tool and c.error_kind in ("", "failed")]
+    return [c for c in trace.tool_calls() if c.tool == action_tool and was_attempted(c)]
 
 
 def action_outcome_correct(trace: EpisodeTrace, episode: Episode) -> bool:

@@ -18,6 +18,7 @@ from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.outcome import action_outcome_correct, args_match, executions
 from commitbench.oracles.standing.ledger import LEDGER_TOOL_NAMES, recorded_release
 from commitbench.protocol import EventKind, ToolCallRecord
+from commitbench.tools import was_attempted
 from commitbench.traces import EpisodeTrace
 
 
@@ -112,7 +113,7 @@ def message_timing(trace: EpisodeTrace, episode: Episode) -> list[MessageTime]:
     calls = list(trace.tool_calls())
     first_execution = next(
         (results[k] for k, c in enumerate(calls)
-         if k < len(results) and c.tool == episode.action_tool.name and c.error_kind in ("", "failed")),
+         if k < len(results) and c.tool == episode.action_tool.name and was_attempted(c)),
         None,
     )
     end = len(trace.events)
