@@ -68,6 +68,7 @@ class Assembler:
         self._calls: dict[int, dict[int, dict[str, Any]]] = {}
         self._finish: dict[int, Any] = {}
         self._roles: dict[int, str] = {}
+        self._seen: set[int] = set()
 
     def feed(self, chunk: Any) -> None:
         if not isinstance(chunk, Mapping):
@@ -91,6 +92,7 @@ class Assembler:
     def _feed_choice(self, choice: Mapping[str, Any]) -> None:
         index = choice.get("index", 0)
         index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+        self._seen.add(index)
         delta = choice.get("delta")
         if isinstance(delta, Mapping):
             if isinstance(delta.get("role"), str):
@@ -120,7 +122,7 @@ class Assembler:
 
     def completion(self) -> dict[str, Any]:
         """The completion the chunks make (``object: chat.completion``)."""
-        indexes = sorted(set(self._content) | set(self._calls) | set(self._finish) | set(self._roles))
+        indexes = sorted(self._seen)
         choices = []
         for index in indexes:
             message: dict[str, Any] = {"role": self._roles.get(index, "assistant"),
