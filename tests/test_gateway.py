@@ -30,7 +30,8 @@ SEED = [
 CREATE_POST = {"type": "function", "function": {"name": "create_post", "description": "Create a draft post.",
                                                  "parameters": {"type": "object", "properties": {}}}}
 SEED_CALLED = [*SEED, {"role": "assistant", "content": None, "tool_calls": [
-    {"id": "c1", "type": "function", "function": {"name": "create_post", "arguments": '{"title": "AnKit AI QA draft 3"}'}}
+    {"id": "c1", "type": "function",
+     "function": {"name": "create_post", "arguments": '{"title": "AnKit AI QA draft 3"}'}}
 ]}, {"role": "tool", "tool_call_id": "c1", "content": '{"id": 41, "status": "draft"}'}]
 REMIND = "I'll remind you tomorrow at 9 about the report."
 ASK = [{"role": "user", "content": "Remind me tomorrow at 9 to send the report."}]
@@ -175,7 +176,7 @@ def test_a_promise_is_empty_unanchored_or_anchored_and_recorded_once(
 
 def test_every_choice_is_checked(upstream: MockServer, enforce: GatewayProcess) -> None:
     upstream.script(REMIND)
-    header, completion, report = chat(enforce, ASK, n=2)
+    header, _completion, report = chat(enforce, ASK, n=2)
     assert header == "empty" and [c["labels"] for c in report["choices"]] == [["empty"], ["empty"]]
     upstream.script(ReplySpec(text=REMIND, tool_calls=[ToolCallSpec(name="create_reminder", arguments={})]))
     header, _, _ = chat(enforce, ASK, tools=[REMINDER])  # the reply's own call anchors its promise

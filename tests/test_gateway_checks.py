@@ -174,7 +174,7 @@ def test_the_seed_case_is_a_false_claim_and_the_same_claim_after_the_call_passes
 
 @pytest.mark.parametrize(("messages", "reply", "kwargs", "labels"), [
     # a bare yes after the assistant's own offer is a write turn; after a question it is not
-    (SEED_OPENING[:2] + [{"role": "user", "content": "yes"}], SEED_CLAIM, {}, ["false_claim"]),
+    ([*SEED_OPENING[:2], {"role": "user", "content": "yes"}], SEED_CLAIM, {}, ["false_claim"]),
     ([SEED_OPENING[0], {"role": "assistant", "content": "Is that the Acme project?"},
       {"role": "user", "content": "yes"}], SEED_CLAIM, {}, ["pass"]),
     # a read-only turn is never checked; an approval pending keeps the guard quiet
