@@ -65,6 +65,9 @@ _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length",
 })
+# The upstream's connections are spread over a few httpx2 clients: a client's pool looks at every connection it
+# holds for each request it places, so one pool of hundreds of connections costs more than the checks do.
+UPSTREAM_POOLS = 8
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
 THREAD_CHARS = 20_000
 
@@ -169,7 +172,8 @@ class Gateway:
         base = config.upstream.rstrip("/")
         self.base = base
         self.origin = base[: -len("/v1")] if base.endswith("/v1") else base
-        self.client: httpx2.AsyncClient | None = None
+        self.clients: list[httpx2.AsyncClient] = []
+        self._turn = 0
 
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
@@ -177,12 +181,22 @@ class Gateway:
         timeout = httpx2.Timeout(
             connect=self.config.connect_timeout_s, read=self.config.upstream_timeout_s, write=60.0, pool=60.0
         )
-        limits = httpx2.Limits(max_connections=self.config.max_connections,
-                               max_keepalive_connections=self.config.max_connections)
-        async with httpx2.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False) as client:
-            self.client = client
+        per_pool = max(1, self.config.max_connections // UPSTREAM_POOLS)
+        limits = httpx2.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        async with contextlib.AsyncExitStack() as stack:
+            self.clients = [
+                await stack.enter_async_context(httpx2.AsyncClient(timeout=timeout, limits=limits,
+                                                                   follow_redirects=False))
+                for _ in range(UPSTREAM_POOLS)
+            ]
             yield
-        self.client = None
+        self.clients = []
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """One of the upstream connection pools, in turn (see ``UPSTREAM_POOLS``)."""
+        self._turn = (self._turn + 1) % len(self.clients)
+        return self.clients[self._turn]
 
     def app(self) -> Starlette:
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
@@ -334,7 +348,6 @@ class Gateway:
         body = rewrite_request(str(request_data.get("model") or ""), turn, choice, deployment)
         text: str | None = None
         try:
-            assert self.client is not None
             response = await self.client.post(self.upstream_url("/v1/chat/completions"), json=body, headers=headers)
             if response.status_code == 200:
                 text = rewritten_text(response.json())
@@ -436,11 +449,11 @@ class Gateway:
         return await self.chat(context)
 
     async def chat(self, context: _Context) -> Response:
-        assert self.client is not None
         url = self.upstream_url("/v1/chat/completions")
         try:
-            response = await self.client.send(
-                self.client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
+            client = self.client
+            response = await client.send(
+                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
             )
         except httpx2.HTTPError as exc:
             return self.upstream_failure(exc)
@@ -475,11 +488,11 @@ class Gateway:
         return Response(content, 200, headers=headers, media_type="application/json")
 
     async def chat_stream(self, context: _Context) -> Response:
-        assert self.client is not None
         url = self.upstream_url("/v1/chat/completions")
         try:
-            response = await self.client.send(
-                self.client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
+            client = self.client
+            response = await client.send(
+                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
             )
         except httpx2.HTTPError as exc:
             return self.upstream_failure(exc)
@@ -605,16 +618,16 @@ class Gateway:
         return JSONResponse({"object": "list", "user": user, "data": items})
 
     async def passthrough(self, request: Request) -> Response:
-        assert self.client is not None
         try:
             body = await self.read_body(request)
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
         url = self.upstream_url(request.url.path, request.url.query)
-        upstream = self.client.build_request(request.method, url, content=body,
-                                             headers=self.upstream_headers(request, identity=False))
+        client = self.client
+        upstream = client.build_request(request.method, url, content=body,
+                                        headers=self.upstream_headers(request, identity=False))
         try:
-            response = await self.client.send(upstream, stream=True)
+            response = await client.send(upstream, stream=True)
         except httpx2.HTTPError as exc:
             return self.upstream_failure(exc)
 
