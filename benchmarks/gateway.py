@@ -74,7 +74,7 @@ async def run(base_url: str, requests: int, concurrency: int) -> tuple[list[floa
 
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 def main() -> int:

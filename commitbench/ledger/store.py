@@ -131,7 +131,8 @@ def _create_add_keys(conn: sqlite3.Connection) -> None:
     # A caller that may send the same promise twice (a client retrying a request) names it with a key; the
     # second add with that key returns the first commitment instead of adding another.
     conn.execute(
-        "CREATE TABLE add_keys (key TEXT PRIMARY KEY, commitment_id INTEGER NOT NULL REFERENCES commitments(id))"
+        "CREATE TABLE IF NOT EXISTS add_keys "
+        "(key TEXT PRIMARY KEY, commitment_id INTEGER NOT NULL REFERENCES commitments(id))"
     )
 
 
