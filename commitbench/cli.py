@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.ledger_cmd",
     "commitbench.commands.guard_cmd",
     "commitbench.commands.prevalence_cmd",
+    "commitbench.commands.gateway_cmd",
 )
 
 

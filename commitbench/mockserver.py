@@ -5,7 +5,9 @@ streams, so the ``openai`` client talks to it exactly as it talks to vLLM or Ope
 
 Endpoints
 ---------
-``POST /v1/chat/completions``  non-streaming completions (``stream: true`` gets a 400).
+``POST /v1/chat/completions``  completions; ``stream: true`` gets a 400 unless the server streams
+                               (``MockServer(streaming=True)``, ``--streaming``): then server-sent events,
+                               chunk by chunk, ending with ``data: [DONE]``.
 ``GET  /v1/models``            the configured model ids.
 ``GET  /stats``                request counts by outcome (:class:`ServerStats`).
 ``POST /reset``                empty the reply queue, clear faults and counters.
@@ -146,6 +148,9 @@ class ReplySpec(BaseModel):
     latency_ms: float | None = Field(
         default=None, ge=0, description="Latency for this reply, replacing the server's configured latency."
     )
+    chunk_delay_ms: float = Field(
+        default=0.0, ge=0, description="Streamed replies: the pause after each event (a model generating slowly)."
+    )
     fault: FaultKind | None = Field(
         default=None, description="A fault this queue entry injects (the entry is consumed by it)."
     )
@@ -230,6 +235,17 @@ class _Drop:
     """Close the connection without answering."""
 
 
+class _Stream:
+    """Server-sent events, written one chunk at a time; ``complete`` False cuts the stream off before its end."""
+
+    __slots__ = ("complete", "delay_s", "events")
+
+    def __init__(self, events: list[bytes], delay_s: float, complete: bool = True) -> None:
+        self.events = events
+        self.delay_s = delay_s
+        self.complete = complete
+
+
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
             431: "Request Header Fields Too Large", 500: "Internal Server Error"}
 
@@ -303,9 +319,11 @@ class MockServer:
         models: Sequence[str] = (DEFAULT_MODEL,),
         record_requests: int = 1000,
         capacity: int | None = None,
+        streaming: bool = False,
     ) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError(f"capacity must be at least 1 (or None for no limit), got {capacity}")
+        self._streaming = streaming
         self._lock = threading.Lock()
         self._capacity = self._initial_capacity = capacity
         self._slots: asyncio.Semaphore | None = asyncio.Semaphore(capacity) if capacity else None
@@ -527,6 +545,10 @@ class MockServer:
                 action = await self._dispatch(method, path, headers, body)
                 if isinstance(action, _Drop):
                     return
+                if isinstance(action, _Stream):
+                    if not await self._write_stream(writer, action, keep_alive):
+                        return
+                    continue
                 if isinstance(action, _Hold):
                     # Wait for the client to give up (EOF) or for the hold to end.
                     with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
@@ -547,6 +569,25 @@ class MockServer:
             writer.close()
 
     @staticmethod
+    async def _write_stream(writer: asyncio.StreamWriter, stream: _Stream, keep_alive: bool) -> bool:
+        """Write the events as a chunked body; False when the connection is to be closed afterwards."""
+        keep_alive = keep_alive and stream.complete
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+            f"transfer-encoding: chunked\r\nconnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+        )
+        writer.write(head.encode("latin-1"))
+        for event in stream.events:
+            writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            await writer.drain()
+            if stream.delay_s:
+                await asyncio.sleep(stream.delay_s)
+        if stream.complete:
+            writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return keep_alive
+
+    @staticmethod
     def _write(writer: asyncio.StreamWriter, response: _HttpResponse, keep_alive: bool) -> None:
         lines = [
             f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}",
@@ -559,7 +600,7 @@ class MockServer:
 
     async def _dispatch(
         self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> _HttpResponse | _Hold | _Drop:
+    ) -> _HttpResponse | _Hold | _Drop | _Stream:
         path = path.split("?", 1)[0].rstrip("/") or "/"
         with self._lock:
             self._total += 1
@@ -596,7 +637,9 @@ class MockServer:
         return _error(404, f"no route for {method} {path}", "not_found_error")
 
     # ----------------------------------------------------------------- completions
-    async def _chat_completion(self, path: str, headers: dict[str, str], body: bytes) -> _HttpResponse | _Hold | _Drop:
+    async def _chat_completion(
+        self, path: str, headers: dict[str, str], body: bytes
+    ) -> _HttpResponse | _Hold | _Drop | _Stream:
         try:
             request = json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -608,7 +651,7 @@ class MockServer:
             if self._record_limit:
                 self._requests.append({"method": "POST", "path": path, "headers": headers, "body": request})
         try:
-            problem = _validate_request(request)
+            problem = _validate_request(request, self._streaming)
             if problem is not None:
                 self._count("bad_request")
                 return _error(400, problem, "invalid_request_error")
@@ -623,7 +666,7 @@ class MockServer:
             with self._lock:
                 self._in_flight -= 1
 
-    async def _serve(self, request: dict[str, Any]) -> _HttpResponse | _Hold | _Drop:
+    async def _serve(self, request: dict[str, Any]) -> _HttpResponse | _Hold | _Drop | _Stream:
         with self._lock:
             self._serving += 1
             self._max_serving = max(self._max_serving, self._serving)
@@ -671,7 +714,7 @@ class MockServer:
                 return reply
         return ReplySpec(text=f"echo: {_last_user_text(request)[:200]}")
 
-    async def _complete(self, request: dict[str, Any]) -> _HttpResponse | _Hold | _Drop:
+    async def _complete(self, request: dict[str, Any]) -> _HttpResponse | _Hold | _Drop | _Stream:
         fault, latency, config = self._draw_fault_and_latency()
         reply: ReplySpec | None = None
         try:
@@ -691,9 +734,14 @@ class MockServer:
             return _Hold(config.timeout_hold_s)
         if latency > 0:
             await asyncio.sleep(latency)
+        streamed = bool(request.get("stream"))
         if fault is None:
             self._count("ok")
-            return _HttpResponse(200, _json_bytes(self._completion_json(request, reply)))
+            completion = self._completion_json(request, reply)
+            if streamed:
+                delay = reply.chunk_delay_ms / 1000.0 if reply is not None else 0.0
+                return _Stream(_stream_events(completion, request), delay)
+            return _HttpResponse(200, _json_bytes(completion))
         self._count(fault.value)
         if fault is FaultKind.HTTP_500:
             return _error(500, "injected server error", "server_error")
@@ -711,6 +759,9 @@ class MockServer:
             payload = self._completion_json(request, ReplySpec(text=""))
             payload["choices"] = []
             return _HttpResponse(200, _json_bytes(payload))
+        if fault is FaultKind.TRUNCATED_BODY and streamed:
+            events = _stream_events(self._completion_json(request, reply or ReplySpec(text="")), request)
+            return _Stream(events[: max(1, len(events) // 2)], 0.0, complete=False)
         if fault is FaultKind.TRUNCATED_BODY:
             full = _json_bytes(self._completion_json(request, reply or ReplySpec(text="")))
             return _HttpResponse(200, full[: max(1, len(full) // 2)])
@@ -793,10 +844,55 @@ def _as_malformed(reply: ReplySpec | None, request: dict[str, Any]) -> ReplySpec
     return reply.model_copy(update={"tool_calls": calls, "fault": None})
 
 
-def _validate_request(request: Any) -> str | None:
+_WORDS_PER_CHUNK = 3
+
+
+def _text_pieces(text: str) -> list[str]:
+    """``text`` in pieces of a few words, as a model streams it (joined, the pieces are the text)."""
+    words = text.split(" ")
+    pieces = [" ".join(words[i : i + _WORDS_PER_CHUNK]) for i in range(0, len(words), _WORDS_PER_CHUNK)]
+    return [piece + (" " if index < len(pieces) - 1 else "") for index, piece in enumerate(pieces)]
+
+
+def _stream_events(completion: dict[str, Any], request: dict[str, Any]) -> list[bytes]:
+    """A completion as the server-sent events of a streamed reply: a role chunk, the content a few words at a
+    time, each tool call (name, then its arguments in two halves), a finish chunk per choice, the usage when
+    ``stream_options.include_usage`` asks for it, and ``[DONE]``."""
+    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
+            "model": completion["model"]}
+    chunks: list[dict[str, Any]] = []
+
+    def delta(index: int, body: dict[str, Any], finish: str | None = None) -> None:
+        chunks.append({**base, "choices": [{"index": index, "delta": body, "finish_reason": finish,
+                                            "logprobs": None}]})
+
+    for choice in completion["choices"]:
+        index, message = choice["index"], choice["message"]
+        delta(index, {"role": "assistant", "content": ""})
+        for piece in _text_pieces(message.get("content") or ""):
+            if piece:
+                delta(index, {"content": piece})
+        if message.get("refusal"):
+            delta(index, {"refusal": message["refusal"]})
+        for number, call in enumerate(message.get("tool_calls") or []):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            delta(index, {"tool_calls": [{"index": number, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            for part in (arguments[:half], arguments[half:]):
+                if part:
+                    delta(index, {"tool_calls": [{"index": number, "function": {"arguments": part}}]})
+        delta(index, {}, choice["finish_reason"])
+    options = request.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return [b"data: " + _json_bytes(chunk) + b"\n\n" for chunk in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _validate_request(request: Any, streaming: bool = False) -> str | None:
     if not isinstance(request, dict):
         return "the request body must be a JSON object"
-    if request.get("stream"):
+    if request.get("stream") and not streaming:
         return "streaming ('stream': true) is not supported by the mock server; send a non-streaming request"
     if not isinstance(request.get("model"), str) or not request["model"]:
         return "'model' must be a non-empty string"
@@ -865,6 +961,7 @@ class MockServerProcess:
         faults: FaultConfig | None = None,
         record_requests: int = 0,
         capacity: int | None = None,
+        streaming: bool = False,
         python: str = sys.executable,
     ) -> None:
         self._args = [
@@ -874,6 +971,8 @@ class MockServerProcess:
         ]
         if capacity is not None:
             self._args += ["--capacity", str(capacity)]
+        if streaming:
+            self._args.append("--streaming")
         self._faults = faults
         self._proc: subprocess.Popen[str] | None = None
         self.base_url = ""
@@ -974,6 +1073,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=None,
                         help="serve at most this many chat requests at once, each taking the latency "
                         "(default: no limit)")
+    parser.add_argument("--streaming", action="store_true", help="answer 'stream': true with server-sent events")
     args = parser.parse_args(argv)
     faults = FaultConfig(
         seed=args.seed,
@@ -988,6 +1088,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         models=args.model or [DEFAULT_MODEL],
         record_requests=args.record_requests,
         capacity=args.capacity,
+        streaming=args.streaming,
     )
 
     async def serve() -> None:

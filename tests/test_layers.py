@@ -39,7 +39,7 @@ BOTTOM = (
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
-    "commitbench.labeljob",
+    "commitbench.labeljob", "commitbench.gateway",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [

@@ -435,3 +435,19 @@ def test_the_engine_never_reads_the_wall_clock() -> None:
         if path.name != "clock.py" and ("datetime.now(" in path.read_text() or "utcnow(" in path.read_text())
     ]
     assert offenders == []
+
+
+def test_an_add_with_a_key_records_the_promise_once(tmp_path: Path) -> None:
+    new = NewCommitment(debtor="bot", creditor="sarah", action="send the plan", due_at=DUE)
+    with Ledger(tmp_path / "keys.db", clock=FixedClock(T0)) as ledger:
+        first = ledger.add(new, actor="bot", key="turn-1:0:0")
+        again = ledger.add(new, actor="bot", key="turn-1:0:0")
+        other = ledger.add(new, actor="bot", key="turn-2:0:0")
+        assert again == first and other.id != first.id
+        assert len(ledger.list()) == 2 and len(ledger.history(first.id)) == 1
+        ledger.acknowledge(first.id, actor="bot")
+        assert ledger.add(new, actor="bot", key="turn-1:0:0").status is CommitmentStatus.ACKNOWLEDGED
+        with pytest.raises(InvalidCommitment, match="idempotency key"):
+            ledger.add(new, actor="bot", key=" ")
+    with Ledger(tmp_path / "keys.db", clock=FixedClock(T0)) as reopened:  # keys outlive the process
+        assert reopened.add(new, actor="bot", key="turn-2:0:0").id == other.id

@@ -121,6 +121,34 @@ def test_streaming_is_refused_with_a_clear_400(mock_server: MockServer) -> None:
     assert mock_server.stats().outcomes == {"bad_request": 1}
 
 
+def test_a_streaming_server_sends_the_reply_as_events_and_keeps_the_connection() -> None:
+    reply = ReplySpec(text="I will book room A for the two of you.",
+                      tool_calls=[ToolCallSpec(name="book_room", arguments={"room": "A", "n": 2})])
+
+    async def go(server: MockServer) -> tuple[list[Any], Any]:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0) as client:
+            stream = await client.chat.completions.create(
+                model="mock-model", messages=USER, stream=True, stream_options={"include_usage": True}, n=2
+            )
+            chunks = [chunk async for chunk in stream]
+            plain = await client.chat.completions.create(model="mock-model", messages=USER)
+            return chunks, plain
+
+    with MockServer(streaming=True) as server:
+        server.script(reply)
+        chunks, plain = asyncio.run(go(server))
+    texts: dict[int, str] = {0: "", 1: ""}
+    arguments = ""
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        texts[choice.index] += choice.delta.content or ""
+        if choice.index == 0:
+            arguments += "".join(c.function.arguments or "" for c in choice.delta.tool_calls or [])
+    assert texts == {0: reply.text, 1: reply.text} and json.loads(arguments) == {"room": "A", "n": 2}
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
+    assert plain.choices[0].message.content.startswith("echo:")
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

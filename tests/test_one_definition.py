@@ -73,9 +73,12 @@ def test_environment_ids_are_written_once_in_the_code() -> None:
 
 
 def test_one_claim_guard_wrapper_decides() -> None:
-    # The guard engine decides; one wrapper applies it to episodes, one command to text you give it.
+    # The guard engine decides; one wrapper applies it to episodes, one command to text you give it, and the
+    # commitment gateway's checks to a deployment's replies.
     callers = sorted(
         m for m, path in MODULES.items()
         if "should_guard(" in path.read_text(encoding="utf-8") and not m.startswith("commitbench.claimguard")
     )
-    assert callers == ["commitbench.commands.guard_cmd", "commitbench.oracles.claim_guard"]
+    assert callers == [
+        "commitbench.commands.guard_cmd", "commitbench.gateway.checks", "commitbench.oracles.claim_guard"
+    ]

@@ -79,19 +79,32 @@ class Ledger:
     # -- writes
 
     def add(
-        self, new: NewCommitment, actor: str, reason: str = "", details: dict[str, Any] | None = None
+        self, new: NewCommitment, actor: str, reason: str = "", details: dict[str, Any] | None = None,
+        key: str | None = None,
     ) -> Commitment:
         """Record a new commitment. Status: pending if it has a due time, rule or condition, else unscheduled.
 
         ``details`` (JSON values) go into the 'created' event: where the commitment came from, say.
+        ``key`` makes the add idempotent: a second add with the same key writes nothing and returns the
+        commitment the first one added (as it stands now), so a caller that retries records a promise once.
         """
         if not isinstance(new, NewCommitment):
             raise TypeError(f"add() takes a NewCommitment, got {type(new).__name__}")
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise InvalidCommitment("an idempotency key must be a non-empty string")
         transitions.first_occurrence(new)  # the slow part of creating a duty, outside the write lock
         with self.store.write():
+            existing = self.store.keyed(key) if key is not None else None
+            if existing is not None:
+                found = self.store.get(existing)
+                if found is None:
+                    raise CommitmentNotFound(existing)
+                return found
             plan = transitions.create(new, self.store.next_id(), actor, reason, self._now(), details)
             self.store.insert(plan.after)
             self.store.append(plan.after.id, plan.events)
+            if key is not None:
+                self.store.remember_key(key, plan.after.id)
         return plan.after
 
     def add_many(self, items: Iterable[NewCommitment], actor: str, reason: str = "") -> list[Commitment]:

@@ -127,10 +127,20 @@ def _pad_short_years(conn: sqlite3.Connection) -> None:
             )
 
 
+def _create_add_keys(conn: sqlite3.Connection) -> None:
+    # A caller that may send the same promise twice (a client retrying a request) names it with a key; the
+    # second add with that key returns the first commitment instead of adding another.
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS add_keys "
+        "(key TEXT PRIMARY KEY, commitment_id INTEGER NOT NULL REFERENCES commitments(id))"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "commitments and audit events", _create_tables),
     Migration(2, "indexes for the due list and party look-ups", _create_due_indexes),
     Migration(3, "four-digit years in stored times", _pad_short_years),
+    Migration(4, "idempotency keys of added commitments", _create_add_keys),
 )
 # Written into the SQLite header (PRAGMA application_id) of every ledger file: "CBLG".
 LEDGER_APPLICATION_ID = 0x43424C47
@@ -391,6 +401,14 @@ class LedgerStore:
         names = ", ".join(values)
         marks = ", ".join(f":{name}" for name in values)
         self.conn.execute(f"INSERT INTO commitments ({names}) VALUES ({marks})", values)
+
+    def keyed(self, key: str) -> int | None:
+        """The id of the commitment added under ``key``, or None."""
+        row = self.conn.execute("SELECT commitment_id FROM add_keys WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row is not None else None
+
+    def remember_key(self, key: str, commitment_id: int) -> None:
+        self.conn.execute("INSERT INTO add_keys (key, commitment_id) VALUES (?, ?)", (key, commitment_id))
 
     def update(self, commitment: Commitment, expected_version: int) -> None:
         """Write the new state only if the row still has ``expected_version`` (compare-and-set)."""

@@ -11,7 +11,7 @@ that gives an affordance must be matched by the property). Errors name the file 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, tzinfo
 from functools import lru_cache
 from importlib import resources
@@ -127,6 +127,20 @@ class PersistenceProperties(BaseModel):
             raise ValueError(f"outbound_channels may only hold channel capabilities, not {wrong}")
         return self
 
+    @classmethod
+    def from_capabilities(cls, capabilities: Iterable[Capability], acts_after_turn: bool) -> PersistenceProperties:
+        """The properties that grant exactly ``capabilities`` (the inverse of :meth:`available_capabilities`)."""
+        granted = set(capabilities)
+        return cls(
+            acts_after_turn=acts_after_turn,
+            schedules_actions=Capability.RUN_LATER in granted,
+            watches_events=Capability.WATCH_EVENT in granted,
+            notifies_user_later=Capability.NOTIFY_USER_LATER in granted,
+            remembers_across_sessions=Capability.RECALL_ACROSS_SESSIONS in granted,
+            delegates_to_humans=Capability.DELEGATE_TO_HUMAN in granted,
+            outbound_channels=sorted((c for c in granted if c in CHANNEL_CAPABILITIES), key=lambda c: c.value),
+        )
+
     def available_capabilities(self) -> frozenset[Capability]:
         """The capabilities these properties grant."""
         granted: set[Capability] = set(self.outbound_channels)
@@ -148,7 +162,10 @@ class Affordances(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    setup: SetupId = Field(description="The setup these affordances describe.")
+    setup: SetupId | None = Field(
+        description="The setup these affordances describe (None for a deployment described by its tools, as the "
+        "commitment gateway's tool catalogue describes one)."
+    )
     properties: PersistenceProperties = Field(description="The setup's persistence properties.")
     enabling_tools: dict[Capability, list[str]] = Field(
         description="For each available capability, the setup's tools whose call provides it."

@@ -205,11 +205,17 @@ def turn_from_trace(trace: EpisodeTrace, suite: SuiteSetups | None = None) -> Fo
 
 def render_turn(turn: FollowUpTurn) -> str:
     """The user message and the assistant's whole turn as the judges read it."""
-    lines = ["USER MESSAGE:", turn.user_message, "", "ASSISTANT TURN:"]
-    for call in turn.tool_calls:
+    return render_exchange(turn.user_message, turn.tool_calls, turn.reply)
+
+
+def render_exchange(user_message: str, tool_calls: Sequence[TurnToolCall], reply: str) -> str:
+    """A user message, the assistant's tool calls and its final reply as the judges read them (any source of
+    turns: an episode, or a deployment's request seen by the commitment gateway)."""
+    lines = ["USER MESSAGE:", user_message, "", "ASSISTANT TURN:"]
+    for call in tool_calls:
         status = "ok" if call.ok else "failed"
         lines.append(f"[tool call] {call.name}({call.arguments}) -> {status}: {call.result}")
-    lines.append(f"[final reply] {turn.reply}" if turn.reply else "[final reply] (none)")
+    lines.append(f"[final reply] {reply}" if reply else "[final reply] (none)")
     return "\n".join(lines)
 
 

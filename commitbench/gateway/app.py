@@ -1,0 +1,665 @@
+"""The gateway's ASGI app (Starlette): the checked chat route, the ledger's read route, and a pass-through.
+
+Routes:
+
+* ``POST /v1/chat/completions`` (and ``/chat/completions``): forwarded to the upstream, then checked
+  (:meth:`Gateway.chat`); streamed replies too (:meth:`Gateway.chat_stream`).
+* ``GET /v1/commitments?user=U``: what the ledger says the deployment owes ``U`` (read-only).
+* anything else: passed to the upstream unchanged, method, path, query, headers and body, and its answer
+  passed back as it comes.
+
+One ``httpx2.AsyncClient`` talks to the upstream with explicit timeouts (connect, read, write, pool) and
+limits. Headers go upstream as the client sent them (Authorization included) except hop-by-hop headers and
+the gateway's own ``x-commitbench-*`` headers; no header is ever logged or stored.
+
+Bounds and faults (each answer is OpenAI-style, ``{"error": {"message", "type", "code"}}``):
+
+* a request body larger than ``max_request_bytes``, not UTF-8, not JSON, not an object, or nested deeper
+  than ``max_depth`` levels: 400 naming the problem;
+* an upstream error status: passed through with its status and body; an upstream that does not answer
+  within ``upstream_timeout_s``: 504; one that cannot be reached: 502; a reply larger than
+  ``max_reply_bytes`` or (a 200) not a JSON object: 502 naming the problem;
+* a check that raises, a detector that fails, a reply text longer than ``max_check_chars``: the reply goes
+  out as the upstream sent it, marked ``check_error`` (and logged); a ledger or log write that fails is
+  logged to stderr and never breaks a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import httpx2
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
+from commitbench.gateway.catalog import Deployment, ToolCatalog
+from commitbench.gateway.checks import check_choice, error_check
+from commitbench.gateway.detectors import Detector, OfflineDetector
+from commitbench.gateway.logbook import GatewayLog, TurnRecord, choice_record, now_text, pseudonym
+from commitbench.gateway.recording import LedgerRecorder, ledger_entries
+from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
+from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
+from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Label, Mode, header_value
+from commitbench.llm import redact_credentials
+from commitbench.protocol import json_value_problem
+
+VERDICT_HEADER = "x-commitbench-verdict"
+SESSION_HEADER = "x-session-id"
+USER_HEADER = "x-commitbench-user"
+APPROVAL_HEADER = "x-commitbench-approval-pending"
+_HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
+    "transfer-encoding", "upgrade", "host", "content-length",
+})
+# The upstream's connections are spread over a few httpx2 clients: a client's pool looks at every connection it
+# holds for each request it places, so one pool of hundreds of connections costs more than the checks do.
+UPSTREAM_POOLS = 8
+# Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
+THREAD_CHARS = 20_000
+
+
+class GatewayConfig(BaseModel):
+    """How the gateway runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    upstream: str = Field(description="Base URL of the OpenAI-compatible upstream (ends in /v1).")
+    mode: Mode = Field(default=Mode.OBSERVE, description="observe, enforce or rewrite.")
+    count: CountMode = Field(default=CountMode.ANY, description="Which tools of the turn back a write claim.")
+    upstream_timeout_s: float = Field(default=120.0, gt=0, description="Seconds the upstream may stay silent.")
+    connect_timeout_s: float = Field(default=10.0, gt=0, description="Seconds to connect to the upstream.")
+    max_request_bytes: int = Field(default=16 << 20, gt=0, description="Largest request body accepted.")
+    max_reply_bytes: int = Field(default=32 << 20, gt=0, description="Largest upstream reply read.")
+    max_check_chars: int = Field(default=100_000, gt=0, description="Longest reply text the checks read.")
+    max_depth: int = Field(default=64, gt=0, description="Deepest JSON nesting accepted in a request.")
+    max_connections: int = Field(default=512, gt=0, description="Connections to the upstream, at most.")
+    time_zone: str = Field(default="UTC", description="Zone of due times given without an offset.")
+
+
+@dataclass
+class Services:
+    """What the gateway works with (built at the edge, by the command or a test)."""
+
+    catalog: ToolCatalog
+    detector: Detector = field(default_factory=OfflineDetector)
+    recorder: LedgerRecorder | None = None
+    log: GatewayLog | None = None
+    nudges: NudgeBook = field(default_factory=NudgeBook)
+
+
+def error_response(status: int, message: str, kind: str) -> JSONResponse:
+    """An OpenAI-style error."""
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status)
+
+
+class RequestProblem(ValueError):
+    """A request the gateway refuses (400)."""
+
+
+def parse_request(body: bytes, max_depth: int) -> dict[str, Any]:
+    """The request's JSON object, or :class:`RequestProblem` naming what is wrong with it."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestProblem(f"the request body is not UTF-8 (invalid byte at position {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise RequestProblem(f"the request body is nested deeper than {max_depth} levels") from None
+    except ValueError as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)[:200]
+        raise RequestProblem(f"the request body is not JSON ({message})") from None
+    if not isinstance(data, dict):
+        raise RequestProblem(f"the request body must be a JSON object, not {type(data).__name__}")
+    problem = json_value_problem(data, max_depth)
+    if problem is not None:
+        raise RequestProblem(f"the request body's values {problem}")
+    return data
+
+
+@dataclass
+class Outcome:
+    """What checking one completion produced."""
+
+    checks: list[ChoiceCheck]
+    actions: dict[int, str]
+    originals: dict[int, str]
+    rewrites: dict[int, ChoiceCheck]
+    recorded: list[int]
+    error: str | None
+    checks_ms: float
+    rewrite_ms: float
+    changed: bool
+
+    def report(self, mode: Mode, digest: str, detector: str) -> dict[str, Any]:
+        """The ``commitbench`` object of the response."""
+        choices = []
+        for check in self.checks:
+            item: dict[str, Any] = {
+                "index": check.index, "labels": [label.value for label in check.labels],
+                "verdicts": [v.model_dump(mode="json", exclude_none=True) for v in check.verdicts],
+                "action": self.actions.get(check.index, "none"),
+            }
+            rewrite = self.rewrites.get(check.index)
+            if rewrite is not None:
+                item["rewrite"] = {"labels": [label.value for label in rewrite.labels]}
+            choices.append(item)
+        return {"verdict": header_value(self.checks), "mode": mode.value, "turn": digest, "detector": detector,
+                "choices": choices, "recorded": self.recorded}
+
+
+class Gateway:
+    """The request handlers and what they share."""
+
+    def __init__(self, config: GatewayConfig, services: Services) -> None:
+        self.config = config
+        self.services = services
+        self.zone = ZoneInfo(config.time_zone)
+        base = config.upstream.rstrip("/")
+        self.base = base
+        self.origin = base[: -len("/v1")] if base.endswith("/v1") else base
+        self.clients: list[httpx2.AsyncClient] = []
+        self._turn = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx2.Timeout(
+            connect=self.config.connect_timeout_s, read=self.config.upstream_timeout_s, write=60.0, pool=60.0
+        )
+        per_pool = max(1, self.config.max_connections // UPSTREAM_POOLS)
+        limits = httpx2.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        async with contextlib.AsyncExitStack() as stack:
+            self.clients = [
+                await stack.enter_async_context(httpx2.AsyncClient(timeout=timeout, limits=limits,
+                                                                   follow_redirects=False))
+                for _ in range(UPSTREAM_POOLS)
+            ]
+            yield
+        self.clients = []
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """One of the upstream connection pools, in turn (see ``UPSTREAM_POOLS``)."""
+        self._turn = (self._turn + 1) % len(self.clients)
+        return self.clients[self._turn]
+
+    def app(self) -> Starlette:
+        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+        routes = [
+            Route("/v1/chat/completions", self.chat_route, methods=["POST"]),
+            Route("/chat/completions", self.chat_route, methods=["POST"]),
+            Route("/v1/commitments", self.commitments, methods=["GET"]),
+            Route("/{path:path}", self.passthrough, methods=methods),
+        ]
+        return Starlette(routes=routes, lifespan=self.lifespan)
+
+    # ------------------------------------------------------------------ helpers
+    def upstream_url(self, path: str, query: str = "") -> str:
+        url = self.base + path[len("/v1"):] if path.startswith("/v1/") else self.origin + path
+        return f"{url}?{query}" if query else url
+
+    @staticmethod
+    def upstream_headers(request: Request, identity: bool) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in _HOP_BY_HOP and not k.lower().startswith("x-commitbench-")}
+        if identity:
+            headers["accept-encoding"] = "identity"
+        return headers
+
+    @staticmethod
+    def reply_headers(response: httpx2.Response) -> dict[str, str]:
+        return {k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP}
+
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.config.max_request_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise RequestProblem(f"the request body is {int(declared):,} bytes, more than the limit of {limit:,}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestProblem(f"the request body is more than the limit of {limit:,} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def upstream_failure(self, exc: Exception) -> JSONResponse:
+        if isinstance(exc, httpx2.TimeoutException):
+            return error_response(
+                504, f"the upstream did not answer within {self.config.upstream_timeout_s:g} s", "timeout"
+            )
+        reason = redact_credentials(f"{type(exc).__name__}: {exc}")[:300]
+        return error_response(502, f"the upstream could not be reached ({reason})", "upstream_error")
+
+    async def read_reply(self, response: httpx2.Response) -> bytes:
+        limit = self.config.max_reply_bytes
+        chunks, size = [], 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise ReplyTooLarge(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # ------------------------------------------------------------------ checks
+    def _check_sync(self, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> ChoiceCheck:
+        detector = self.services.detector
+        assert isinstance(detector, OfflineDetector)
+        return check_choice(turn, choice, deployment, detector.detect_now(choice), self.config.count)
+
+    async def check_one(self, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> ChoiceCheck:
+        """The checks of one choice; a too-long text, a failing detector or a raising check is check_error."""
+        if len(choice.text) > self.config.max_check_chars:
+            return error_check(choice.index, f"the reply is {len(choice.text):,} characters long, more than the "
+                                             f"{self.config.max_check_chars:,} the checks read")
+        if isinstance(self.services.detector, OfflineDetector):
+            if len(choice.text) > THREAD_CHARS:
+                return await asyncio.to_thread(self._check_sync, turn, choice, deployment)
+            return self._check_sync(turn, choice, deployment)
+        detected = await self.services.detector.detect(turn, choice)
+        if len(choice.text) > THREAD_CHARS:
+            return await asyncio.to_thread(check_choice, turn, choice, deployment, detected, self.config.count)
+        return check_choice(turn, choice, deployment, detected, self.config.count)
+
+    async def evaluate(
+        self, turn: Turn | None, choices: list[ReplyChoice], deployment: Deployment | None
+    ) -> tuple[list[ChoiceCheck], list[str]]:
+        checks, errors = [], []
+        for choice in choices:
+            try:
+                if turn is None or deployment is None:
+                    raise RuntimeError("the request's turn could not be read")
+                checks.append(await self.check_one(turn, choice, deployment))
+            except Exception as exc:  # a check never breaks a reply
+                reason = f"{type(exc).__name__}: {exc}"
+                errors.append(reason)
+                checks.append(error_check(choice.index, reason))
+        return checks, errors
+
+    async def process(
+        self, request_data: dict[str, Any], completion: dict[str, Any], headers: dict[str, str],
+        session: str | None, creditor: str | None, approval: bool, digest: str,
+    ) -> Outcome:
+        """Check every choice, act by the mode (in place on ``completion``), record anchored promises."""
+        started = time.perf_counter()
+        errors: list[str] = []
+        turn: Turn | None = None
+        deployment: Deployment | None = None
+        try:
+            turn = extract_turn(request_data, approval)
+            deployment = self.services.catalog.deployment(turn.offered)
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        choices = reply_choices(completion)
+        checks, check_errors = await self.evaluate(turn, choices, deployment)
+        errors += check_errors
+        checks_ms = (time.perf_counter() - started) * 1000
+        actions: dict[int, str] = {}
+        originals = {c.index: c.text for c in choices}
+        rewrites: dict[int, ChoiceCheck] = {}
+        final = {c.index: c for c in checks}
+        changed = False
+        rewrite_started = time.perf_counter()
+        mode = self.config.mode
+        for check, choice in zip(checks, choices, strict=True):
+            if not check.flagged:
+                continue
+            actions[check.index] = "marked"
+            if mode is Mode.ENFORCE and check.replacement is not None:
+                replace_text(completion, check.index, check.replacement)
+                actions[check.index], changed = "replaced", True
+                if session and check.nudge:
+                    self.services.nudges.leave(session, check.nudge)
+            elif mode is Mode.REWRITE and turn is not None and deployment is not None:
+                action, recheck = await self.rewrite(request_data, turn, choice, deployment, check, completion,
+                                                     headers, session, errors)
+                actions[check.index] = action
+                changed = changed or action != "marked"
+                if recheck is not None:
+                    rewrites[check.index] = recheck
+                    final[check.index] = recheck
+        rewrite_ms = (time.perf_counter() - rewrite_started) * 1000 if mode is Mode.REWRITE else 0.0
+        recorded = await self.record(final.values(), digest, creditor, str(request_data.get("model") or ""), errors)
+        return Outcome(checks=checks, actions=actions, originals=originals, rewrites=rewrites, recorded=recorded,
+                       error="; ".join(errors)[:1000] or None, checks_ms=checks_ms, rewrite_ms=rewrite_ms,
+                       changed=changed)
+
+    async def rewrite(
+        self, request_data: dict[str, Any], turn: Turn, choice: ReplyChoice, deployment: Deployment,
+        check: ChoiceCheck, completion: dict[str, Any], headers: dict[str, str], session: str | None,
+        errors: list[str],
+    ) -> tuple[str, ChoiceCheck | None]:
+        """Ask the upstream for a rewrite, check it, put the checked text in the completion."""
+        body = rewrite_request(str(request_data.get("model") or ""), turn, choice, deployment)
+        text: str | None = None
+        try:
+            response = await self.client.post(self.upstream_url("/v1/chat/completions"), json=body, headers=headers)
+            if response.status_code == 200:
+                text = rewritten_text(response.json())
+            else:
+                errors.append(f"rewrite: the upstream answered {response.status_code}")
+        except (httpx2.HTTPError, ValueError) as exc:
+            errors.append(f"rewrite: {type(exc).__name__}: {redact_credentials(str(exc))[:200]}")
+        if text is None:
+            return self._fallback(check, completion, session), None
+        rewritten = ReplyChoice(index=choice.index, text=text, calls=choice.calls)
+        try:
+            recheck = await self.check_one(turn, rewritten, deployment)
+        except Exception as exc:
+            errors.append(f"rewrite check: {type(exc).__name__}: {exc}")
+            return self._fallback(check, completion, session), None
+        if any(v.label is Label.FALSE_CLAIM for v in recheck.verdicts) and recheck.replacement is not None:
+            replace_text(completion, choice.index, recheck.replacement)
+            return "rewritten_then_replaced", recheck
+        replace_text(completion, choice.index, text)
+        return "rewritten", recheck
+
+    def _fallback(self, check: ChoiceCheck, completion: dict[str, Any], session: str | None) -> str:
+        """A rewrite that failed: a false claim is still replaced (as in enforce); anything else stays marked."""
+        if check.replacement is not None:
+            replace_text(completion, check.index, check.replacement)
+            if session and check.nudge:
+                self.services.nudges.leave(session, check.nudge)
+            return "rewrite_failed_replaced"
+        return "rewrite_failed"
+
+    async def record(
+        self, checks: Iterable[ChoiceCheck], digest: str, creditor: str | None, debtor: str, errors: list[str]
+    ) -> list[int]:
+        recorder = self.services.recorder
+        if recorder is None:
+            return []
+        now = datetime.now(UTC)
+        entries = [entry for check in checks for entry in ledger_entries(
+            check.anchored, digest=digest, choice=check.index, creditor=creditor, debtor=debtor, now=now,
+            zone=self.zone)]
+        try:
+            return await recorder.record(entries)
+        except Exception as exc:  # the ledger never breaks a reply
+            errors.append(f"ledger: {type(exc).__name__}: {exc}")
+            return []
+
+    def log(
+        self, outcome: Outcome, request_data: dict[str, Any], completion: Mapping[str, Any], *, digest: str,
+        session: str | None, creditor: str | None, stream: bool, status: int, upstream_ms: float,
+        total_ms: float, nudged: bool,
+    ) -> None:
+        log = self.services.log
+        if outcome.error:
+            print(f"commitbench gateway: check error on turn {digest[:12]}: {outcome.error}", file=sys.stderr)
+        if log is None:
+            return
+        sent = {c.index: c.text for c in reply_choices(completion)}
+        try:
+            record = TurnRecord(
+                time=now_text(), turn=digest, session=pseudonym(session), creditor=pseudonym(creditor),
+                model=str(request_data.get("model") or "")[:200], mode=self.config.mode.value, stream=stream,
+                status=status,
+                latency_ms={"upstream": round(upstream_ms, 3), "checks": round(outcome.checks_ms, 3),
+                            "rewrite": round(outcome.rewrite_ms, 3), "total": round(total_ms, 3)},
+                choices=[choice_record(c, outcome.actions.get(c.index, "none"), outcome.originals.get(c.index),
+                                       sent.get(c.index), log.text) for c in outcome.checks],
+                recorded=outcome.recorded, nudged=nudged, error=outcome.error,
+                user=extract_turn(request_data).user_message if log.text else None,
+            )
+            log.write(record)
+        except Exception as exc:  # a log that cannot be written never breaks a reply
+            print(f"commitbench gateway: cannot write the log: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    # ------------------------------------------------------------------ routes
+    async def chat_route(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await self.read_body(request)
+            data = parse_request(body, self.config.max_depth)
+        except RequestProblem as exc:
+            return error_response(400, str(exc), "invalid_request_error")
+        user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
+        session = user or request.headers.get(SESSION_HEADER) or None
+        creditor = user or request.headers.get(USER_HEADER) or None
+        approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
+        nudged = False
+        if self.config.mode is not Mode.OBSERVE and session:
+            nudge = self.services.nudges.take(session)
+            if nudge is not None:
+                data = with_nudge(data, nudge)
+                body = json.dumps(data, ensure_ascii=False).encode("utf-8")
+                nudged = True
+        headers = self.upstream_headers(request, identity=True)
+        context = _Context(data=data, body=body, headers=headers, session=session, creditor=creditor,
+                           approval=approval, nudged=nudged, started=started,
+                           digest=turn_digest(data, creditor or ""))
+        if data.get("stream") is True:
+            return await self.chat_stream(context)
+        return await self.chat(context)
+
+    async def chat(self, context: _Context) -> Response:
+        url = self.upstream_url("/v1/chat/completions")
+        try:
+            client = self.client
+            response = await client.send(
+                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
+            )
+        except httpx2.HTTPError as exc:
+            return self.upstream_failure(exc)
+        try:
+            raw = await self.read_reply(response)
+        except ReplyTooLarge as exc:
+            return error_response(502, str(exc), "upstream_error")
+        except httpx2.HTTPError as exc:
+            return self.upstream_failure(exc)
+        finally:
+            await response.aclose()
+        upstream_ms = (time.perf_counter() - context.started) * 1000
+        if response.status_code != 200:
+            return Response(raw, response.status_code, headers=self.reply_headers(response))
+        try:
+            completion = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            return error_response(502, f"the upstream's reply is not JSON ({reason})", "upstream_error")
+        if not isinstance(completion, dict):
+            return error_response(502, "the upstream's reply is not a JSON object", "upstream_error")
+        outcome = await self.process(context.data, completion, context.headers, context.session, context.creditor,
+                                     context.approval, context.digest)
+        completion["commitbench"] = outcome.report(self.config.mode, context.digest, self.services.detector.name)
+        headers = {k: v for k, v in self.reply_headers(response).items() if k.lower() != "content-encoding"}
+        headers[VERDICT_HEADER] = header_value(outcome.checks)
+        content = json.dumps(completion, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        total_ms = (time.perf_counter() - context.started) * 1000
+        self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
+                 creditor=context.creditor, stream=False, status=response.status_code, upstream_ms=upstream_ms,
+                 total_ms=total_ms, nudged=context.nudged)
+        return Response(content, 200, headers=headers, media_type="application/json")
+
+    async def chat_stream(self, context: _Context) -> Response:
+        url = self.upstream_url("/v1/chat/completions")
+        try:
+            client = self.client
+            response = await client.send(
+                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
+            )
+        except httpx2.HTTPError as exc:
+            return self.upstream_failure(exc)
+        if response.status_code != 200:
+            try:
+                raw = await self.read_reply(response)
+            except (ReplyTooLarge, httpx2.HTTPError) as exc:
+                return self.upstream_failure(exc) if isinstance(exc, httpx2.HTTPError) else error_response(
+                    502, str(exc), "upstream_error")
+            finally:
+                await response.aclose()
+            return Response(raw, response.status_code, headers=self.reply_headers(response))
+        headers = {k: v for k, v in self.reply_headers(response).items()
+                   if k.lower() not in ("content-encoding", "content-type")}
+        if self.config.mode is Mode.OBSERVE:
+            return StreamingResponse(self.observe_events(context, response), 200, headers=headers,
+                                     media_type="text/event-stream")
+        return await self.held_stream(context, response, headers)
+
+    async def observe_events(self, context: _Context, response: httpx2.Response) -> AsyncIterator[bytes]:
+        """Pass every event on as it comes; the verdicts go in a last event before ``[DONE]``."""
+        splitter = EventSplitter()
+        assembler = Assembler(self.config.max_check_chars)
+        done = False
+        broken: str | None = None
+        try:
+            async for data in response.aiter_bytes():
+                for event in splitter.feed(data):
+                    payload = event_data(event)
+                    if payload is not None and payload.strip() == "[DONE]":
+                        done = True
+                        continue
+                    if payload:
+                        with contextlib.suppress(ValueError, RecursionError):
+                            assembler.feed(json.loads(payload))
+                    yield event
+            rest = splitter.rest()
+            if rest:
+                yield rest
+        except httpx2.HTTPError as exc:
+            broken = f"the upstream's stream broke off: {type(exc).__name__}"
+        finally:
+            await response.aclose()
+        upstream_ms = (time.perf_counter() - context.started) * 1000
+        completion = assembler.completion()
+        outcome = await self.stream_outcome(context, completion, assembler, broken)
+        yield verdict_event(completion, outcome.report(self.config.mode, context.digest, self.services.detector.name))
+        if done:
+            yield DONE
+        self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
+                 creditor=context.creditor, stream=True, status=200, upstream_ms=upstream_ms,
+                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged)
+
+    async def stream_outcome(
+        self, context: _Context, completion: dict[str, Any], assembler: Assembler, broken: str | None
+    ) -> Outcome:
+        if assembler.overflow or broken:
+            reason = broken or (f"the streamed reply is longer than the {self.config.max_check_chars:,} "
+                                "characters the checks read")
+            checks = [error_check(c.index, reason) for c in reply_choices(completion)] or [error_check(0, reason)]
+            return Outcome(checks=checks, actions={}, originals={}, rewrites={}, recorded=[], error=reason,
+                           checks_ms=0.0, rewrite_ms=0.0, changed=False)
+        return await self.process(context.data, completion, context.headers, context.session, context.creditor,
+                                  context.approval, context.digest)
+
+    async def held_stream(self, context: _Context, response: httpx2.Response, headers: dict[str, str]) -> Response:
+        """Enforce and rewrite: read the whole stream, check it, then send it (changed or as it came)."""
+        splitter = EventSplitter()
+        assembler = Assembler(self.config.max_check_chars)
+        events: list[bytes] = []
+        size = 0
+        done = False
+        try:
+            async for data in response.aiter_bytes():
+                size += len(data)
+                if size > self.config.max_reply_bytes:
+                    raise ReplyTooLarge(self.config.max_reply_bytes)
+                for event in splitter.feed(data):
+                    payload = event_data(event)
+                    if payload is not None and payload.strip() == "[DONE]":
+                        done = True
+                        continue
+                    if payload:
+                        with contextlib.suppress(ValueError, RecursionError):
+                            assembler.feed(json.loads(payload))
+                    events.append(event)
+            rest = splitter.rest()
+            if rest:
+                events.append(rest)
+        except ReplyTooLarge as exc:
+            return error_response(502, str(exc), "upstream_error")
+        except httpx2.HTTPError as exc:
+            return self.upstream_failure(exc)
+        finally:
+            await response.aclose()
+        upstream_ms = (time.perf_counter() - context.started) * 1000
+        completion = assembler.completion()
+        outcome = await self.stream_outcome(context, completion, assembler, None)
+        report = outcome.report(self.config.mode, context.digest, self.services.detector.name)
+        body = completion_events(completion) if outcome.changed else events
+        body = [*body, verdict_event(completion, report)] + ([DONE] if done else [])
+        headers[VERDICT_HEADER] = header_value(outcome.checks)
+        self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
+                 creditor=context.creditor, stream=True, status=200, upstream_ms=upstream_ms,
+                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged)
+
+        async def send() -> AsyncIterator[bytes]:
+            for event in body:
+                yield event
+
+        return StreamingResponse(send(), 200, headers=headers, media_type="text/event-stream")
+
+    async def commitments(self, request: Request) -> Response:
+        user = request.query_params.get("user", "")
+        if not user.strip():
+            return error_response(400, "give the creditor: /v1/commitments?user=NAME", "invalid_request_error")
+        if self.services.recorder is None:
+            return error_response(404, "this gateway keeps no ledger (start it with --ledger DB)", "not_found_error")
+        try:
+            items = await self.services.recorder.due(user)
+        except Exception as exc:
+            return error_response(500, f"the ledger cannot be read ({type(exc).__name__}: {exc})", "server_error")
+        return JSONResponse({"object": "list", "user": user, "data": items})
+
+    async def passthrough(self, request: Request) -> Response:
+        try:
+            body = await self.read_body(request)
+        except RequestProblem as exc:
+            return error_response(400, str(exc), "invalid_request_error")
+        url = self.upstream_url(request.url.path, request.url.query)
+        client = self.client
+        upstream = client.build_request(request.method, url, content=body,
+                                        headers=self.upstream_headers(request, identity=False))
+        try:
+            response = await client.send(upstream, stream=True)
+        except httpx2.HTTPError as exc:
+            return self.upstream_failure(exc)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_raw():
+                    yield chunk
+            except httpx2.HTTPError:
+                return
+
+        return StreamingResponse(relay(), response.status_code, headers=self.reply_headers(response),
+                                 background=BackgroundTask(response.aclose))
+
+
+class ReplyTooLarge(ValueError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the upstream's reply is larger than the limit of {limit:,} bytes")
+
+
+@dataclass
+class _Context:
+    data: dict[str, Any]
+    body: bytes
+    headers: dict[str, str]
+    session: str | None
+    creditor: str | None
+    approval: bool
+    nudged: bool
+    started: float
+    digest: str
+
+
+def build_app(config: GatewayConfig, services: Services) -> Starlette:
+    """The gateway as an ASGI app."""
+    return Gateway(config, services).app()
