@@ -83,7 +83,10 @@ class GenerationSettings(BaseModel):
         default_factory=dict,
         description="Extra request fields, e.g. {chat_template_kwargs: {enable_thinking: false}}.",
     )
-    timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
+    timeout: float = Field(
+        default=120.0, gt=0,
+        description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
+    )
 
 
 # The embedded model's sampling defaults (a config's ``local: true`` entry and ``--model local`` alike;

@@ -157,7 +157,10 @@ class ModelSettings(BaseModel):
         default_factory=dict,
         description="Extra request fields, e.g. {'chat_template_kwargs': {'enable_thinking': False}}.",
     )
-    timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
+    timeout: float = Field(
+        default=120.0, gt=0,
+        description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
+    )
 
     def endpoints(self) -> tuple[str, ...]:
         """The base URLs of the model's replicas (``base_urls``, else the one ``base_url``)."""
@@ -1075,10 +1078,20 @@ class ModelClient:
         # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
         # parameter transformation (a large share of its CPU cost per call) is skipped, and the
         # raw response is parsed here, where a truncated body becomes a recorded error.
+        # One deadline for the whole attempt (connecting, the headers and the body together): the HTTP
+        # client's own timeout bounds each wait for a byte, so a server that trickles its answer one
+        # byte at a time would otherwise hold the call for ever.
+        deadline = self.settings.timeout
         try:
-            response = await self._openai_by_replica[replica.index].post(
-                "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
-            )
+            async with asyncio.timeout(deadline):
+                response = await self._openai_by_replica[replica.index].post(
+                    "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
+                )
+        except TimeoutError:
+            return _Attempt(error=ModelError(
+                kind=ModelErrorKind.TIMEOUT,
+                message=f"no complete answer within {deadline:g} s (connecting, headers and body together)",
+            ))
         except openai.APITimeoutError as exc:
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=str(exc)))
         except openai.APIConnectionError as exc:

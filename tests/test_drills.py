@@ -711,3 +711,49 @@ def test_a_hostile_judge_reply_is_a_recorded_judge_error(reply: str, reason: str
     parsed = parse_model_json(reply, Verdict)
     assert parsed.value is None and parsed.error is not None and reason in parsed.error
     parsed.model_dump_json()
+
+
+# ------------------------------------------------------------------ servers that misbehave
+def drill_config(base_url: str, limit: int = 1, settings: dict[str, Any] | None = None,
+                 retry: dict[str, Any] | None = None, **fields: Any) -> ExperimentConfig:
+    """A chat run of ``limit`` episodes against ``base_url`` (a misbehaving server of the test)."""
+    data: dict[str, Any] = {
+        "name": "drill", "agents": ["chat"],
+        "models": [{"name": "raw", "base_url": base_url, "api_key_env": None,
+                    "settings": {"model": "raw-model", "timeout": 10.0, **(settings or {})},
+                    "retry": {**FAST_RETRY, **(retry or {})}}],
+        "episodes": {"split": "test", "limit": limit}, "concurrency": 2,
+    }
+    data.update(fields)
+    return ExperimentConfig.model_validate(data)
+
+
+def run_config(tmp_path: Path, config: ExperimentConfig, *extra: str) -> tuple[int, Path]:
+    """``commitbench run`` on ``config`` through the command line; (exit code, run directory)."""
+    path = tmp_path / f"{config.name}.json"
+    path.write_text(json.dumps(config.model_dump(mode="json")))
+    out = tmp_path / f"out-{config.name}"
+    return cli_main(["run", str(path), "--out", str(out), "--no-progress", "--no-report", *extra]), out
+
+
+@pytest.mark.slow
+def test_a_server_that_trickles_its_answer_cannot_hold_a_run(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from _raw_server import RawServer, trickling
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+    stop = threading.Event()
+    with RawServer(trickling(head, 0.2, stop)) as server:
+        config = drill_config(server.base_url, settings={"timeout": 1.0}, retry={"max_attempts": 2})
+        started = time.monotonic()
+        try:
+            code, out = run_config(tmp_path, config)
+        finally:
+            stop.set()
+        took = time.monotonic() - started
+    assert code == 1 and took < 60, took
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert trace.infra_error is not None and trace.infra_error.startswith("timeout:")
+    assert "within 1 s" in trace.infra_error and "gave up after 2 attempts" in trace.infra_error

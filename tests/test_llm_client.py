@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _raw_server import RawServer, trickling
 
 from commitbench.cache import CacheMiss, CallCache
 from commitbench.llm import (
@@ -468,3 +470,31 @@ def test_without_a_cache_identical_requests_are_separate_samples(
     responses = run(twins())
     assert sorted(r.text for r in responses) == ["one", "two"]
     assert mock_server.stats().chat_completions == 2
+
+
+# ---------------------------------------------------------------- a deadline per attempt
+TRICKLED = {
+    # a body announced as 100,000 bytes that comes one byte at a time
+    "body": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+    # headers that never end
+    "headers": b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000,
+}
+
+
+@pytest.mark.parametrize("part", list(TRICKLED))
+def test_a_server_that_trickles_its_answer_times_out_and_is_retried(part: str) -> None:
+    """The HTTP client's timeout bounds each wait for a byte; the attempt as a whole needs its own deadline."""
+    stop = threading.Event()
+    with RawServer(trickling(TRICKLED[part], 0.05, stop)) as server:
+        settings = ModelSettings(model="m", base_url=server.base_url, api_key_env=None, timeout=0.5)
+        retry = RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002, seed=0)
+        started = time.monotonic()
+        try:
+            response, _ = run(asyncio.wait_for(one_call(settings, retry=retry), 60))
+        finally:
+            stop.set()
+        took = time.monotonic() - started
+    assert response.error is not None and response.error.kind is ModelErrorKind.TIMEOUT, response.error
+    assert "within 0.5 s" in response.error.message and "gave up after 2 attempts" in response.error.message
+    assert response.attempts == 2 and len(server.requests) == 2
+    assert took < 30  # two deadlines of 0.5 s, not a byte every 0.05 s for ever
