@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOLS, TOOLS_ONLY
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
@@ -67,7 +68,8 @@ class ConfigError(ValueError):
 
 
 class GenerationSettings(BaseModel):
-    """How a model is sampled. Everything but ``timeout`` is part of the run identity."""
+    """How a model is sampled, and the bounds on one call. Everything but ``timeout`` and
+    ``max_response_bytes`` is part of the run identity (``max_argument_bytes`` when it is not the default)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,6 +88,15 @@ class GenerationSettings(BaseModel):
     timeout: float = Field(
         default=120.0, gt=0,
         description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
+    )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024,
+        description="Bytes of one response body read at most; a larger answer fails the call (response_too_large).",
+    )
+    max_argument_bytes: int = Field(
+        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64,
+        description="Bytes of one tool call's arguments at most; larger ones are a bad_arguments tool error "
+        "(part of the run identity when it is not the default).",
     )
 
 
@@ -217,13 +228,15 @@ class ModelEntry(BaseModel):
             reasoning_effort=s.reasoning_effort,
             extra_body=s.extra_body,
             timeout=s.timeout,
+            max_response_bytes=s.max_response_bytes,
+            max_argument_bytes=s.max_argument_bytes,
         )
 
 
 # ------------------------------------------------------------------------- thinking pairs
 THINKING_SWITCH = "extra_body.chat_template_kwargs.enable_thinking"
 # What thinking needs besides the switch: room to think (and time, which is not part of the identity).
-THINKING_NEEDS = frozenset({"max_tokens", "timeout"})
+THINKING_NEEDS = frozenset({"max_tokens", "timeout", "max_response_bytes"})
 
 
 def thinking_state(settings: GenerationSettings) -> bool | None:

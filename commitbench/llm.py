@@ -53,11 +53,14 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, ResponseTooLarge
 from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
+from commitbench.httpread import bound_response_bodies, read_body
 from commitbench.protocol import escape_surrogates, parse_json_object
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
+    "RETRYABLE_ERRORS",
     "SESSION_HEADER",
     "AdaptiveLimiter",
     "ClientStats",
@@ -161,6 +164,16 @@ class ModelSettings(BaseModel):
         default=120.0, gt=0,
         description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
     )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024,
+        description="Bytes of one response body read at most (an answer or an error); past them the attempt fails "
+        "as response_too_large and nothing of the body is kept.",
+    )
+    max_argument_bytes: int = Field(
+        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64,
+        description="Bytes (UTF-8) of one tool call's arguments at most; larger ones are a bad_arguments tool "
+        "error, recorded and sent back cut short.",
+    )
 
     def endpoints(self) -> tuple[str, ...]:
         """The base URLs of the model's replicas (``base_urls``, else the one ``base_url``)."""
@@ -243,12 +256,11 @@ class ModelErrorKind(str, Enum):
     EMPTY_CHOICES = "empty_choices"
     INVALID_RESPONSE = "invalid_response"
     BAD_REQUEST = "bad_request"
+    RESPONSE_TOO_LARGE = "response_too_large"
 
 
-# Failures of the serving infrastructure, not of the model or the prompt: the client retries them,
-# and when they persist after the retries a caller leaves the work undone (to be played or labelled
-# again), never records it as the model's or the judge's answer.
-INFRASTRUCTURE_ERRORS = frozenset(
+# Failures another attempt may not meet (a busy, slow or restarting server): the client retries them.
+RETRYABLE_ERRORS = frozenset(
     {
         ModelErrorKind.RATE_LIMITED,
         ModelErrorKind.SERVER_ERROR,
@@ -258,6 +270,10 @@ INFRASTRUCTURE_ERRORS = frozenset(
         ModelErrorKind.EMPTY_CHOICES,
     }
 )
+# Failures of the serving infrastructure, not of the model or the prompt: when they persist (after the
+# retries, for the retryable ones) a caller leaves the work undone (to be played or labelled again),
+# never records it as the model's or the judge's answer.
+INFRASTRUCTURE_ERRORS = RETRYABLE_ERRORS | {ModelErrorKind.RESPONSE_TOO_LARGE}
 
 
 class ModelEndpointError(RuntimeError):
@@ -360,14 +376,17 @@ def _stored_seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+def parse_tool_arguments(
+    raw: str, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any] | None, str | None]:
     """Parse a tool call's argument string; returns ``(arguments, None)`` or ``(None, error)``; never raises.
 
     An empty string means "no arguments" (some servers send it for parameterless tools). Arguments
-    nested deeper than :data:`commitbench.protocol.MAX_JSON_DEPTH` or holding a lone surrogate are
-    an error, like text that is not JSON (see :func:`commitbench.protocol.parse_json_object`).
+    larger than ``max_bytes``, nested deeper than :data:`commitbench.protocol.MAX_JSON_DEPTH` or
+    holding a lone surrogate are an error, like text that is not JSON (see
+    :func:`commitbench.protocol.parse_json_object`).
     """
-    return parse_json_object(raw)
+    return parse_json_object(raw, max_bytes)
 
 
 def _text_field(value: Any, limit: int | None = None) -> str:
@@ -375,7 +394,7 @@ def _text_field(value: Any, limit: int | None = None) -> str:
     return escape_surrogates(text if limit is None else text[:limit])
 
 
-def _tool_calls_from(items: Any) -> list[ToolCall]:
+def _tool_calls_from(items: Any, max_argument_bytes: int) -> list[ToolCall]:
     calls: list[ToolCall] = []
     if not isinstance(items, list):
         items = []
@@ -392,7 +411,7 @@ def _tool_calls_from(items: Any) -> list[ToolCall]:
             raw = ""
         elif not isinstance(raw, str):  # some servers send an object instead of a string
             raw = _shown(raw, limit=None)
-        arguments, error = parse_tool_arguments(raw)
+        arguments, error = parse_tool_arguments(raw, max_argument_bytes)
         name = function.get("name")
         if not isinstance(name, str) or not name:
             name, error = "", error or "tool call has no function name"
@@ -435,7 +454,9 @@ def _count(value: Any) -> int:
     return max(0, int(value)) if value == value and abs(value) < 1e18 else 0
 
 
-def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, Any], ModelError | None]:
+def parse_completion(
+    payload: Any, *, fallback_model: str, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any], ModelError | None]:
     """Turn a chat-completion JSON object into ModelResponse fields, or an error. Never raises."""
     if not isinstance(payload, dict):
         return {}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message="response body is not a JSON object")
@@ -465,7 +486,7 @@ def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, An
         "model": model,
         "text": _text_of(message.get("content")),
         "reasoning": _text_of(reasoning),
-        "tool_calls": _tool_calls_from(message.get("tool_calls")),
+        "tool_calls": _tool_calls_from(message.get("tool_calls"), max_argument_bytes),
         "finish_reason": None if finish is None else _text_field(finish, 200),
         "refusal": _text_of(message.get("refusal")),
         "usage": usage,
@@ -770,13 +791,15 @@ class ModelClient:
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
+        # Every HTTP client reads response bodies up to max_response_bytes and no further.
         self._openai_by_replica: list[openai.AsyncOpenAI] = []
         for replica in replicas.replicas:
             client_for_replica = http_client
+            if client_for_replica is None or (replica.credentials is not None and not self._single):
+                client_for_replica = openai.DefaultAsyncHttpxClient()
             if replica.credentials is not None:
-                if client_for_replica is None or not self._single:
-                    client_for_replica = openai.DefaultAsyncHttpxClient()
                 client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
+            bound_response_bodies(client_for_replica, settings.max_response_bytes)
             self._openai_by_replica.append(
                 openai.AsyncOpenAI(
                     base_url=replica.url,
@@ -918,7 +941,7 @@ class ModelClient:
     def _from_cache(self, stored: dict[str, Any], key: str, started: float) -> ModelResponse:
         calls = []
         for item in stored.get("tool_calls", []):
-            arguments, error = parse_tool_arguments(item["arguments"])
+            arguments, error = parse_tool_arguments(item["arguments"], self.settings.max_argument_bytes)
             calls.append(
                 ToolCall(id=escape_surrogates(item["id"]), name=escape_surrogates(item["name"]),
                          arguments_raw=escape_surrogates(item["arguments"]), arguments=arguments, parse_error=error)
@@ -991,7 +1014,10 @@ class ModelClient:
         if "temperature" in options:  # a per-call override wins over the settings
             body["temperature"] = options["temperature"]
         body.update(s.extra_body)  # extra_body fields sit at the top level of the JSON body
-        headers = {SESSION_HEADER: session_id} if session_id is not None else {}
+        # An uncompressed answer: its size on the wire is its size (the bound holds either way).
+        headers = {"Accept-Encoding": "identity"}
+        if session_id is not None:
+            headers[SESSION_HEADER] = session_id
         return body, headers
 
     async def _call_server(
@@ -1051,9 +1077,9 @@ class ModelClient:
                     self.limiter.on_rate_limited(epoch)
                 else:
                     replica.limiter.on_rate_limited(replica_epoch)
-            if error.kind not in INFRASTRUCTURE_ERRORS or attempt >= self.retry.max_attempts:
+            if error.kind not in RETRYABLE_ERRORS or attempt >= self.retry.max_attempts:
                 self._errors[error.kind.value] += 1
-                if error.kind in INFRASTRUCTURE_ERRORS:
+                if error.kind in RETRYABLE_ERRORS:
                     error = error.model_copy(
                         update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
                     )
@@ -1081,12 +1107,20 @@ class ModelClient:
         # One deadline for the whole attempt (connecting, the headers and the body together): the HTTP
         # client's own timeout bounds each wait for a byte, so a server that trickles its answer one
         # byte at a time would otherwise hold the call for ever.
+        # The body is streamed and read here, up to max_response_bytes (error bodies, which the SDK
+        # reads itself, are bounded by the client's response hook).
         deadline = self.settings.timeout
         try:
             async with asyncio.timeout(deadline):
                 response = await self._openai_by_replica[replica.index].post(
-                    "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
+                    "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}, stream=True,
                 )
+                try:
+                    content = await read_body(response, self.settings.max_response_bytes)
+                finally:
+                    await response.aclose()
+        except ResponseTooLarge as exc:
+            return _Attempt(error=ModelError(kind=ModelErrorKind.RESPONSE_TOO_LARGE, message=str(exc)))
         except TimeoutError:
             return _Attempt(error=ModelError(
                 kind=ModelErrorKind.TIMEOUT,
@@ -1099,7 +1133,12 @@ class ModelClient:
             return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc}{cause}"))
         except openai.APIStatusError as exc:
             return self._status_error(exc, replica.url)
-        content = response.content
+        except httpx2.TimeoutException as exc:  # a wait for a byte of the body ran out
+            return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=f"{type(exc).__name__}: {exc}"))
+        except httpx2.HTTPError as exc:  # the connection broke while the body was read
+            return _Attempt(error=ModelError(
+                kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {type(exc).__name__}: {exc}"
+            ))
         try:
             payload = json.loads(content)
         except RecursionError:
@@ -1118,7 +1157,9 @@ class ModelClient:
                     status_code=response.status_code,
                 )
             )
-        fields, error = parse_completion(payload, fallback_model=self.settings.model)
+        fields, error = parse_completion(
+            payload, fallback_model=self.settings.model, max_argument_bytes=self.settings.max_argument_bytes
+        )
         if error is not None:
             error = error.model_copy(update={"status_code": response.status_code})
         return _Attempt(fields=fields, error=error)

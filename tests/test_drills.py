@@ -757,3 +757,98 @@ def test_a_server_that_trickles_its_answer_cannot_hold_a_run(tmp_path: Path) -> 
     (trace,) = read_traces(out / TRACES_FILE)
     assert trace.infra_error is not None and trace.infra_error.startswith("timeout:")
     assert "within 1 s" in trace.infra_error and "gave up after 2 attempts" in trace.infra_error
+
+
+def oversized_reply(size: int, framing: str) -> Any:
+    """A handler whose answer is a completion of ``size`` bytes of text, framed as ``framing`` says:
+    'declared' (a true Content-Length), 'close' (no length: the body ends when the connection does)."""
+    from _raw_server import completion
+
+    def handle(request: Any, conn: Any) -> None:
+        body = json.dumps(completion({"role": "assistant", "content": "x" * size})).encode()
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if framing == "declared":
+            head += f"Content-Length: {len(body)}\r\n"
+        with contextlib.suppress(OSError):  # the client stops reading and hangs up
+            conn.sendall(head.encode() + b"\r\n" + body)
+
+    return handle
+
+
+@pytest.mark.parametrize("framing", ["declared", "close"])
+def test_a_reply_larger_than_the_bound_is_an_infrastructure_error_and_is_not_kept(
+    tmp_path: Path, framing: str
+) -> None:
+    from _raw_server import RawServer
+
+    from commitbench.bounds import DEFAULT_MAX_RESPONSE_BYTES
+
+    with RawServer(oversized_reply(3 * DEFAULT_MAX_RESPONSE_BYTES, framing)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url))
+        requests = len(server.requests)
+    assert code == 1
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert trace.infra_error is not None and trace.infra_error.startswith("response_too_large:")
+    assert f"max_response_bytes ({DEFAULT_MAX_RESPONSE_BYTES:,}" in trace.infra_error
+    assert requests == 1  # the same prompt would get the same answer: not retried
+    assert (out / TRACES_FILE).stat().st_size < 50_000
+    from commitbench.cache import CallCache
+
+    with CallCache(out / "cache.sqlite") as cache:
+        assert len(cache) == 0
+
+
+def test_an_error_body_larger_than_the_bound_is_not_read(tmp_path: Path) -> None:
+    from _raw_server import RawServer, http_bytes
+
+    def handle(request: Any, conn: Any) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(http_bytes(500, b'{"error": {"message": "' + b"e" * 300_000 + b'"}}'))
+
+    with RawServer(handle) as server:
+        config = drill_config(server.base_url, settings={"max_response_bytes": 100_000})
+        code, out = run_config(tmp_path, config)
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert code == 1 and trace.infra_error is not None and trace.infra_error.startswith("response_too_large:")
+    assert (out / TRACES_FILE).stat().st_size < 50_000
+
+
+def test_tool_arguments_larger_than_the_bound_are_a_tool_error_never_resent_whole(tmp_path: Path) -> None:
+    from _raw_server import RawServer, completion, http_bytes
+
+    from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES
+    from commitbench.cache import CallCache
+
+    huge = json.dumps({"query": "y" * 1_000_000})
+
+    def handle(request: Any, conn: Any) -> None:
+        messages = request.json()["messages"]
+        if messages[-1]["role"] == "tool":
+            message: dict[str, Any] = {"role": "assistant", "content": "Looked it up."}
+        else:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": huge}}]}
+        conn.sendall(http_bytes(200, json.dumps(completion(message)).encode()))
+
+    with RawServer(handle) as server:
+        config = drill_config(server.base_url, limit=2, cache={"path": str(tmp_path / "cache.sqlite")})
+        code, out = run_config(tmp_path, config)
+        sent = [len(r.body) for r in server.requests]
+    assert code == 0
+    traces = read_traces(out / TRACES_FILE)
+    assert len(traces) == 2 and not any(t.infra_error for t in traces)
+    calls = [c for t in traces for c in t.tool_calls() if c.tool == "lookup"]
+    assert calls and all(not c.ok and c.error_kind == "bad_arguments" for c in calls)
+    assert all(f"more than the {DEFAULT_MAX_ARGUMENT_BYTES:,} a tool call may carry" in c.result for c in calls)
+    assert all(c.raw_arguments is not None and len(c.raw_arguments) < 2000 for c in calls)
+    # Never resent whole: every request after the first of a conversation carries a cut copy.
+    assert max(sent) < 100_000, max(sent)
+    assert (out / TRACES_FILE).stat().st_size < 500_000
+    # The answer itself (under the response bound) is cached, and a replay plays the same tool errors.
+    with CallCache(tmp_path / "cache.sqlite") as cache:
+        assert len(cache) > 0
+    replay = config.model_copy(update={"cache": CacheConfig(path=tmp_path / "cache.sqlite", mode="replay_only")})
+    summary = run_experiment(replay, tmp_path / "replay")
+    assert summary.status is RunStatus.COMPLETE and summary.http_requests == 0
+    again = [c.result for t in read_traces(tmp_path / "replay" / TRACES_FILE) for c in t.tool_calls()]
+    assert again == [c.result for t in traces for c in t.tool_calls()]

@@ -36,6 +36,8 @@ BOTTOM = (
     "commitbench.claimguard",
     "commitbench.yamlfile",
     "commitbench.textscan",
+    "commitbench.bounds",
+    "commitbench.httpread",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
