@@ -5,8 +5,11 @@ Every model call in commitbench goes through :class:`ModelClient`, which wraps
 llama.cpp server, the mock server) and adds what a long benchmark run needs:
 
 * a content-addressed cache looked up before any request (:mod:`commitbench.cache`);
-* retries of 429 / 5xx / timeouts / connection errors / unreadable bodies, with exponential
-  backoff and full jitter from a seedable RNG (the ``openai`` client's own retries are off);
+* one deadline per attempt (``timeout``: connecting, headers and body together), and response
+  bodies read no further than ``max_response_bytes`` (:mod:`commitbench.bounds`);
+* retries of what :data:`commitbench.callerrors.RETRYABLE_ERRORS` lists (429, 5xx, timeouts,
+  connection errors, unreadable or malformed answers), with exponential backoff and full jitter
+  from a seedable RNG (the ``openai`` client's own retries are off);
 * an adaptive concurrency limit: halved on a 429 (once per window of in-flight requests), raised
   by one slot per window of successes (AIMD);
 * replicas: a model served by several servers (``base_urls``) is one :class:`ReplicaPool`; every
@@ -19,9 +22,9 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
   ``error`` (kind + message) instead, and malformed tool-call arguments (not JSON, nested too
   deep, holding a lone surrogate) become a ``parse_error`` on that tool call; lone surrogates in
   texts, names and ids are escaped as they arrive, so whatever a server sends can be cached and
-  written to a trace. Configuration problems (bad API key, unknown model) do raise
-  :class:`ModelEndpointError`, since no call of the run could succeed; a replay-only cache raises
-  :class:`commitbench.cache.CacheMiss` on a miss.
+  written to a trace. Configuration problems (bad API key, unknown model, a server that answered
+  none of the model's first calls usably) do raise :class:`ModelEndpointError`, since no call of the
+  run could succeed; a replay-only cache raises :class:`commitbench.cache.CacheMiss` on a miss.
 
 Typical use::
 
@@ -46,7 +49,6 @@ import time
 import urllib.parse
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from typing import Any
 
 import httpx2
@@ -55,6 +57,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, ResponseTooLarge
 from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
+from commitbench.callerrors import (
+    INFRASTRUCTURE_ERRORS,
+    RETRYABLE_ERRORS,
+    FirstCallsGuard,
+    ModelEndpointError,
+    ModelError,
+    ModelErrorKind,
+    is_context_length,
+)
 from commitbench.httpread import bound_response_bodies, read_body
 from commitbench.protocol import escape_surrogates, parse_json_object
 
@@ -84,6 +95,8 @@ __all__ = [
 ]
 
 SESSION_HEADER = "X-Session-ID"
+# What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
+MAX_ERROR_CHARS = 2000
 # What stands for the user-info (``user:password@``) of a URL wherever a URL is written or printed.
 REDACTED = "***"
 _URL_AUTHORITY_END = re.compile(r"[/?#\s\"'<>\\]")
@@ -245,49 +258,6 @@ def backoff_delay(
     return delay
 
 
-class ModelErrorKind(str, Enum):
-    """Why a call produced no usable completion."""
-
-    RATE_LIMITED = "rate_limited"
-    SERVER_ERROR = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    TRUNCATED_BODY = "truncated_body"
-    EMPTY_CHOICES = "empty_choices"
-    INVALID_RESPONSE = "invalid_response"
-    BAD_REQUEST = "bad_request"
-    RESPONSE_TOO_LARGE = "response_too_large"
-
-
-# Failures another attempt may not meet (a busy, slow or restarting server): the client retries them.
-RETRYABLE_ERRORS = frozenset(
-    {
-        ModelErrorKind.RATE_LIMITED,
-        ModelErrorKind.SERVER_ERROR,
-        ModelErrorKind.TIMEOUT,
-        ModelErrorKind.CONNECTION,
-        ModelErrorKind.TRUNCATED_BODY,
-        ModelErrorKind.EMPTY_CHOICES,
-    }
-)
-# Failures of the serving infrastructure, not of the model or the prompt: when they persist (after the
-# retries, for the retryable ones) a caller leaves the work undone (to be played or labelled again),
-# never records it as the model's or the judge's answer.
-INFRASTRUCTURE_ERRORS = RETRYABLE_ERRORS | {ModelErrorKind.RESPONSE_TOO_LARGE}
-
-
-class ModelEndpointError(RuntimeError):
-    """The endpoint rejects the configuration (authentication, permission, unknown model or route)."""
-
-
-class ModelError(BaseModel):
-    """A recorded failure of one call (after retries, when it was retryable)."""
-
-    kind: ModelErrorKind = Field(description="Failure category.")
-    message: str = Field(description="What went wrong, in words.")
-    status_code: int | None = Field(default=None, description="HTTP status of the last attempt, if any.")
-
-
 class ToolCall(BaseModel):
     """One tool call as the model emitted it; arguments are parsed but never trusted."""
 
@@ -447,6 +417,34 @@ def _text_of(content: Any) -> str | None:
     return _shown(content, limit=None)
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number"}
+_TEXT_FIELDS = ("content", "reasoning", "reasoning_content", "refusal")
+
+
+def _message_problem(message: dict[str, Any]) -> str | None:
+    """What makes a completion's message no answer at all (a field of a shape no server sends), or None.
+
+    Texts must be text, null, or a list of content parts (objects whose ``text``, if any, is text);
+    ``tool_calls`` must be a list or null. (A malformed call inside the list is the model's: it becomes
+    a tool error of that call, not of the answer.)
+    """
+    for name in _TEXT_FIELDS:
+        value = message.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in value):
+            continue
+        shape = _JSON_TYPES.get(type(value), "a value")
+        if isinstance(value, list):
+            shape = "an array of something other than text parts"
+        return f"message.{name} is {shape}, not text or a list of text parts"
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return f"message.tool_calls is {_JSON_TYPES.get(type(calls), 'a value')}, not a list"
+    return None
+
+
 def _count(value: Any) -> int:
     """A token count as the server reported it; 0 when it is missing or not a whole number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -470,6 +468,9 @@ def parse_completion(
         return {"model": model}, ModelError(
             kind=ModelErrorKind.INVALID_RESPONSE, message="first choice has no message object"
         )
+    problem = _message_problem(message)
+    if problem is not None:
+        return {"model": model}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message=problem)
     reasoning = message.get("reasoning")
     if reasoning is None:
         reasoning = message.get("reasoning_content")
@@ -617,6 +618,9 @@ class ReplicaPool:
         if len(set(labels)) != len(labels):
             raise ValueError(f"replica base URLs must differ, got {labels}")
         self._placements: OrderedDict[str, int] = OrderedDict()
+        # How the model's first calls ended (every client of the model shares it): a server that answers
+        # none of them usably stops the run.
+        self.first_calls = FirstCallsGuard()
 
     def __len__(self) -> int:
         return len(self.replicas)
@@ -1054,6 +1058,7 @@ class ModelClient:
             finally:
                 self.limiter.release()
             if outcome.error is None:
+                pool.first_calls.on_answer()
                 pool.on_success(replica)
                 (self.limiter if self._single else replica.limiter).on_success()
                 assert outcome.fields is not None
@@ -1079,6 +1084,11 @@ class ModelClient:
                     replica.limiter.on_rate_limited(replica_epoch)
             if error.kind not in RETRYABLE_ERRORS or attempt >= self.retry.max_attempts:
                 self._errors[error.kind.value] += 1
+                if error.kind is ModelErrorKind.CONTEXT_LENGTH:
+                    pool.first_calls.on_answer()  # the server serves the model: this prompt is too long for it
+                stop = pool.first_calls.on_failure(self.settings.model, error)
+                if stop is not None:
+                    raise ModelEndpointError(stop)
                 if error.kind in RETRYABLE_ERRORS:
                     error = error.model_copy(
                         update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
@@ -1166,7 +1176,7 @@ class ModelClient:
 
     def _status_error(self, exc: openai.APIStatusError, endpoint: str) -> _Attempt:
         status = exc.status_code
-        message = f"HTTP {status}: {exc.message}"
+        message = f"HTTP {status}: {exc.message}"[:MAX_ERROR_CHARS]
         if status in (401, 403, 404):
             raise ModelEndpointError(
                 f"{endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
@@ -1176,6 +1186,8 @@ class ModelClient:
             kind = ModelErrorKind.RATE_LIMITED
         elif status >= 500 or status in (408, 409):
             kind = ModelErrorKind.SERVER_ERROR
+        elif is_context_length(status, f"{exc.message} {exc.code or ''}"):
+            kind = ModelErrorKind.CONTEXT_LENGTH
         else:
             kind = ModelErrorKind.BAD_REQUEST
         return _Attempt(

@@ -852,3 +852,105 @@ def test_tool_arguments_larger_than_the_bound_are_a_tool_error_never_resent_whol
     assert summary.status is RunStatus.COMPLETE and summary.http_requests == 0
     again = [c.result for t in read_traces(tmp_path / "replay" / TRACES_FILE) for c in t.tool_calls()]
     assert again == [c.result for t in traces for c in t.tool_calls()]
+
+
+# Answers that are no answer: each must fail its cell, never be graded as what the model said.
+VLLM_NO_TOOL_PARSER = {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                       "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'}
+UNUSABLE_ANSWERS: dict[str, tuple[int, Any, str]] = {
+    "400 without a tool parser": (400, VLLM_NO_TOOL_PARSER, "bad_request"),
+    "422": (422, {"detail": [{"msg": "field required"}]}, "bad_request"),
+    "choices [{}]": (200, {"id": "x", "model": "raw-model", "choices": [{}]}, "invalid_response"),
+    "message null": (200, {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "invalid_response"),
+    "tool_calls an object": (200, {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": {
+        "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}}}]}, "invalid_response"),
+    "content a list of non-parts": (200, {"choices": [{"message": {"role": "assistant", "content": ["ok", 1]}}]},
+                                    "invalid_response"),
+}
+
+
+def first_session_gets(status: int, payload: Any) -> Any:
+    """A handler that answers every call of the first episode it sees with ``payload`` and the others well."""
+    from _raw_server import completion, http_bytes
+
+    bad: list[str] = []
+
+    def handle(request: Any, conn: Any) -> None:
+        session = request.headers.get("x-session-id", "")
+        if not bad:
+            bad.append(session)
+        if session == bad[0]:
+            conn.sendall(http_bytes(status, json.dumps(payload).encode()))
+        else:
+            conn.sendall(http_bytes(200, json.dumps(completion({"role": "assistant", "content": "Noted."})).encode()))
+
+    return handle
+
+
+@pytest.mark.parametrize("status,payload,kind", UNUSABLE_ANSWERS.values(), ids=list(UNUSABLE_ANSWERS))
+def test_a_call_that_got_no_answer_fails_its_cell_and_is_left_out_of_every_metric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int, payload: Any, kind: str
+) -> None:
+    from _raw_server import RawServer
+
+    with RawServer(first_session_gets(status, payload)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=3, concurrency=1))
+    assert code == 1
+    traces = read_traces(out / TRACES_FILE)
+    failed = [t for t in traces if t.infra_error]
+    assert len(traces) == 3 and len(failed) == 1 and failed[0].infra_error.startswith(f"{kind}:")
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.status is RunStatus.INCOMPLETE and manifest.cells_done == 2
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["runs"] == 2  # the failed cell is in no table
+    (row,) = [r for r in document["call_errors"] if r["kind"] == kind]
+    assert row["player"] == "chat:raw" and row["cells"] == 1 and row["cells_left_out"] == 1 and row["calls"] >= 1
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 0
+    printed = capsys.readouterr().out
+    assert "Model-call errors" in printed and kind in printed
+
+
+def test_a_run_whose_first_calls_all_fail_stops_with_the_servers_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _raw_server import RawServer, json_answer
+
+    with RawServer(json_answer(VLLM_NO_TOOL_PARSER, status=400)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=20, concurrency=2))
+        requests = len(server.requests)
+    err = capsys.readouterr().err
+    assert code == 2 and "first 8 calls to model 'raw-model' all failed" in err and "--enable-auto-tool-choice" in err
+    assert "Traceback" not in err
+    assert requests <= 8 + 2  # the calls in flight when the eighth failed, at most
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.status is RunStatus.ABORTED
+    assert "--enable-auto-tool-choice" in manifest.message
+
+
+VLLM_CONTEXT = {"object": "error", "type": "BadRequestError", "code": 400, "message": (
+    "This model's maximum context length is 4096 tokens. However, you requested 4500 tokens "
+    "(4244 in the messages, 256 in the completion). Please reduce the length of the messages or completion.")}
+
+
+def test_a_context_that_no_longer_fits_is_a_fact_of_the_cell_reported_per_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _raw_server import RawServer
+
+    with RawServer(first_session_gets(400, VLLM_CONTEXT)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=3, concurrency=1))
+    assert code == 0  # not an outage: every cell is done, the first one with calls the model could not take
+    traces = read_traces(out / TRACES_FILE)
+    assert not any(t.infra_error for t in traces)
+    errors = [c.error for t in traces for c in t.model_calls if c.error]
+    assert errors and all(e.startswith("context_length: HTTP 400") and "maximum context length is 4096" in e
+                          for e in errors)
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["runs"] == 3
+    (row,) = document["call_errors"]
+    assert (row["player"], row["kind"], row["cells"], row["cells_left_out"]) == ("chat:raw", "context_length", 1, 0)
+    assert row["calls"] == len(errors)

@@ -38,6 +38,7 @@ BOTTOM = (
     "commitbench.textscan",
     "commitbench.bounds",
     "commitbench.httpread",
+    "commitbench.callerrors",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",

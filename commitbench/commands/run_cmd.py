@@ -337,10 +337,11 @@ def _label(out_dir: Path, config: Any) -> bool:
     from commitbench.cache import CacheError
     from commitbench.commands.label_cmd import print_summary
     from commitbench.labeljob import label_directory
+    from commitbench.llm import ModelEndpointError
 
     try:
         summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
-    except (ValueError, CacheError, LocalModelError) as exc:
+    except (ValueError, CacheError, LocalModelError, ModelEndpointError) as exc:
         print(f"commitbench: not labelled: {exc}", file=sys.stderr)
         return False
     print_summary(summary)

@@ -10,6 +10,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
+from commitbench.analysis.call_errors import run_call_errors
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
@@ -100,7 +101,8 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     cost = cost_table(costs, ("model", "arm"))
     players = sorted({r.model for r in rows})
     pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)
-    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost)
+    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
+                                  call_errors=run_call_errors(run_dir))
     if options.write_files:
         built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
     return built
