@@ -44,9 +44,7 @@ import json
 import math
 import os
 import random
-import re
 import time
-import urllib.parse
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -68,9 +66,11 @@ from commitbench.callerrors import (
 )
 from commitbench.httpread import bound_response_bodies, read_body
 from commitbench.protocol import escape_surrogates, parse_json_object
+from commitbench.secrets import REDACTED, Secrets, redact_credentials, split_credentials, split_query
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
+    "REDACTED",
     "RETRYABLE_ERRORS",
     "SESSION_HEADER",
     "AdaptiveLimiter",
@@ -97,48 +97,6 @@ __all__ = [
 SESSION_HEADER = "X-Session-ID"
 # What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
 MAX_ERROR_CHARS = 2000
-# What stands for the user-info (``user:password@``) of a URL wherever a URL is written or printed.
-REDACTED = "***"
-_URL_AUTHORITY_END = re.compile(r"[/?#\s\"'<>\\]")
-
-
-def redact_credentials(text: str) -> str:
-    """``text`` with the user-info of every URL in it replaced: ``http://user:pw@host`` -> ``http://***@host``.
-
-    Runs in linear time: it looks for ``://`` and then for the end of the authority that follows.
-    """
-    out: list[str] = []
-    position = 0
-    while (found := text.find("://", position)) >= 0:
-        start = found + 3
-        end_match = _URL_AUTHORITY_END.search(text, start)
-        end = end_match.start() if end_match else len(text)
-        at = text.rfind("@", start, end)
-        if at >= 0:
-            out.append(text[position:start])
-            out.append(f"{REDACTED}@")
-            position = at + 1
-        else:
-            out.append(text[position:end])
-            position = end
-    out.append(text[position:])
-    return "".join(out)
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """A base URL without its user-info, and the ``(user, password)`` it held (percent-decoding applied)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    user = urllib.parse.unquote(parts.username or "")
-    password = urllib.parse.unquote(parts.password or "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), (user, password)
-
-
 class ModelSettings(BaseModel):
     """Where a model lives and how it is sampled.
 
@@ -581,11 +539,14 @@ def _load(replica: _Replica) -> int:
 class _Replica:
     """One server of a model: its URL, its own concurrency limit and its health."""
 
-    __slots__ = ("credentials", "failures", "index", "label", "last_error", "limiter", "out_until", "url")
+    __slots__ = ("credentials", "failures", "index", "label", "last_error", "limiter", "out_until", "query", "url")
 
     def __init__(self, index: int, url: str, limit: int, min_limit: int) -> None:
         self.index = index
-        self.url, self.credentials = split_credentials(url)
+        # Credentials go as basic authentication, query parameters as the query of each request: the URL the
+        # SDK and the HTTP client see, and the replica's label, hold neither.
+        url, self.credentials = split_credentials(url)
+        self.url, self.query = split_query(url)
         self.label = self.url
         self.limiter = AdaptiveLimiter(limit, min_limit=min(min_limit, limit))
         self.failures = 0  # refused connections / timeouts in a row
@@ -795,6 +756,11 @@ class ModelClient:
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
+        # Every secret the client holds, in every form a server could send back, is scrubbed from what it returns.
+        self._secrets = Secrets()
+        self._secrets.add(settings.api_key())
+        for url in settings.endpoints():
+            self._secrets.add_url(url)
         # Every HTTP client reads response bodies up to max_response_bytes and no further.
         self._openai_by_replica: list[openai.AsyncOpenAI] = []
         for replica in replicas.replicas:
@@ -807,6 +773,7 @@ class ModelClient:
             self._openai_by_replica.append(
                 openai.AsyncOpenAI(
                     base_url=replica.url,
+                    default_query=replica.query or None,
                     api_key=settings.api_key(),
                     max_retries=0,
                     timeout=settings.timeout,
@@ -1111,6 +1078,16 @@ class ModelClient:
         return backoff_delay(self.retry, attempt, self._rng, retry_after)
 
     async def _attempt(self, body: dict[str, Any], headers: dict[str, str], replica: _Replica) -> _Attempt:
+        """One HTTP attempt, with every secret of the client scrubbed from its outcome."""
+        outcome = await self._attempt_once(body, headers, replica)
+        if outcome.error is not None:
+            message = self._secrets.scrub_message(outcome.error.message)
+            outcome.error = outcome.error.model_copy(update={"message": message})
+        if outcome.fields is not None and self._secrets:
+            outcome.fields = _scrubbed_fields(outcome.fields, self._secrets, self.settings.max_argument_bytes)
+        return outcome
+
+    async def _attempt_once(self, body: dict[str, Any], headers: dict[str, str], replica: _Replica) -> _Attempt:
         # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
         # parameter transformation (a large share of its CPU cost per call) is skipped, and the
         # raw response is parsed here, where a truncated body becomes a recorded error.
@@ -1179,7 +1156,7 @@ class ModelClient:
         message = f"HTTP {status}: {exc.message}"[:MAX_ERROR_CHARS]
         if status in (401, 403, 404):
             raise ModelEndpointError(
-                f"{endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
+                f"{endpoint} rejected model {self.settings.model!r} ({self._secrets.scrub_message(message)}); "
                 f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
             ) from exc
         if status == 429:
@@ -1195,6 +1172,24 @@ class ModelClient:
             retry_after=_retry_after(exc.response),
             status=status,
         )
+
+
+def _scrubbed_fields(fields: dict[str, Any], secrets: Secrets, max_argument_bytes: int) -> dict[str, Any]:
+    """A completion's fields with every secret replaced (a tool call whose arguments held one is parsed again)."""
+    out = dict(fields)
+    for name in ("model", "text", "reasoning", "refusal", "finish_reason"):
+        if isinstance(out.get(name), str):
+            out[name] = secrets.scrub(out[name])
+    calls = []
+    for call in out.get("tool_calls") or []:
+        raw = secrets.scrub(call.arguments_raw)
+        update: dict[str, Any] = {"id": secrets.scrub(call.id), "name": secrets.scrub(call.name)}
+        if raw != call.arguments_raw:
+            arguments, error = parse_tool_arguments(raw, max_argument_bytes)
+            update.update(arguments_raw=raw, arguments=arguments, parse_error=error)
+        calls.append(call.model_copy(update=update))
+    out["tool_calls"] = calls
+    return out
 
 
 def _options(

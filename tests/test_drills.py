@@ -578,11 +578,27 @@ def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
     ("no url at all: a@b", "no url at all: a@b"),
     ("http://a:b@c http://d:e@f", "http://***@c http://***@f"),
     ("://@" * 3, "://***@" * 3),
+    ("http://h/v1?token=abc&x=1 done", "http://h/v1?token=***&x=*** done"),
+    ("http://u:p@h/v1?t=1#frag", "http://***@h/v1?t=***#frag"),
+    ("http://h/v1?bare&=v&", "http://h/v1?***&=***&"),
+    ("see http://h/v1? or http://h/a?b", "see http://h/v1? or http://h/a?***"),
+    ("'http://h/v1?k=v'", "'http://h/v1?k=***'"),
 ])
 def test_redact_credentials(text: str, expected: str) -> None:
     from commitbench.llm import redact_credentials
 
     assert redact_credentials(text) == expected
+
+
+def test_redact_credentials_takes_linear_time() -> None:
+    import time
+
+    from commitbench.llm import redact_credentials
+
+    for text in ("://" * 200_000, "http://a@" + "b" * 600_000, "http://h/?" + "a=b&" * 150_000, "://?" * 150_000):
+        started = time.process_time()
+        redact_credentials(text)
+        assert time.process_time() - started < 2.0, text[:20]
 
 
 def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -> None:
@@ -954,3 +970,71 @@ def test_a_context_that_no_longer_fits_is_a_fact_of_the_cell_reported_per_model(
     (row,) = document["call_errors"]
     assert (row["player"], row["kind"], row["cells"], row["cells_left_out"]) == ("chat:raw", "context_length", 1, 0)
     assert row["calls"] == len(errors)
+
+
+API_KEY = "sk-drill-0123456789abcdef-never-written"
+BASIC_USER, BASIC_PASSWORD = "drill-user", "basic-pa55word-never-written"
+QUERY_TOKEN = "qt-0123456789-never-written"
+
+
+def echoing(status: int) -> Any:
+    """A handler that repeats what it was sent (the Authorization header and the path with its query)
+    in its answer: as the reply text (status 200) or as the error body (any other status)."""
+    from _raw_server import completion, http_bytes
+
+    def handle(request: Any, conn: Any) -> None:
+        echo = f"you sent Authorization: {request.headers.get('authorization')} to {request.path}"
+        if status == 200:
+            payload: Any = completion({"role": "assistant", "content": echo})
+        else:
+            payload = {"error": {"message": echo, "type": "error", "code": status}}
+        conn.sendall(http_bytes(status, json.dumps(payload).encode()))
+
+    return handle
+
+
+def secret_forms() -> dict[str, str]:
+    import base64
+
+    basic = f"{BASIC_USER}:{BASIC_PASSWORD}"
+    return {"API key": API_KEY, "basic-auth string": basic, "basic-auth password": BASIC_PASSWORD,
+            "basic-auth base64": base64.b64encode(basic.encode()).decode(), "query token": QUERY_TOKEN}
+
+
+@pytest.mark.parametrize("status", [200, 500, 400, 401])
+def test_secrets_echoed_by_a_server_are_never_written_or_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    from _raw_server import RawServer
+
+    monkeypatch.setenv("DRILL_API_KEY", API_KEY)
+    with RawServer(echoing(status)) as server:
+        bearer = {"name": "bearer", "base_url": server.base_url, "api_key_env": "DRILL_API_KEY",
+                  "settings": {"model": "raw-model"}, "retry": FAST_RETRY}
+        basic_url = server.base_url.replace("http://", f"http://{BASIC_USER}:{BASIC_PASSWORD}@")
+        basic = {"name": "basic", "base_url": f"{basic_url}?token={QUERY_TOKEN}", "api_key_env": None,
+                 "settings": {"model": "raw-model"}, "retry": FAST_RETRY}
+        config = ExperimentConfig.model_validate({
+            "name": "echo", "agents": ["chat"], "models": [bearer, basic],
+            "episodes": {"split": "test", "limit": 1}, "concurrency": 2})
+        code, out = run_config(tmp_path, config)
+        paths = {r.path for r in server.requests}
+    assert code == {200: 0, 500: 1, 400: 1, 401: 2}[status]
+    # The query token reached the server as a query, not glued into the path.
+    assert f"/v1/chat/completions?token={QUERY_TOKEN}" in paths and all(p.startswith("/v1/chat/") for p in paths)
+    if status == 200:
+        assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 0
+        assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+        assert cli_main(["view", str(out), "--n-boot", "20"]) == 0
+    printed = capsys.readouterr()
+    leaks = [f"{name} in stdout" for name, form in secret_forms().items() if form in printed.out]
+    leaks += [f"{name} in stderr" for name, form in secret_forms().items() if form in printed.err]
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            leaks += [f"{name} in {path.relative_to(out)}" for name, form in secret_forms().items()
+                      if form.encode() in data]
+    assert leaks == []
+    traces = read_traces(out / TRACES_FILE) if (out / TRACES_FILE).exists() else []
+    if status == 200:  # what the server said is kept, the secrets in it replaced
+        assert traces and all("you sent Authorization: " in t.turns[0].reply for t in traces if t.turns)

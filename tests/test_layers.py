@@ -39,6 +39,7 @@ BOTTOM = (
     "commitbench.bounds",
     "commitbench.httpread",
     "commitbench.callerrors",
+    "commitbench.secrets",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
