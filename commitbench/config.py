@@ -49,6 +49,8 @@ from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
     "CHAT_AGENT",
+    "MAX_CONCURRENCY",
+    "MAX_SAMPLES",
     "CacheConfig",
     "ConfigError",
     "ExperimentConfig",
@@ -60,6 +62,10 @@ __all__ = [
 ]
 
 CHAT_AGENT = "chat"
+# Bounds on the size of an experiment: far above any study, far below what would exhaust the machine
+# before a cell is played (docs/runner.md, "Bounds").
+MAX_SAMPLES = 1_000
+MAX_CONCURRENCY = 4_096
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -129,7 +135,8 @@ class ModelEntry(BaseModel):
     settings: GenerationSettings = Field(default_factory=GenerationSettings, description="Sampling settings.")
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries of failed HTTP attempts.")
     max_concurrency: int | None = Field(
-        default=None, ge=1, description="Most HTTP requests in flight to this model (default: the run's concurrency)."
+        default=None, ge=1, le=MAX_CONCURRENCY,
+        description="Most HTTP requests in flight to this model (default: the run's concurrency).",
     )
     replicas: ReplicaPolicy = Field(
         default_factory=ReplicaPolicy,
@@ -423,8 +430,10 @@ class ExperimentConfig(BaseModel):
     episodes: SerializeAsAny[BaseModel] = Field(
         default=None, validate_default=True, description="The suite's episode filter (null: every episode)."
     )
-    samples: int = Field(default=1, ge=1, description="Samples per (model, arm, episode) cell of the chat agent.")
-    concurrency: int = Field(default=32, ge=1, description="Episodes played at the same time.")
+    samples: int = Field(
+        default=1, ge=1, le=MAX_SAMPLES, description="Samples per (model, arm, episode) cell of the chat agent."
+    )
+    concurrency: int = Field(default=32, ge=1, le=MAX_CONCURRENCY, description="Episodes played at the same time.")
     max_model_calls_per_turn: int | None = Field(
         default=None, ge=1,
         description="Model calls the chat agent may make in one turn before it is cut off (null: the suite's default).",

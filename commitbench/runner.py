@@ -77,6 +77,7 @@ from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeT
 
 __all__ = [
     "MANIFEST_FILE",
+    "MAX_CELLS",
     "PROGRESS_INTERVAL_S",
     "PROGRESS_LINES",
     "TRACES_FILE",
@@ -91,6 +92,7 @@ __all__ = [
     "Runner",
     "check_episode_set",
     "compute_run_key",
+    "count_cells",
     "expand_cells",
     "in_shard",
     "plan",
@@ -117,6 +119,8 @@ CONNECTIONS_PER_CLIENT = 64
 # A run that is not attached to a terminal prints a progress line this often (seconds).
 PROGRESS_INTERVAL_S = 20.0
 PROGRESS_LINES = "lines"
+# Cells of one experiment, at most: planning 993,600 took 12 s and 274 MiB here (docs/runner.md).
+MAX_CELLS = 1_000_000
 # Finished traces waiting for the writer, at most; a player that finishes while the queue is full
 # waits for the disk (backpressure), so memory does not grow with the number of cells.
 WRITE_QUEUE_LINES = 128
@@ -192,8 +196,22 @@ def select_config_episodes(config: ExperimentConfig) -> list[Any]:
     return list(config.suite.select(config.episodes))
 
 
+def count_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> int:
+    """How many cells the config expands to; ValueError when more than :data:`MAX_CELLS`."""
+    per_arm = sum(config.samples if p.kind == "chat" else 1 for p in players(config)) * len(episodes)
+    count = per_arm * len(config.interventions)
+    if count > MAX_CELLS:
+        raise ValueError(
+            f"the config plans {count:,} cells ({len(episodes):,} episodes x {len(config.interventions)} arms x "
+            f"players and samples), more than the {MAX_CELLS:,} one run directory takes; select fewer episodes "
+            "(episodes: limit, a filter), samples or arms, or split the experiment into several configs"
+        )
+    return count
+
+
 def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell]:
-    """Every cell of the config, in a fixed order (player, arm, episode, sample)."""
+    """Every cell of the config, in a fixed order (player, arm, episode, sample); ValueError past :data:`MAX_CELLS`."""
+    count_cells(config, episodes)
     cells: list[Cell] = []
     for player in players(config):
         samples = config.samples if player.kind == "chat" else 1  # reference agents are deterministic
@@ -247,6 +265,7 @@ def plan(config: ExperimentConfig) -> Plan:
     """The cells a config expands to and a lower bound on its model calls; no server is contacted."""
     suite = config.suite
     episodes = select_config_episodes(config)
+    count_cells(config, episodes)
     turns = sum(suite.calls_per_episode(e) for e in episodes)
     rows = []
     for player in players(config):
@@ -914,13 +933,24 @@ class Runner:
         write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
         return manifest
 
-    def _make_clients(self, cache: CallCache | None, base_urls: dict[str, str]) -> None:
+    def _make_clients(
+        self, cache: CallCache | None, base_urls: dict[str, str], pending: Sequence[Cell] | None = None
+    ) -> None:
+        """The clients of each model, for as many requests in flight as its cells can have at once: a cell
+        makes one call at a time and at most ``concurrency`` cells play at once (of ``pending``, when given)."""
+        cells_of: Counter[str] | None = None
+        if pending is not None:
+            cells_of = Counter(c.player.model.name for c in pending if c.player.model is not None)
         for entry in self.config.models:
             retry = entry.retry
             if retry.seed is None:
                 retry = RetryPolicy(**{**retry.model_dump(), "seed": self.config.seed})
             settings = entry.model_settings(base_urls.get(entry.name), local_alias=DEFAULT_ALIAS)
-            in_flight = entry.max_concurrency or self.config.concurrency
+            in_flight = min(entry.max_concurrency or self.config.concurrency, self.config.concurrency)
+            if cells_of is not None:
+                if not cells_of[entry.name]:
+                    continue  # nothing of this model left to play
+                in_flight = min(in_flight, cells_of[entry.name])
             n_shards = -(-in_flight // CONNECTIONS_PER_CLIENT)
             per_shard = -(-in_flight // n_shards)
             # One pool of replicas per model, shared by its shards: per-replica limits and health are the model's.
@@ -937,7 +967,7 @@ class Runner:
         self, episodes: list[Any], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
     ) -> bool:
         """Play the pending cells; returns True when interrupted by a signal."""
-        self._make_clients(cache, base_urls)
+        self._make_clients(cache, base_urls, pending)
         loop = asyncio.get_running_loop()
         queue: deque[Cell] = deque(pending)
         writer = _TraceWriter(self.traces_path, self._counters, lambda message: self._fail(message, queue))

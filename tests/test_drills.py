@@ -1038,3 +1038,38 @@ def test_secrets_echoed_by_a_server_are_never_written_or_printed(
     traces = read_traces(out / TRACES_FILE) if (out / TRACES_FILE).exists() else []
     if status == 200:  # what the server said is kept, the secrets in it replaced
         assert traces and all("you sent Authorization: " in t.turns[0].reply for t in traces if t.turns)
+
+
+# ------------------------------------------------------------------------------- absurd sizes
+@pytest.mark.parametrize("fields,words", [
+    ({"samples": 1_000_000_000}, "samples: Input should be less than or equal to 1000"),
+    ({"concurrency": 1_000_000}, "concurrency: Input should be less than or equal to 4096"),
+    ({"samples": 1000, "episodes": {"split": None}}, "plans 1,440,000 cells"),
+])
+def test_absurd_sizes_are_refused_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], words: str
+) -> None:
+    import time
+
+    data = {"name": "huge", "agents": ["chat"], "episodes": {"split": "test"},
+            "models": [{"name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None}], **fields}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    for extra in ([], ["--dry-run"]):
+        started = time.monotonic()
+        assert cli_main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress", *extra]) == 2
+        assert time.monotonic() - started < 60
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+    assert cli_main(["run", "standing", "--agent", "creditor-rule", "--concurrency", "1000000"]) == 2
+    assert "--concurrency must be from 1 to 4,096" in capsys.readouterr().err
+
+
+def test_no_more_clients_than_cells_in_flight(tmp_path: Path, mock_server: MockServer) -> None:
+    config = chat_config(mock_server.base_url, 2, concurrency=4096)
+    summary = run_experiment(config, tmp_path)
+    assert summary.status is RunStatus.COMPLETE
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    # Two cells make at most two calls at once: one client with a limit of two, not 64 clients of 64.
+    assert manifest.invocations[-1].client_stats["mock"]["concurrency_limit"] == 2

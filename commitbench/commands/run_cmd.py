@@ -212,8 +212,10 @@ def build_config(args: argparse.Namespace) -> Any:
         )
     update: dict[str, Any] = {"cache": cache}
     if args.concurrency is not None:
-        if args.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
+        from commitbench.config import MAX_CONCURRENCY
+
+        if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency must be from 1 to {MAX_CONCURRENCY:,}")
         update["concurrency"] = args.concurrency
     return config.model_copy(update=update)
 
