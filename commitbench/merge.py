@@ -21,11 +21,13 @@ it, or whole runs of it. The merged directory holds:
   ``commitbench run CONFIG --out MERGED`` resumes it), with every source's invocations.
 
 Labels are not merged: ``commitbench label`` labels the merged directory again (from the cache,
-for an LLM judge whose calls the sources' caches hold).
+for an LLM judge whose calls the sources' caches hold). A merge that fails (a damaged cache, a trace
+of no cell of the experiment) removes what it wrote, so the same command can run again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -35,10 +37,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.cache import CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMode, CallCache, canonical_json
 from commitbench.config import ExperimentConfig
 from commitbench.jsonl import append_lines, iter_lines, write_atomic
 from commitbench.runner import (
+    LOCK_FILE,
     MANIFEST_FILE,
     RunManifest,
     RunStatus,
@@ -52,13 +55,15 @@ from commitbench.traces import REPAIR_HINT, TRACES_FILE, TraceFileError
 __all__ = ["MergeError", "MergeSummary", "merge_runs"]
 
 CACHE_FILE = "cache.sqlite"
+# What a merge writes into its (empty) target, removed again when it fails.
+_WRITTEN = (CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm", TRACES_FILE, MANIFEST_FILE)
 # What must agree for two run directories to hold the same experiment.
 _SAME_EXPERIMENT = ("name", "suite", "players", "interventions", "samples", "episode_set_version", "prompt_hashes")
 _BATCH = 256
 
 
 class MergeError(ValueError):
-    """The sources cannot be merged (not run directories, other experiments, a target in use)."""
+    """The sources cannot be merged (not run directories, other experiments, a damaged cache, a target in use)."""
 
 
 class MergeSummary(BaseModel):
@@ -141,9 +146,29 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
     config = ExperimentConfig.model_validate(config_data)
     cells = expand_cells(config, select_config_episodes(config))
     known = {c.run_key for c in cells}
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    with directory_lock(out):
-        return _merge_locked(out, paths, manifests, config_data, cells, known)
+    failed = False
+    try:
+        with directory_lock(out):
+            try:
+                return _merge_locked(out, paths, manifests, config_data, cells, known)
+            except CacheError as exc:
+                failed = True
+                raise MergeError(str(exc)) from None
+            except BaseException:
+                failed = True
+                raise
+            finally:
+                if failed:  # leave the target as it was found (empty), so the same merge can run again
+                    for name in _WRITTEN:
+                        (out / name).unlink(missing_ok=True)
+    finally:
+        if failed:
+            (out / LOCK_FILE).unlink(missing_ok=True)
+            if created:
+                with contextlib.suppress(OSError):
+                    out.rmdir()
 
 
 def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], config_data: dict[str, Any],

@@ -480,7 +480,9 @@ def test_ledger_ids_out_of_range_are_usage_errors(
 
 
 def test_ledger_ids_at_the_top_of_the_range_are_looked_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["ledger", "--db", str(tmp_path / "ledger.sqlite"), "show", str(2**63 - 1)]) == 1
+    db = str(tmp_path / "ledger.sqlite")
+    assert cli_main(["ledger", "--db", db, "add", "--debtor", "a", "--creditor", "b", "--action", "x"]) == 0
+    assert cli_main(["ledger", "--db", db, "show", str(2**63 - 1)]) == 1
     assert "9223372036854775807" in capsys.readouterr().err
 
 
@@ -1073,3 +1075,136 @@ def test_no_more_clients_than_cells_in_flight(tmp_path: Path, mock_server: MockS
     assert manifest is not None
     # Two cells make at most two calls at once: one client with a limit of two, not 64 clients of 64.
     assert manifest.invocations[-1].client_stats["mock"]["concurrency_limit"] == 2
+
+
+# ------------------------------------------------------------------- bad input, clean errors
+def invalid_data_dir(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the shipped standing data with one type file whose promise names no template variable."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "episodes" / "data" / "standing", data)
+    bad = data / "types" / "water_plants.yaml"
+    text = (ROOT / "docs" / "examples" / "water_plants.yaml").read_text(encoding="utf-8")
+    bad.write_text(text.replace('promise: "Sure.', 'promise: "{{ lipsum }} Sure.', 1), encoding="utf-8")
+    return data, bad
+
+
+def test_an_invalid_episode_data_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, bad = invalid_data_dir(tmp_path)
+    args = ["--out", str(tmp_path / "out"), "--no-progress", "--no-report"]
+    assert cli_main(["run", "standing", "--agent", "creditor-rule", "--data", str(data), "--limit", "2", *args]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: promise: the template uses 'lipsum'" in err and "Traceback" not in err
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"name": "data", "agents": ["creditor-rule"],
+                                  "episodes": {"data": str(data), "limit": 2}}))
+    for extra in ([], ["--dry-run"]):
+        assert cli_main(["run", str(config), *args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}: promise:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content,words", [
+    ("name: x\nagents: [creditor-rule]\nseed: " + "9" * 5000 + "\n", "5000 digits (line 3)"),
+    ("name: x\x00\nagents: [creditor-rule]\n", "U+0000 is not allowed in YAML (line 1)"),
+])
+def test_yaml_a_reader_cannot_take_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, words: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    assert cli_main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and words in err and "Traceback" not in err
+
+
+@contextlib.contextmanager
+def read_only_file(path: Path) -> Iterator[None]:
+    """Make one file read-only for this process (a read-only bind mount as root, else chmod)."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    bound = subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False)
+    if bound.returncode != 0:
+        pytest.skip("cannot make a file read-only here (root without mount)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True, capture_output=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=False, capture_output=True)
+
+
+def test_ledger_writes_to_a_read_only_database_are_clean_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "ledger.db"
+    base = ["ledger", "--db", str(db), "--now", "2025-01-06T09:00:00Z"]
+    assert cli_main([*base, "add", "--debtor", "a", "--creditor", "b", "--action", "x",
+                     "--due", "2025-01-07T09:00:00Z"]) == 0
+    capsys.readouterr()
+    with read_only_file(db):
+        for action in (["add", "--debtor", "a", "--creditor", "b", "--action", "y"], ["ack", "1", "--actor", "a"]):
+            assert cli_main([*base, *action]) == 1
+            err = capsys.readouterr().err
+            assert f"cannot write to {db}" in err and "readonly" in err and "Traceback" not in err, err
+        assert cli_main([*base, "list"]) == 0  # reading still works
+    assert "-> b: x" in capsys.readouterr().out
+
+
+def test_reading_a_ledger_that_does_not_exist_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "no" / "such" / "dir" / "ledger.db"
+    for action in (["list"], ["due"], ["show", "1"], ["ack", "1", "--actor", "a"]):
+        assert cli_main(["ledger", "--db", str(db), *action]) == 1
+        assert f"no ledger at {db}" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    assert cli_main(["ledger", "--db", str(db), "add", "--debtor", "a", "--creditor", "b", "--action", "x"]) == 0
+    assert db.is_file()
+
+
+def test_a_merge_that_fails_leaves_nothing_behind_and_can_run_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=3)
+    cache = out / "cache.sqlite"
+    cache.write_bytes(b"not a database, just text\n" * 40)
+    merged = tmp_path / "merged"
+    assert cli_main(["merge", str(merged), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(cache) in err and "damaged or not a commitbench cache" in err and "Traceback" not in err
+    assert not merged.exists()
+    cache.unlink()
+    assert cli_main(["merge", str(merged), str(out)]) == 0
+    assert len(read_traces(merged / TRACES_FILE)) == 3
+    # A target that existed (empty) stays, empty.
+    other = tmp_path / "other"
+    other.mkdir()
+    damage_line(out / TRACES_FILE, 2, b'{"env_id": "x", "episode_id": "y", "run_key": "nope"}\n')
+    assert cli_main(["merge", str(other), str(out)]) == 2
+    assert "is no cell of the experiment" in capsys.readouterr().err
+    assert other.is_dir() and list(other.iterdir()) == []
+
+
+def test_out_of_range_numbers_on_the_command_line_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=2)
+    capsys.readouterr()
+    for args, words in (
+        (["view", str(out), "--serve", "99999"], "--serve PORT must be from 0 to 65535"),
+        (["view", str(out), "--serve", "-1"], "--serve PORT must be from 0 to 65535"),
+        (["report", str(out), "--n-boot", "99999999999"], "--n-boot must be from 1 to 100,000"),
+        (["view", str(out), "--n-boot", "99999999999"], "--n-boot must be from 1 to 100,000"),
+    ):
+        assert cli_main(args) == 2, args
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+    assert not (out / "view").exists()  # refused before the site was built

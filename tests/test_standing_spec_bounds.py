@@ -106,6 +106,9 @@ BAD_YAML = {
     "alias": "a: &x 1\nb: *x\n",
     "duplicate key": "a: 1\na: 2\n",
     "not UTF-8": b"a: caf\xe9\n",
+    "a 5,000-digit integer": "a: 1\nb: " + "9" * 5000 + "\n",
+    "a NUL byte": "a: 1\nb: x\x00y\n",
+    "a date out of range": "a: 2024-13-45\n",
 }
 
 

@@ -99,6 +99,15 @@ def judge_config(args: argparse.Namespace, default: Any = None) -> Any:
         raise UsageError(exc.errors()[0]["msg"]) from None
 
 
+def check_n_boot(n_boot: int) -> int:
+    """``--n-boot`` as given, when it is a number of bootstrap replicates the analysis takes."""
+    from commitbench.analysis.bootstrap import MAX_N_BOOT
+
+    if not 1 <= n_boot <= MAX_N_BOOT:
+        raise UsageError(f"--n-boot must be from 1 to {MAX_N_BOOT:,}, got {n_boot}")
+    return n_boot
+
+
 def print_json(payload: Any) -> None:
     """One JSON document on stdout (a pydantic model, or plain data)."""
     data = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload

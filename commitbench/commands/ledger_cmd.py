@@ -144,7 +144,7 @@ def _report_unreadable(rows: Any) -> int:
 
 
 # Commitment ids are SQLite integers: 1 up to the largest signed 64-bit value.
-def _open(args: argparse.Namespace):
+def _open(args: argparse.Namespace, create: bool = False):
     from commitbench.ledger import FixedClock, Ledger, NotALedger, SystemClock
 
     db = getattr(args, "db", None)
@@ -152,20 +152,36 @@ def _open(args: argparse.Namespace):
         raise UsageError("ledger needs --db PATH (the SQLite file to keep commitments in)")
     now_text = getattr(args, "now", None)
     clock = FixedClock(parse_time(now_text, "--now")) if now_text else SystemClock()
+    _check_arguments(args)
     try:
-        return Ledger(db, clock=clock, init_existing=bool(getattr(args, "init", False)))
+        return Ledger(db, clock=clock, init_existing=bool(getattr(args, "init", False)), create=create)
     except NotALedger as exc:
         raise UsageError(f"--db: {safe(exc)}") from None
 
 
-def _with_ledger(action):
-    """Open the ledger, run ``action(ledger, args)``, turn ledger errors into a message and exit code 1."""
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The command's own arguments, checked before the ledger is opened: a malformed one is a usage error
+    whether or not the file exists."""
+    if getattr(args, "id", None) is not None:
+        _id(args)
+    if getattr(args, "window", None) is not None:
+        parse_duration(args.window)
+    if getattr(args, "limit", None) is not None:
+        parse_number(args.limit, "--limit", 0)
+    if getattr(args, "status", None):
+        _statuses(args.status)
+
+
+def _with_ledger(action, create: bool = False):
+    """Open the ledger, run ``action(ledger, args)``, turn ledger errors into a message and exit code 1.
+
+    Only a command that records a new commitment (``create``) makes the file when it is missing."""
 
     def handler(args: argparse.Namespace) -> int:
         from commitbench.ledger import LedgerError
 
         try:
-            ledger = _open(args)
+            ledger = _open(args, create=create)
         except LedgerError as exc:
             print(f"commitbench ledger: {type(exc).__name__}: {safe(exc)}", file=sys.stderr)
             return 1
@@ -385,7 +401,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scope", default="default")
     p.add_argument("--actor", help="who records it (default: the debtor)")
     p.add_argument("--reason", default="")
-    p.set_defaults(func=_with_ledger(_add))
+    p.set_defaults(func=_with_ledger(_add, create=True))
 
     p = sub.add_parser("list", parents=[common, filters], help="list commitments")
     p.add_argument("--status", action="append", help="filter by status (repeatable)")
