@@ -1208,3 +1208,67 @@ def test_out_of_range_numbers_on_the_command_line_are_usage_errors(
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err
     assert not (out / "view").exists()  # refused before the site was built
+
+
+# ------------------------------------------------------------- one rule for the lines of a run
+def foreign_lines(tmp_path: Path) -> dict[str, bytes]:
+    """Trace lines a run directory must not count: a renamed run key, a line of another experiment of the
+    same player, and a line copied onto another cell's key."""
+    other = tmp_path / "other"
+    reference_run_config = {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "dev", "limit": 2}}
+    assert run_experiment(ExperimentConfig.model_validate(reference_run_config), other).status is RunStatus.COMPLETE
+    first, second = (json.loads(line) for line in (other / TRACES_FILE).read_text().splitlines()[:2])
+    renamed = dict(first, run_key="0" * 64)
+    return {
+        "renamed run key": json.dumps(renamed).encode() + b"\n",
+        "another experiment, same player": json.dumps(second).encode() + b"\n",
+    }
+
+
+@pytest.mark.parametrize("kind", ["renamed run key", "another experiment, same player", "another cell's key"])
+def test_run_report_and_merge_refuse_the_same_foreign_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    out = tmp_path / "run"
+    config = reference_run(out, limit=4)
+    lines = (out / TRACES_FILE).read_bytes().splitlines(keepends=True)
+    if kind == "another cell's key":
+        record = json.loads(lines[0])
+        record["run_key"] = json.loads(lines[1])["run_key"]  # the first cell's trace, filed under the second's key
+        extra = json.dumps(record).encode() + b"\n"
+    else:
+        extra = foreign_lines(tmp_path)[kind]
+    with (out / TRACES_FILE).open("ab") as handle:
+        handle.write(extra)
+    where = f"{out / TRACES_FILE}:5"
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    capsys.readouterr()
+    for args in (["report", str(out), "--n-boot", "20", "--no-figure", "--json"],
+                 ["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"],
+                 ["view", str(out), "--n-boot", "20"],
+                 ["label", str(out)],
+                 ["merge", str(tmp_path / "merged"), str(out)]):
+        assert cli_main(args) == 2, args
+        printed = capsys.readouterr()
+        assert where in printed.err and "Traceback" not in printed.err, (args, printed.err)
+        assert printed.out == ""  # no table counted the line
+    assert not (tmp_path / "merged").exists()
+
+
+def test_the_cells_a_forced_run_added_stay_traces_of_the_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=3)
+    other = ExperimentConfig.model_validate(
+        {"name": "ref", "agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}})
+    with pytest.raises(ValueError, match="holds a different experiment"):
+        run_experiment(other, out)
+    assert run_experiment(other, out, force=True).status is RunStatus.COMPLETE
+    manifest = read_manifest(out)
+    assert manifest is not None and [c["agents"] for c in manifest.earlier_configs] == [["always-execute"]]
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == 5
+    assert run_experiment(other, out).cells_skipped == 2  # and a resume reads them all again

@@ -43,7 +43,7 @@ BOTTOM = (
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
-    "commitbench.labeljob",
+    "commitbench.labeljob", "commitbench.runcells",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [
