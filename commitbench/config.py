@@ -442,6 +442,14 @@ class ExperimentConfig(BaseModel):
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        # The default run directory is runs/<name>: a name must stay one plain folder name inside it.
+        if not _LABEL.match(name):
+            raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return name
+
     @field_validator("env")
     @classmethod
     def _known_env(cls, env: str) -> str:

@@ -316,6 +316,7 @@ class RunStatus(str, Enum):
     INTERRUPTED = "interrupted"
     ABORTED = "aborted"  # a configuration error stopped the run (e.g. the endpoint rejects the model)
     FAILED = "failed"  # the machine stopped the run (the disk is full, the directory cannot be written)
+    KILLED = "killed"  # the process ended without recording how (SIGKILL, a crash): marked by the next invocation
 
 
 class CellStatus(str, Enum):
@@ -911,6 +912,14 @@ class Runner:
             started_at=now, pid=os.getpid(), argv=self.argv, cells_pending=n_pending,
             cache_mode=CacheMode(self.config.cache.mode).value,
         )
+        earlier = [*(previous.invocations if previous is not None else [])]
+        for index, old in enumerate(earlier):
+            if old.status is RunStatus.RUNNING:  # this process holds the lock: the one that wrote it is gone
+                earlier[index] = old.model_copy(update={
+                    "status": RunStatus.KILLED,
+                    "message": f"pid {old.pid} ended without recording how (killed, or the machine stopped); "
+                    f"marked when the invocation of {now} started",
+                })
         manifest = RunManifest(
             name=self.config.name,
             suite=self.config.suite.name,
@@ -932,7 +941,7 @@ class Runner:
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,
             updated_at=now,
-            invocations=[*(previous.invocations if previous is not None else []), invocation],
+            invocations=[*earlier, invocation],
             earlier_configs=_earlier_configs(previous, cells_hash),
         )
         write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))

@@ -1272,3 +1272,118 @@ def test_the_cells_a_forced_run_added_stay_traces_of_the_directory(
     assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == 5
     assert run_experiment(other, out).cells_skipped == 2  # and a resume reads them all again
+
+
+# -------------------------------------------------------------------------------- smaller ones
+CONTROL = "I have created the draft \x1b[2J\x07 \x9b31m \u202eevil"
+
+
+def test_the_guard_never_sends_control_characters_to_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    outputs = []
+    for args in (["guard", CONTROL], ["guard", CONTROL, "--json"], ["guard", "-"], ["guard", "-", "--json"]):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(CONTROL + "\n"))
+        assert cli_main(args) == 0
+        outputs.append(capsys.readouterr().out)
+    for out in outputs:
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), out
+    assert "\\x1b[2J\\x07" in outputs[2]  # the line mode shows them escaped, as the ledger does
+    assert json.loads(outputs[1])["text"] == CONTROL and json.loads(outputs[3])["text"] == CONTROL
+
+
+def test_the_guard_and_the_router_cap_their_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+    import time
+
+    from commitbench.claimguard.guard import MAX_TEXT_CHARS, TextTooLong, should_guard
+    from commitbench.claimguard.routing import route_turn
+
+    at_cap = ("I have created the draft. " * (MAX_TEXT_CHARS // 26 + 1))[:MAX_TEXT_CHARS]
+    started = time.process_time()
+    assert should_guard(at_cap, 0, False, True).guard and route_turn(at_cap) is not None
+    assert time.process_time() - started < 5.0
+    over = at_cap + "x"
+    with pytest.raises(TextTooLong, match="100,001 characters long, more than the 100,000"):
+        should_guard(over, 0, False, True)
+    with pytest.raises(TextTooLong, match="the user's message"):
+        route_turn(over)
+    with pytest.raises(TextTooLong, match="the assistant's previous message"):
+        route_turn("yes", over)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("I have saved it.\n" + "y" * 1_000_000 + "\nnever read\n"))
+    assert cli_main(["guard", "-"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out.count("\n") == 1 and "stdin line 2 is longer than the 100,000" in printed.err
+    assert cli_main(["guard", over]) == 2 and "the guard reads at most 100,000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/abs", ".hidden", "two words", ""])
+def test_an_experiment_name_is_one_plain_folder_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"name": name, "agents": ["creditor-rule"], "episodes": {"limit": 1}}))
+    monkeypatch_cwd = tmp_path / "cwd"
+    monkeypatch_cwd.mkdir()
+    old = os.getcwd()
+    os.chdir(monkeypatch_cwd)
+    try:
+        assert cli_main(["run", str(path), "--no-progress", "--no-report"]) == 2
+    finally:
+        os.chdir(old)
+    assert "name" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == sorted([path, monkeypatch_cwd])  # nothing was written anywhere
+    assert list(monkeypatch_cwd.iterdir()) == []
+
+
+def test_an_invocation_that_left_no_end_is_marked_by_the_next(tmp_path: Path) -> None:
+    config = reference_run(tmp_path, limit=2)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    # What SIGKILL leaves behind: the invocation still says 'running'.
+    lost = manifest.invocations[-1].model_copy(update={"status": RunStatus.RUNNING, "ended_at": None})
+    (tmp_path / "manifest.json").write_text(manifest.model_copy(update={
+        "status": RunStatus.RUNNING, "invocations": [lost]}).model_dump_json(indent=2))
+    run_experiment(config, tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    first, second = manifest.invocations
+    assert first.status is RunStatus.KILLED and f"pid {lost.pid} ended without recording how" in first.message
+    assert second.status is RunStatus.COMPLETE and manifest.status is RunStatus.COMPLETE
+
+
+@pytest.mark.slow
+def test_an_invocation_killed_by_sigkill_is_marked_killed_by_the_next(tmp_path: Path, mock_server: MockServer) -> None:
+    import time
+
+    mock_server.set_latency(300)  # slow enough to be killed in the middle
+    config = chat_config(mock_server.base_url, 6, concurrency=1)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.model_dump(mode="json")))
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "commitbench.cli", "run", str(path), "--out", str(out), "--no-progress",
+            "--no-report"]
+    child = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / TRACES_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    killed = read_manifest(out)
+    assert killed is not None and killed.invocations[-1].status is RunStatus.RUNNING
+    mock_server.set_latency(0)
+    assert run_experiment(config, out).status is RunStatus.COMPLETE
+    manifest = read_manifest(out)
+    assert manifest is not None
+    assert [i.status for i in manifest.invocations] == [RunStatus.KILLED, RunStatus.COMPLETE]
+    assert "ended without recording how" in manifest.invocations[0].message
+    assert len(latest_traces(out)) == 6

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from commitbench.cli import UsageError
+from commitbench.commands.common import print_safe_json, safe
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -74,32 +75,6 @@ def _id(args: argparse.Namespace) -> int:
     return value
 
 
-# Characters a terminal acts on (C0 and C1 controls, DEL) or that reorder the text around them (bidirectional
-# controls): stored text comes from whoever wrote it, so each is shown as an escape, never sent as is.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(ch: str) -> str:
-    if ch in _NAMED:
-        return _NAMED[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def _is_unsafe(ch: str) -> bool:
-    code = ord(ch)
-    return code < 0x20 or 0x7F <= code <= 0x9F or ch in _BIDI
-
-
-def safe(text: object) -> str:
-    """``text`` with every control character written as an escape (\\n, \\x1b, \\u202e)."""
-    value = str(text)
-    if not any(_is_unsafe(ch) for ch in value):
-        return value
-    return "".join(_escape_char(ch) if _is_unsafe(ch) else ch for ch in value)
-
-
 def _fmt_time(value: datetime | None) -> str:
     return f"{value.year:04d}-{value:%m-%d %H:%M}Z" if value is not None else "-"  # %Y does not pad the year
 
@@ -117,19 +92,6 @@ def _describe(c: Any) -> str:
     if c.delegates:
         line += f"  [delegates: {', '.join(safe(d) for d in c.delegates)}]"
     return line
-
-
-def _print_json(data: Any) -> None:
-    # JSON escapes C0 controls itself; the C1 and bidirectional ones it leaves as they are get \\u escapes
-    # (every character of the text is inside a JSON string, so the document stays equal).
-    text = json.dumps(data, ensure_ascii=False, indent=2)
-    if any(_left_by_json(ch) for ch in text):
-        text = "".join(f"\\u{ord(ch):04x}" if _left_by_json(ch) else ch for ch in text)
-    sys.stdout.write(text + "\n")
-
-
-def _left_by_json(ch: str) -> bool:
-    return _is_unsafe(ch) and ord(ch) >= 0x20  # the C0 ones outside strings are JSON's own line breaks
 
 
 def _report_unreadable(rows: Any) -> int:
@@ -245,7 +207,7 @@ def _list(ledger: Any, args: argparse.Namespace) -> int:
         status=_statuses(args.status), debtor=args.debtor, creditor=args.creditor, scope=args.scope, limit=limit
     )
     if args.json:
-        _print_json([c.model_dump(mode="json") for c in rows])
+        print_safe_json([c.model_dump(mode="json") for c in rows])
     else:
         for c in rows:
             print(_describe(c))
@@ -260,7 +222,7 @@ def _due(ledger: Any, args: argparse.Namespace) -> int:
         parse_duration(args.window), limit=limit, debtor=args.debtor, creditor=args.creditor, scope=args.scope
     )
     if args.json:
-        _print_json([item.model_dump(mode="json") for item in items])
+        print_safe_json([item.model_dump(mode="json") for item in items])
         return _report_unreadable(items)
     current = None
     for item in items:
@@ -277,7 +239,7 @@ def _show(ledger: Any, args: argparse.Namespace) -> int:
     commitment = ledger.get(_id(args))
     history = ledger.history(commitment.id)
     if args.json:
-        _print_json(
+        print_safe_json(
             {
                 "commitment": commitment.model_dump(mode="json"),
                 "history": [event.model_dump(mode="json") for event in history],
