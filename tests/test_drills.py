@@ -1387,3 +1387,32 @@ def test_an_invocation_killed_by_sigkill_is_marked_killed_by_the_next(tmp_path: 
     assert [i.status for i in manifest.invocations] == [RunStatus.KILLED, RunStatus.COMPLETE]
     assert "ended without recording how" in manifest.invocations[0].message
     assert len(latest_traces(out)) == 6
+
+
+# ------------------------------------------------------------------------------- held probes
+HOSTILE_TEXT = ('<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+                '</script><script>window.pwned=3</script>"); window.pwned=4; //')
+
+
+@pytest.mark.slow
+def test_the_viewer_never_executes_model_text(tmp_path: Path, mock_server: MockServer) -> None:
+    """What a model writes reaches the viewer's pages as text, never as markup or script (headless Chromium)."""
+    from _browser import Browser, find_chromium, install_hint
+    from _viewer_fixtures import route_ready
+
+    if find_chromium() is None:
+        pytest.fail(install_hint(), pytrace=False)
+    mock_server.set_responder(lambda request: ReplySpec(text=HOSTILE_TEXT, reasoning=HOSTILE_TEXT))
+    out = tmp_path / "run"
+    assert run_experiment(chat_config(mock_server.base_url, 2), out).status is RunStatus.COMPLETE
+    assert cli_main(["view", str(out), "--n-boot", "20"]) == 0
+    run_key = latest_traces(out)[0].run_key
+    browser = Browser(width=1280, height=900).start()
+    try:
+        for route in ("#/", "#/runs?q=pwned", f"#/run/{run_key}"):
+            browser.goto((out / "view" / "index.html").resolve().as_uri() + route, ready=route_ready(route))
+            assert browser.evaluate("typeof window.pwned") == "undefined", route
+        assert HOSTILE_TEXT in str(browser.evaluate("document.getElementById('main').innerText"))
+        assert browser.evaluate("document.querySelectorAll('#main img[src=x], #main script').length") == 0
+    finally:
+        browser.close()

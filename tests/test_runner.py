@@ -463,7 +463,7 @@ def test_sigkill_midway_then_rerun_completes_without_duplicates(tmp_path: Path, 
     assert set(keys) == expected  # no missing cell
     manifest = read_manifest(out)
     assert manifest is not None and manifest.status is RunStatus.COMPLETE
-    assert [i.status for i in manifest.invocations] == [RunStatus.RUNNING, RunStatus.COMPLETE]
+    assert [i.status for i in manifest.invocations] == [RunStatus.KILLED, RunStatus.COMPLETE]  # marked by the rerun
 
 
 @pytest.mark.slow
