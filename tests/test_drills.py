@@ -1308,7 +1308,7 @@ def test_the_guard_and_the_router_cap_their_input(
     assert should_guard(at_cap, 0, False, True).guard and route_turn(at_cap) is not None
     assert time.process_time() - started < 5.0
     over = at_cap + "x"
-    with pytest.raises(TextTooLong, match="100,001 characters long, more than the 100,000"):
+    with pytest.raises(TextTooLong, match=f"{MAX_TEXT_CHARS + 1:,} characters long, more than the {MAX_TEXT_CHARS:,}"):
         should_guard(over, 0, False, True)
     with pytest.raises(TextTooLong, match="the user's message"):
         route_turn(over)
@@ -1317,8 +1317,8 @@ def test_the_guard_and_the_router_cap_their_input(
     monkeypatch.setattr(sys, "stdin", io.StringIO("I have saved it.\n" + "y" * 1_000_000 + "\nnever read\n"))
     assert cli_main(["guard", "-"]) == 2
     printed = capsys.readouterr()
-    assert printed.out.count("\n") == 1 and "stdin line 2 is longer than the 100,000" in printed.err
-    assert cli_main(["guard", over]) == 2 and "the guard reads at most 100,000" in capsys.readouterr().err
+    assert printed.out.count("\n") == 1 and f"stdin line 2 is longer than the {MAX_TEXT_CHARS:,}" in printed.err
+    assert cli_main(["guard", over]) == 2 and f"the guard reads at most {MAX_TEXT_CHARS:,}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", "/abs", ".hidden", "two words", ""])
