@@ -63,8 +63,9 @@ import json
 from collections import deque
 from typing import Any
 
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
-from commitbench.protocol import ActionKind, AgentAction, end_turn, reply, tool_call
+from commitbench.protocol import ActionKind, AgentAction, end_turn, refused_tool_call, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
@@ -174,6 +175,8 @@ def chat_identity(
         values["protocol_hash"] = protocol_hash()
     if closing_call_without_tools:
         values["closing_call"] = "without_tools"
+    if settings.max_argument_bytes != DEFAULT_MAX_ARGUMENT_BYTES:  # it decides which calls are tool errors
+        values["max_argument_bytes"] = settings.max_argument_bytes
     return AgentIdentity(name=name, kind="chat", settings=values)
 
 
@@ -204,6 +207,7 @@ class ChatAgent:
         self.max_model_calls_per_turn = max_model_calls_per_turn
         self.model_calls: list[ModelCallRecord] = []
         self.infra_error: str | None = None
+        self._max_argument_bytes = client.settings.max_argument_bytes
         self._messages: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
         self._pending: deque[AgentAction] = deque()
@@ -437,7 +441,8 @@ class ChatAgent:
             finish_reason=response.finish_reason or "",
             text=response.text or "",
             reasoning=response.reasoning or "",
-            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments_raw} for c in response.tool_calls],
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": clip(c.arguments_raw, self._max_argument_bytes)}
+                        for c in response.tool_calls],
             error=error,
             replica_move="; ".join(response.replica_moves),
         )
@@ -467,11 +472,13 @@ class ChatAgent:
                 self._next_call += 1
                 call_id = f"call{self._next_call:05d}"
                 name = call.name or "unnamed_tool"
+                # Arguments over the bound are sent back, recorded and shown to the environment cut short.
+                raw = clip(call.arguments_raw, self._max_argument_bytes)
                 calls.append(
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {"name": name, "arguments": _history_arguments(call.arguments_raw, call.arguments)},
+                        "function": {"name": name, "arguments": _history_arguments(raw, call.arguments)},
                     }
                 )
                 own = self._protocol_action(name, call.arguments)
@@ -480,8 +487,11 @@ class ChatAgent:
                     self._pending_ids.append(call_id)
                     self._protocol_calls[call_id] = own[1]
                     continue
-                arguments: dict[str, Any] | str = call.arguments if call.arguments is not None else call.arguments_raw
-                self._pending.append(tool_call(call.name, arguments, call_id))
+                if raw is not call.arguments_raw and call.parse_error is not None:  # too large: the client said why
+                    self._pending.append(refused_tool_call(name, raw, call.parse_error, call_id))
+                else:
+                    arguments: dict[str, Any] | str = call.arguments if call.arguments is not None else raw
+                    self._pending.append(tool_call(call.name, arguments, call_id))
                 self._pending_ids.append(None)
                 self._open_call_ids.append(call_id)
             self._messages.append({"role": "assistant", "content": text or None, "tool_calls": calls})

@@ -30,6 +30,8 @@ StatFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 # Fewest clusters for which an interval is given (commitment types in standing, requests in follow-up).
 MIN_CLUSTERS = 6
+# Bootstrap replicates, at most: intervals stop moving long before; past it a report would run for days.
+MAX_N_BOOT = 100_000
 
 # Upper bound on the entries of one (replicates x clusters) multiplicity block, to bound memory.
 _BLOCK_ENTRIES = 500_000
@@ -85,8 +87,8 @@ def _as_matrix(values: Any, name: str) -> np.ndarray:
 
 
 def _check_args(n_boot: int, confidence: float) -> None:
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    if not 1 <= n_boot <= MAX_N_BOOT:
+        raise ValueError(f"n_boot must be from 1 to {MAX_N_BOOT:,}, got {n_boot}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
 

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOLS, TOOLS_ONLY
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
@@ -48,6 +49,8 @@ from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
     "CHAT_AGENT",
+    "MAX_CONCURRENCY",
+    "MAX_SAMPLES",
     "CacheConfig",
     "ConfigError",
     "ExperimentConfig",
@@ -59,6 +62,10 @@ __all__ = [
 ]
 
 CHAT_AGENT = "chat"
+# Bounds on the size of an experiment: far above any study, far below what would exhaust the machine
+# before a cell is played (docs/runner.md, "Bounds").
+MAX_SAMPLES = 1_000
+MAX_CONCURRENCY = 4_096
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -67,7 +74,8 @@ class ConfigError(ValueError):
 
 
 class GenerationSettings(BaseModel):
-    """How a model is sampled. Everything but ``timeout`` is part of the run identity."""
+    """How a model is sampled, and the bounds on one call. Everything but ``timeout`` and
+    ``max_response_bytes`` is part of the run identity (``max_argument_bytes`` when it is not the default)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -83,7 +91,19 @@ class GenerationSettings(BaseModel):
         default_factory=dict,
         description="Extra request fields, e.g. {chat_template_kwargs: {enable_thinking: false}}.",
     )
-    timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
+    timeout: float = Field(
+        default=120.0, gt=0,
+        description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
+    )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024,
+        description="Bytes of one response body read at most; a larger answer fails the call (response_too_large).",
+    )
+    max_argument_bytes: int = Field(
+        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64,
+        description="Bytes of one tool call's arguments at most; larger ones are a bad_arguments tool error "
+        "(part of the run identity when it is not the default).",
+    )
 
 
 # The embedded model's sampling defaults (a config's ``local: true`` entry and ``--model local`` alike;
@@ -115,7 +135,8 @@ class ModelEntry(BaseModel):
     settings: GenerationSettings = Field(default_factory=GenerationSettings, description="Sampling settings.")
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries of failed HTTP attempts.")
     max_concurrency: int | None = Field(
-        default=None, ge=1, description="Most HTTP requests in flight to this model (default: the run's concurrency)."
+        default=None, ge=1, le=MAX_CONCURRENCY,
+        description="Most HTTP requests in flight to this model (default: the run's concurrency).",
     )
     replicas: ReplicaPolicy = Field(
         default_factory=ReplicaPolicy,
@@ -214,13 +235,15 @@ class ModelEntry(BaseModel):
             reasoning_effort=s.reasoning_effort,
             extra_body=s.extra_body,
             timeout=s.timeout,
+            max_response_bytes=s.max_response_bytes,
+            max_argument_bytes=s.max_argument_bytes,
         )
 
 
 # ------------------------------------------------------------------------- thinking pairs
 THINKING_SWITCH = "extra_body.chat_template_kwargs.enable_thinking"
 # What thinking needs besides the switch: room to think (and time, which is not part of the identity).
-THINKING_NEEDS = frozenset({"max_tokens", "timeout"})
+THINKING_NEEDS = frozenset({"max_tokens", "timeout", "max_response_bytes"})
 
 
 def thinking_state(settings: GenerationSettings) -> bool | None:
@@ -407,8 +430,10 @@ class ExperimentConfig(BaseModel):
     episodes: SerializeAsAny[BaseModel] = Field(
         default=None, validate_default=True, description="The suite's episode filter (null: every episode)."
     )
-    samples: int = Field(default=1, ge=1, description="Samples per (model, arm, episode) cell of the chat agent.")
-    concurrency: int = Field(default=32, ge=1, description="Episodes played at the same time.")
+    samples: int = Field(
+        default=1, ge=1, le=MAX_SAMPLES, description="Samples per (model, arm, episode) cell of the chat agent."
+    )
+    concurrency: int = Field(default=32, ge=1, le=MAX_CONCURRENCY, description="Episodes played at the same time.")
     max_model_calls_per_turn: int | None = Field(
         default=None, ge=1,
         description="Model calls the chat agent may make in one turn before it is cut off (null: the suite's default).",
@@ -416,6 +441,14 @@ class ExperimentConfig(BaseModel):
     seed: int = Field(default=0, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        # The default run directory is runs/<name>: a name must stay one plain folder name inside it.
+        if not _LABEL.match(name):
+            raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return name
 
     @field_validator("env")
     @classmethod

@@ -5,8 +5,11 @@ Every model call in commitbench goes through :class:`ModelClient`, which wraps
 llama.cpp server, the mock server) and adds what a long benchmark run needs:
 
 * a content-addressed cache looked up before any request (:mod:`commitbench.cache`);
-* retries of 429 / 5xx / timeouts / connection errors / unreadable bodies, with exponential
-  backoff and full jitter from a seedable RNG (the ``openai`` client's own retries are off);
+* one deadline per attempt (``timeout``: connecting, headers and body together), and response
+  bodies read no further than ``max_response_bytes`` (:mod:`commitbench.bounds`);
+* retries of what :data:`commitbench.callerrors.RETRYABLE_ERRORS` lists (429, 5xx, timeouts,
+  connection errors, unreadable or malformed answers), with exponential backoff and full jitter
+  from a seedable RNG (the ``openai`` client's own retries are off);
 * an adaptive concurrency limit: halved on a 429 (once per window of in-flight requests), raised
   by one slot per window of successes (AIMD);
 * replicas: a model served by several servers (``base_urls``) is one :class:`ReplicaPool`; every
@@ -19,9 +22,9 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
   ``error`` (kind + message) instead, and malformed tool-call arguments (not JSON, nested too
   deep, holding a lone surrogate) become a ``parse_error`` on that tool call; lone surrogates in
   texts, names and ids are escaped as they arrive, so whatever a server sends can be cached and
-  written to a trace. Configuration problems (bad API key, unknown model) do raise
-  :class:`ModelEndpointError`, since no call of the run could succeed; a replay-only cache raises
-  :class:`commitbench.cache.CacheMiss` on a miss.
+  written to a trace. Configuration problems (bad API key, unknown model, a server that answered
+  none of the model's first calls usably) do raise :class:`ModelEndpointError`, since no call of the
+  run could succeed; a replay-only cache raises :class:`commitbench.cache.CacheMiss` on a miss.
 
 Typical use::
 
@@ -41,23 +44,34 @@ import json
 import math
 import os
 import random
-import re
 import time
-import urllib.parse
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from typing import Any
 
 import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, ResponseTooLarge
 from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
+from commitbench.callerrors import (
+    INFRASTRUCTURE_ERRORS,
+    RETRYABLE_ERRORS,
+    FirstCallsGuard,
+    ModelEndpointError,
+    ModelError,
+    ModelErrorKind,
+    is_context_length,
+)
+from commitbench.httpread import bound_response_bodies, read_body
 from commitbench.protocol import escape_surrogates, parse_json_object
+from commitbench.secrets import REDACTED, Secrets, redact_credentials, split_credentials, split_query
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
+    "REDACTED",
+    "RETRYABLE_ERRORS",
     "SESSION_HEADER",
     "AdaptiveLimiter",
     "ClientStats",
@@ -81,48 +95,8 @@ __all__ = [
 ]
 
 SESSION_HEADER = "X-Session-ID"
-# What stands for the user-info (``user:password@``) of a URL wherever a URL is written or printed.
-REDACTED = "***"
-_URL_AUTHORITY_END = re.compile(r"[/?#\s\"'<>\\]")
-
-
-def redact_credentials(text: str) -> str:
-    """``text`` with the user-info of every URL in it replaced: ``http://user:pw@host`` -> ``http://***@host``.
-
-    Runs in linear time: it looks for ``://`` and then for the end of the authority that follows.
-    """
-    out: list[str] = []
-    position = 0
-    while (found := text.find("://", position)) >= 0:
-        start = found + 3
-        end_match = _URL_AUTHORITY_END.search(text, start)
-        end = end_match.start() if end_match else len(text)
-        at = text.rfind("@", start, end)
-        if at >= 0:
-            out.append(text[position:start])
-            out.append(f"{REDACTED}@")
-            position = at + 1
-        else:
-            out.append(text[position:end])
-            position = end
-    out.append(text[position:])
-    return "".join(out)
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """A base URL without its user-info, and the ``(user, password)`` it held (percent-decoding applied)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    user = urllib.parse.unquote(parts.username or "")
-    password = urllib.parse.unquote(parts.password or "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), (user, password)
-
-
+# What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
+MAX_ERROR_CHARS = 2000
 class ModelSettings(BaseModel):
     """Where a model lives and how it is sampled.
 
@@ -157,7 +131,20 @@ class ModelSettings(BaseModel):
         default_factory=dict,
         description="Extra request fields, e.g. {'chat_template_kwargs': {'enable_thinking': False}}.",
     )
-    timeout: float = Field(default=120.0, gt=0, description="Seconds before one HTTP attempt times out.")
+    timeout: float = Field(
+        default=120.0, gt=0,
+        description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
+    )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024,
+        description="Bytes of one response body read at most (an answer or an error); past them the attempt fails "
+        "as response_too_large and nothing of the body is kept.",
+    )
+    max_argument_bytes: int = Field(
+        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64,
+        description="Bytes (UTF-8) of one tool call's arguments at most; larger ones are a bad_arguments tool "
+        "error, recorded and sent back cut short.",
+    )
 
     def endpoints(self) -> tuple[str, ...]:
         """The base URLs of the model's replicas (``base_urls``, else the one ``base_url``)."""
@@ -227,46 +214,6 @@ def backoff_delay(
     if retry_after is not None:
         delay = max(delay, min(retry_after, policy.max_retry_after_s))
     return delay
-
-
-class ModelErrorKind(str, Enum):
-    """Why a call produced no usable completion."""
-
-    RATE_LIMITED = "rate_limited"
-    SERVER_ERROR = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    TRUNCATED_BODY = "truncated_body"
-    EMPTY_CHOICES = "empty_choices"
-    INVALID_RESPONSE = "invalid_response"
-    BAD_REQUEST = "bad_request"
-
-
-# Failures of the serving infrastructure, not of the model or the prompt: the client retries them,
-# and when they persist after the retries a caller leaves the work undone (to be played or labelled
-# again), never records it as the model's or the judge's answer.
-INFRASTRUCTURE_ERRORS = frozenset(
-    {
-        ModelErrorKind.RATE_LIMITED,
-        ModelErrorKind.SERVER_ERROR,
-        ModelErrorKind.TIMEOUT,
-        ModelErrorKind.CONNECTION,
-        ModelErrorKind.TRUNCATED_BODY,
-        ModelErrorKind.EMPTY_CHOICES,
-    }
-)
-
-
-class ModelEndpointError(RuntimeError):
-    """The endpoint rejects the configuration (authentication, permission, unknown model or route)."""
-
-
-class ModelError(BaseModel):
-    """A recorded failure of one call (after retries, when it was retryable)."""
-
-    kind: ModelErrorKind = Field(description="Failure category.")
-    message: str = Field(description="What went wrong, in words.")
-    status_code: int | None = Field(default=None, description="HTTP status of the last attempt, if any.")
 
 
 class ToolCall(BaseModel):
@@ -357,14 +304,17 @@ def _stored_seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+def parse_tool_arguments(
+    raw: str, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any] | None, str | None]:
     """Parse a tool call's argument string; returns ``(arguments, None)`` or ``(None, error)``; never raises.
 
     An empty string means "no arguments" (some servers send it for parameterless tools). Arguments
-    nested deeper than :data:`commitbench.protocol.MAX_JSON_DEPTH` or holding a lone surrogate are
-    an error, like text that is not JSON (see :func:`commitbench.protocol.parse_json_object`).
+    larger than ``max_bytes``, nested deeper than :data:`commitbench.protocol.MAX_JSON_DEPTH` or
+    holding a lone surrogate are an error, like text that is not JSON (see
+    :func:`commitbench.protocol.parse_json_object`).
     """
-    return parse_json_object(raw)
+    return parse_json_object(raw, max_bytes)
 
 
 def _text_field(value: Any, limit: int | None = None) -> str:
@@ -372,7 +322,7 @@ def _text_field(value: Any, limit: int | None = None) -> str:
     return escape_surrogates(text if limit is None else text[:limit])
 
 
-def _tool_calls_from(items: Any) -> list[ToolCall]:
+def _tool_calls_from(items: Any, max_argument_bytes: int) -> list[ToolCall]:
     calls: list[ToolCall] = []
     if not isinstance(items, list):
         items = []
@@ -389,7 +339,7 @@ def _tool_calls_from(items: Any) -> list[ToolCall]:
             raw = ""
         elif not isinstance(raw, str):  # some servers send an object instead of a string
             raw = _shown(raw, limit=None)
-        arguments, error = parse_tool_arguments(raw)
+        arguments, error = parse_tool_arguments(raw, max_argument_bytes)
         name = function.get("name")
         if not isinstance(name, str) or not name:
             name, error = "", error or "tool call has no function name"
@@ -425,6 +375,34 @@ def _text_of(content: Any) -> str | None:
     return _shown(content, limit=None)
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number"}
+_TEXT_FIELDS = ("content", "reasoning", "reasoning_content", "refusal")
+
+
+def _message_problem(message: dict[str, Any]) -> str | None:
+    """What makes a completion's message no answer at all (a field of a shape no server sends), or None.
+
+    Texts must be text, null, or a list of content parts (objects whose ``text``, if any, is text);
+    ``tool_calls`` must be a list or null. (A malformed call inside the list is the model's: it becomes
+    a tool error of that call, not of the answer.)
+    """
+    for name in _TEXT_FIELDS:
+        value = message.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in value):
+            continue
+        shape = _JSON_TYPES.get(type(value), "a value")
+        if isinstance(value, list):
+            shape = "an array of something other than text parts"
+        return f"message.{name} is {shape}, not text or a list of text parts"
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return f"message.tool_calls is {_JSON_TYPES.get(type(calls), 'a value')}, not a list"
+    return None
+
+
 def _count(value: Any) -> int:
     """A token count as the server reported it; 0 when it is missing or not a whole number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -432,7 +410,9 @@ def _count(value: Any) -> int:
     return max(0, int(value)) if value == value and abs(value) < 1e18 else 0
 
 
-def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, Any], ModelError | None]:
+def parse_completion(
+    payload: Any, *, fallback_model: str, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any], ModelError | None]:
     """Turn a chat-completion JSON object into ModelResponse fields, or an error. Never raises."""
     if not isinstance(payload, dict):
         return {}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message="response body is not a JSON object")
@@ -446,6 +426,9 @@ def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, An
         return {"model": model}, ModelError(
             kind=ModelErrorKind.INVALID_RESPONSE, message="first choice has no message object"
         )
+    problem = _message_problem(message)
+    if problem is not None:
+        return {"model": model}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message=problem)
     reasoning = message.get("reasoning")
     if reasoning is None:
         reasoning = message.get("reasoning_content")
@@ -462,7 +445,7 @@ def parse_completion(payload: Any, *, fallback_model: str) -> tuple[dict[str, An
         "model": model,
         "text": _text_of(message.get("content")),
         "reasoning": _text_of(reasoning),
-        "tool_calls": _tool_calls_from(message.get("tool_calls")),
+        "tool_calls": _tool_calls_from(message.get("tool_calls"), max_argument_bytes),
         "finish_reason": None if finish is None else _text_field(finish, 200),
         "refusal": _text_of(message.get("refusal")),
         "usage": usage,
@@ -556,11 +539,14 @@ def _load(replica: _Replica) -> int:
 class _Replica:
     """One server of a model: its URL, its own concurrency limit and its health."""
 
-    __slots__ = ("credentials", "failures", "index", "label", "last_error", "limiter", "out_until", "url")
+    __slots__ = ("credentials", "failures", "index", "label", "last_error", "limiter", "out_until", "query", "url")
 
     def __init__(self, index: int, url: str, limit: int, min_limit: int) -> None:
         self.index = index
-        self.url, self.credentials = split_credentials(url)
+        # Credentials go as basic authentication, query parameters as the query of each request: the URL the
+        # SDK and the HTTP client see, and the replica's label, hold neither.
+        url, self.credentials = split_credentials(url)
+        self.url, self.query = split_query(url)
         self.label = self.url
         self.limiter = AdaptiveLimiter(limit, min_limit=min(min_limit, limit))
         self.failures = 0  # refused connections / timeouts in a row
@@ -593,6 +579,9 @@ class ReplicaPool:
         if len(set(labels)) != len(labels):
             raise ValueError(f"replica base URLs must differ, got {labels}")
         self._placements: OrderedDict[str, int] = OrderedDict()
+        # How the model's first calls ended (every client of the model shares it): a server that answers
+        # none of them usably stops the run.
+        self.first_calls = FirstCallsGuard()
 
     def __len__(self) -> int:
         return len(self.replicas)
@@ -767,16 +756,24 @@ class ModelClient:
         # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
         # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
         # reconnects it saves.
+        # Every secret the client holds, in every form a server could send back, is scrubbed from what it returns.
+        self._secrets = Secrets()
+        self._secrets.add(settings.api_key())
+        for url in settings.endpoints():
+            self._secrets.add_url(url)
+        # Every HTTP client reads response bodies up to max_response_bytes and no further.
         self._openai_by_replica: list[openai.AsyncOpenAI] = []
         for replica in replicas.replicas:
             client_for_replica = http_client
+            if client_for_replica is None or (replica.credentials is not None and not self._single):
+                client_for_replica = openai.DefaultAsyncHttpxClient()
             if replica.credentials is not None:
-                if client_for_replica is None or not self._single:
-                    client_for_replica = openai.DefaultAsyncHttpxClient()
                 client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
+            bound_response_bodies(client_for_replica, settings.max_response_bytes)
             self._openai_by_replica.append(
                 openai.AsyncOpenAI(
                     base_url=replica.url,
+                    default_query=replica.query or None,
                     api_key=settings.api_key(),
                     max_retries=0,
                     timeout=settings.timeout,
@@ -915,7 +912,7 @@ class ModelClient:
     def _from_cache(self, stored: dict[str, Any], key: str, started: float) -> ModelResponse:
         calls = []
         for item in stored.get("tool_calls", []):
-            arguments, error = parse_tool_arguments(item["arguments"])
+            arguments, error = parse_tool_arguments(item["arguments"], self.settings.max_argument_bytes)
             calls.append(
                 ToolCall(id=escape_surrogates(item["id"]), name=escape_surrogates(item["name"]),
                          arguments_raw=escape_surrogates(item["arguments"]), arguments=arguments, parse_error=error)
@@ -988,7 +985,10 @@ class ModelClient:
         if "temperature" in options:  # a per-call override wins over the settings
             body["temperature"] = options["temperature"]
         body.update(s.extra_body)  # extra_body fields sit at the top level of the JSON body
-        headers = {SESSION_HEADER: session_id} if session_id is not None else {}
+        # An uncompressed answer: its size on the wire is its size (the bound holds either way).
+        headers = {"Accept-Encoding": "identity"}
+        if session_id is not None:
+            headers[SESSION_HEADER] = session_id
         return body, headers
 
     async def _call_server(
@@ -1025,6 +1025,7 @@ class ModelClient:
             finally:
                 self.limiter.release()
             if outcome.error is None:
+                pool.first_calls.on_answer()
                 pool.on_success(replica)
                 (self.limiter if self._single else replica.limiter).on_success()
                 assert outcome.fields is not None
@@ -1048,9 +1049,14 @@ class ModelClient:
                     self.limiter.on_rate_limited(epoch)
                 else:
                     replica.limiter.on_rate_limited(replica_epoch)
-            if error.kind not in INFRASTRUCTURE_ERRORS or attempt >= self.retry.max_attempts:
+            if error.kind not in RETRYABLE_ERRORS or attempt >= self.retry.max_attempts:
                 self._errors[error.kind.value] += 1
-                if error.kind in INFRASTRUCTURE_ERRORS:
+                if error.kind is ModelErrorKind.CONTEXT_LENGTH:
+                    pool.first_calls.on_answer()  # the server serves the model: this prompt is too long for it
+                stop = pool.first_calls.on_failure(self.settings.model, error)
+                if stop is not None:
+                    raise ModelEndpointError(stop)
+                if error.kind in RETRYABLE_ERRORS:
                     error = error.model_copy(
                         update={"message": f"gave up after {attempt} attempts; last error: {error.message}"}
                     )
@@ -1072,13 +1078,41 @@ class ModelClient:
         return backoff_delay(self.retry, attempt, self._rng, retry_after)
 
     async def _attempt(self, body: dict[str, Any], headers: dict[str, str], replica: _Replica) -> _Attempt:
+        """One HTTP attempt, with every secret of the client scrubbed from its outcome."""
+        outcome = await self._attempt_once(body, headers, replica)
+        if outcome.error is not None:
+            message = self._secrets.scrub_message(outcome.error.message)
+            outcome.error = outcome.error.model_copy(update={"message": message})
+        if outcome.fields is not None and self._secrets:
+            outcome.fields = _scrubbed_fields(outcome.fields, self._secrets, self.settings.max_argument_bytes)
+        return outcome
+
+    async def _attempt_once(self, body: dict[str, Any], headers: dict[str, str], replica: _Replica) -> _Attempt:
         # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
         # parameter transformation (a large share of its CPU cost per call) is skipped, and the
         # raw response is parsed here, where a truncated body becomes a recorded error.
+        # One deadline for the whole attempt (connecting, the headers and the body together): the HTTP
+        # client's own timeout bounds each wait for a byte, so a server that trickles its answer one
+        # byte at a time would otherwise hold the call for ever.
+        # The body is streamed and read here, up to max_response_bytes (error bodies, which the SDK
+        # reads itself, are bounded by the client's response hook).
+        deadline = self.settings.timeout
         try:
-            response = await self._openai_by_replica[replica.index].post(
-                "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}
-            )
+            async with asyncio.timeout(deadline):
+                response = await self._openai_by_replica[replica.index].post(
+                    "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}, stream=True,
+                )
+                try:
+                    content = await read_body(response, self.settings.max_response_bytes)
+                finally:
+                    await response.aclose()
+        except ResponseTooLarge as exc:
+            return _Attempt(error=ModelError(kind=ModelErrorKind.RESPONSE_TOO_LARGE, message=str(exc)))
+        except TimeoutError:
+            return _Attempt(error=ModelError(
+                kind=ModelErrorKind.TIMEOUT,
+                message=f"no complete answer within {deadline:g} s (connecting, headers and body together)",
+            ))
         except openai.APITimeoutError as exc:
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=str(exc)))
         except openai.APIConnectionError as exc:
@@ -1086,7 +1120,12 @@ class ModelClient:
             return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc}{cause}"))
         except openai.APIStatusError as exc:
             return self._status_error(exc, replica.url)
-        content = response.content
+        except httpx2.TimeoutException as exc:  # a wait for a byte of the body ran out
+            return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=f"{type(exc).__name__}: {exc}"))
+        except httpx2.HTTPError as exc:  # the connection broke while the body was read
+            return _Attempt(error=ModelError(
+                kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {type(exc).__name__}: {exc}"
+            ))
         try:
             payload = json.loads(content)
         except RecursionError:
@@ -1105,23 +1144,27 @@ class ModelClient:
                     status_code=response.status_code,
                 )
             )
-        fields, error = parse_completion(payload, fallback_model=self.settings.model)
+        fields, error = parse_completion(
+            payload, fallback_model=self.settings.model, max_argument_bytes=self.settings.max_argument_bytes
+        )
         if error is not None:
             error = error.model_copy(update={"status_code": response.status_code})
         return _Attempt(fields=fields, error=error)
 
     def _status_error(self, exc: openai.APIStatusError, endpoint: str) -> _Attempt:
         status = exc.status_code
-        message = f"HTTP {status}: {exc.message}"
+        message = f"HTTP {status}: {exc.message}"[:MAX_ERROR_CHARS]
         if status in (401, 403, 404):
             raise ModelEndpointError(
-                f"{endpoint} rejected model {self.settings.model!r} ({redact_credentials(message)}); "
+                f"{endpoint} rejected model {self.settings.model!r} ({self._secrets.scrub_message(message)}); "
                 f"check base_url, the model name and ${self.settings.api_key_env or 'API key'}"
             ) from exc
         if status == 429:
             kind = ModelErrorKind.RATE_LIMITED
         elif status >= 500 or status in (408, 409):
             kind = ModelErrorKind.SERVER_ERROR
+        elif is_context_length(status, f"{exc.message} {exc.code or ''}"):
+            kind = ModelErrorKind.CONTEXT_LENGTH
         else:
             kind = ModelErrorKind.BAD_REQUEST
         return _Attempt(
@@ -1129,6 +1172,24 @@ class ModelClient:
             retry_after=_retry_after(exc.response),
             status=status,
         )
+
+
+def _scrubbed_fields(fields: dict[str, Any], secrets: Secrets, max_argument_bytes: int) -> dict[str, Any]:
+    """A completion's fields with every secret replaced (a tool call whose arguments held one is parsed again)."""
+    out = dict(fields)
+    for name in ("model", "text", "reasoning", "refusal", "finish_reason"):
+        if isinstance(out.get(name), str):
+            out[name] = secrets.scrub(out[name])
+    calls = []
+    for call in out.get("tool_calls") or []:
+        raw = secrets.scrub(call.arguments_raw)
+        update: dict[str, Any] = {"id": secrets.scrub(call.id), "name": secrets.scrub(call.name)}
+        if raw != call.arguments_raw:
+            arguments, error = parse_tool_arguments(raw, max_argument_bytes)
+            update.update(arguments_raw=raw, arguments=arguments, parse_error=error)
+        calls.append(call.model_copy(update=update))
+    out["tool_calls"] = calls
+    return out
 
 
 def _options(

@@ -11,7 +11,8 @@ it, or whole runs of it. The merged directory holds:
 
 * ``traces.jsonl``: one good trace per cell, never two: for each run key, the first source (in
   the order given) that holds a good trace of it; failed traces are left out (the next ``run``
-  plays their cells again);
+  plays their cells again). A line that is no trace of a cell of the experiment is refused, by the
+  rule every reader of a run directory applies (:mod:`commitbench.runcells`);
 * ``cache.sqlite``: every entry of the sources' caches (``SRC/cache.sqlite``, else the cache file
   the source's config names when it exists here; the first source wins a key). When two caches
   answered one call differently, a trace played with the losing answer would disagree with the
@@ -21,29 +22,35 @@ it, or whole runs of it. The merged directory holds:
   ``commitbench run CONFIG --out MERGED`` resumes it), with every source's invocations.
 
 Labels are not merged: ``commitbench label`` labels the merged directory again (from the cache,
-for an LLM judge whose calls the sources' caches hold).
+for an LLM judge whose calls the sources' caches hold). A merge that fails (a damaged cache, a trace
+of no cell of the experiment) removes what it wrote, so the same command can run again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.cache import CacheMode, CallCache, canonical_json
+from commitbench.cache import CacheError, CacheMode, CallCache, canonical_json
 from commitbench.config import ExperimentConfig
 from commitbench.jsonl import append_lines, iter_lines, write_atomic
+from commitbench.runcells import CellFacts, cell_problem
 from commitbench.runner import (
+    LOCK_FILE,
     MANIFEST_FILE,
     RunManifest,
     RunStatus,
+    cell_facts,
     directory_lock,
     expand_cells,
+    experiment_cells,
     read_manifest,
     select_config_episodes,
 )
@@ -52,13 +59,15 @@ from commitbench.traces import REPAIR_HINT, TRACES_FILE, TraceFileError
 __all__ = ["MergeError", "MergeSummary", "merge_runs"]
 
 CACHE_FILE = "cache.sqlite"
+# What a merge writes into its (empty) target, removed again when it fails.
+_WRITTEN = (CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm", TRACES_FILE, MANIFEST_FILE)
 # What must agree for two run directories to hold the same experiment.
 _SAME_EXPERIMENT = ("name", "suite", "players", "interventions", "samples", "episode_set_version", "prompt_hashes")
 _BATCH = 256
 
 
 class MergeError(ValueError):
-    """The sources cannot be merged (not run directories, other experiments, a target in use)."""
+    """The sources cannot be merged (not run directories, other experiments, a damaged cache, a target in use)."""
 
 
 class MergeSummary(BaseModel):
@@ -87,8 +96,9 @@ def _experiment(manifest: RunManifest) -> dict[str, Any]:
     return same
 
 
-def _scan(path: Path) -> list[tuple[int, str, bool, set[str]]]:
-    """(line number, run key, good, cache keys of its model calls) of every trace in a file."""
+def _scan(path: Path, cells: Mapping[str, CellFacts]) -> list[tuple[int, str, bool, set[str]]]:
+    """(line number, run key, good, cache keys of its model calls) of every trace in a file; a line that is no
+    trace of a cell of the experiment (:func:`commitbench.runcells.cell_problem`) is refused."""
     rows: list[tuple[int, str, bool, set[str]]] = []
     for number, line in iter_lines(path):
         try:
@@ -97,9 +107,10 @@ def _scan(path: Path) -> list[tuple[int, str, bool, set[str]]]:
             if not line.endswith("\n"):
                 break  # a torn last line: the run that wrote it was cut off
             raise TraceFileError(f"{path}:{number}: not a valid trace ({exc}); {REPAIR_HINT}") from None
-        key = record.get("run_key") if isinstance(record, dict) else None
-        if not isinstance(key, str) or not key:
-            raise TraceFileError(f"{path}:{number}: a trace without a run key; {REPAIR_HINT}")
+        problem = cell_problem(record, cells) if isinstance(record, dict) else "not a JSON object"
+        if problem is not None:
+            raise MergeError(f"{path}:{number}: not a trace of this experiment: {problem}")
+        key = record["run_key"]
         calls = record.get("model_calls") or []
         keys = {str(c["cache_key"]) for c in calls if isinstance(c, dict) and c.get("cache_key")}
         rows.append((number, key, not record.get("infra_error"), keys))
@@ -140,14 +151,34 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
     config_data["cache"] = {**(config_data.get("cache") or {}), "path": None}
     config = ExperimentConfig.model_validate(config_data)
     cells = expand_cells(config, select_config_episodes(config))
-    known = {c.run_key for c in cells}
+    known = {**experiment_cells(manifests[0], skip_config=True), **cell_facts(config, cells)}
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    with directory_lock(out):
-        return _merge_locked(out, paths, manifests, config_data, cells, known)
+    failed = False
+    try:
+        with directory_lock(out):
+            try:
+                return _merge_locked(out, paths, manifests, config_data, cells, known)
+            except CacheError as exc:
+                failed = True
+                raise MergeError(str(exc)) from None
+            except BaseException:
+                failed = True
+                raise
+            finally:
+                if failed:  # leave the target as it was found (empty), so the same merge can run again
+                    for name in _WRITTEN:
+                        (out / name).unlink(missing_ok=True)
+    finally:
+        if failed:
+            (out / LOCK_FILE).unlink(missing_ok=True)
+            if created:
+                with contextlib.suppress(OSError):
+                    out.rmdir()
 
 
 def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], config_data: dict[str, Any],
-                  cells: list[Any], known: set[str]) -> MergeSummary:
+                  cells: list[Any], known: Mapping[str, CellFacts]) -> MergeSummary:
     # The caches first: which calls were answered differently, and whose answer the merged cache keeps.
     losing: list[set[str]] = [set() for _ in paths]  # per source: cache keys whose answer lost
     cache = CallCache(out / CACHE_FILE, CacheMode.READ_WRITE, run_id=uuid.uuid4().hex)
@@ -168,9 +199,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
     taken: dict[str, tuple[int, int]] = {}  # run key -> (source, line number)
     duplicates = failed = conflicted = 0
     for index, path in enumerate(paths):
-        for number, key, good, call_keys in _scan(path / TRACES_FILE):
-            if key not in known:
-                raise MergeError(f"{path / TRACES_FILE}:{number}: run key {key[:12]}... is no cell of the experiment")
+        for number, key, good, call_keys in _scan(path / TRACES_FILE, known):
             if not good:
                 failed += 1
             elif key in taken:
@@ -194,7 +223,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
         if batch:
             append_lines(target, batch)
         by_source[str(path)] = len(wanted)
-    done = len(taken)
+    done = sum(1 for c in cells if c.run_key in taken)
     status = RunStatus.COMPLETE if done == len(cells) else RunStatus.INCOMPLETE
     base = manifests[0]
     merged = base.model_copy(
@@ -204,7 +233,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
             "message": "merged from " + ", ".join(str(p) for p in paths),
             "config": config_data,
             "config_hash": hashlib.sha256(canonical_json(config_data).encode()).hexdigest(),
-            "cells_hash": hashlib.sha256("\n".join(sorted(known)).encode()).hexdigest(),
+            "cells_hash": hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest(),
             "cells_total": len(cells),
             "cells_done": done,
             "started_at": min(m.started_at for m in manifests),

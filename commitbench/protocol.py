@@ -18,9 +18,11 @@ Nothing here raises on bad input: :func:`parse_action` turns garbage into an act
 Model output is made safe here, where it enters the harness, so that every trace can be written:
 lone surrogates (``"\\udcff"`` in JSON decodes to a character no UTF-8 file can hold) are written as
 ``\\uXXXX`` escapes in every text, name and id (:func:`escape_surrogates`), and tool arguments that
-are nested deeper than :data:`MAX_JSON_DEPTH`, hold a lone surrogate or a value JSON cannot carry are
-refused with the reason in ``arguments_error`` (:func:`parse_json_object`, :func:`json_value_problem`),
-which the environment records as a ``bad_arguments`` tool error.
+are larger than a bound (:data:`commitbench.bounds.DEFAULT_MAX_ARGUMENT_BYTES` unless the model's
+``max_argument_bytes`` says otherwise), nested deeper than :data:`MAX_JSON_DEPTH`, hold a lone
+surrogate or a value JSON cannot carry are refused with the reason in ``arguments_error``
+(:func:`parse_json_object`, :func:`json_value_problem`), which the environment records as a
+``bad_arguments`` tool error; of arguments too large only the beginning is kept.
 
 An *observation* is a dict with ``events`` (a tuple of event dicts, see :class:`Event`) and
 ``context`` (dynamic state an intervention shows after every message; empty by default).
@@ -34,6 +36,8 @@ from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip, utf8_size
 
 MAX_TEXT = 20_000
 # Containers nested inside one another in tool arguments; real tools take flat objects.
@@ -90,12 +94,26 @@ def json_value_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | Non
     return None
 
 
-def parse_json_object(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+def arguments_too_large(raw: str, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) -> str | None:
+    """Why tool arguments are too large to use (more than ``max_bytes`` in UTF-8), or None."""
+    size = utf8_size(raw)
+    if size <= max_bytes:
+        return None
+    return f"arguments are {size:,} bytes, more than the {max_bytes:,} a tool call may carry"
+
+
+def parse_json_object(
+    raw: str, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any] | None, str | None]:
     """Decode tool arguments sent as JSON text: ``(object, None)`` or ``(None, why not)``; never raises.
 
-    Empty text means no arguments. Text nested too deep for the decoder, text that is not JSON,
-    a value that is not an object and a value :func:`json_value_problem` refuses are errors.
+    Empty text means no arguments. Text larger than ``max_bytes``, text nested too deep for the
+    decoder, text that is not JSON, a value that is not an object and a value
+    :func:`json_value_problem` refuses are errors.
     """
+    too_large = arguments_too_large(raw, max_bytes)
+    if too_large is not None:
+        return None, too_large
     if not raw.strip():
         return {}, None
     try:
@@ -179,6 +197,19 @@ def tool_call(tool: str, arguments: dict[str, Any] | str | None = None, call_id:
     return parse_action({"tool": tool, "arguments": arguments if arguments is not None else {}, "id": call_id})
 
 
+def refused_tool_call(tool: str, raw_arguments: str, reason: str, call_id: str | None = None) -> AgentAction:
+    """A tool call whose arguments the agent already found unusable (``reason``): the environment records
+    it as a ``bad_arguments`` tool error with that reason, keeping at most the beginning of the arguments."""
+    name = tool.strip() or "unnamed_tool"
+    return AgentAction(
+        kind=ActionKind.TOOL_CALL,
+        tool=escape_surrogates(name[:MAX_TEXT]),
+        raw_arguments=escape_surrogates(clip(raw_arguments, DEFAULT_MAX_ARGUMENT_BYTES)),
+        arguments_error=escape_surrogates(reason),
+        call_id=None if call_id is None else escape_surrogates(call_id[:200]),
+    )
+
+
 def reply(text: str, revision: Revision | None = None) -> AgentAction:
     return AgentAction(kind=ActionKind.REPLY, text=escape_surrogates(text[:MAX_TEXT]), revision=revision)
 
@@ -213,7 +244,7 @@ def _parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str | None, str
         return {}, None, None
     if isinstance(value, str):
         parsed, error = parse_json_object(value)
-        return parsed, escape_surrogates(value), error
+        return parsed, escape_surrogates(clip(value, DEFAULT_MAX_ARGUMENT_BYTES)), error
     return None, escape_surrogates(_short_repr(value)), f"arguments must be a JSON object, got {type(value).__name__}"
 
 

@@ -34,7 +34,6 @@ import contextlib
 import hashlib
 import importlib.metadata
 import inspect
-import json
 import os
 import platform
 import signal
@@ -60,7 +59,7 @@ from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer
 from commitbench.cache import CacheError, CacheMiss, CacheMode, CallBroker, CallCache, canonical_json
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, ModelEntry
 from commitbench.envs.privileged import RevealScriptAnnotations
-from commitbench.jsonl import JsonlError, append_lines, iter_lines, repair_torn_tail, write_atomic
+from commitbench.jsonl import append_lines, repair_torn_tail, write_atomic
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import LabellerUnavailable, judge_name, pin_judge_settings
 from commitbench.llm import (
@@ -74,11 +73,13 @@ from commitbench.llm import (
 from commitbench.oracles.base import play_step
 from commitbench.oracles.registry import apply_interventions, check_intervention
 from commitbench.protocol import escape_surrogates
+from commitbench.runcells import CellFacts, scan_trace_file
 from commitbench.suites import PlayServices, Suite, get_suite, suite_for_env
-from commitbench.traces import REPAIR_HINT, TRACES_FILE, AgentIdentity, EpisodeTrace, TraceFileError, iter_traces
+from commitbench.traces import TRACES_FILE, AgentIdentity, EpisodeTrace, iter_traces
 
 __all__ = [
     "MANIFEST_FILE",
+    "MAX_CELLS",
     "PROGRESS_INTERVAL_S",
     "PROGRESS_LINES",
     "TRACES_FILE",
@@ -91,9 +92,12 @@ __all__ = [
     "RunManifest",
     "RunSummary",
     "Runner",
+    "cell_facts",
     "check_episode_set",
     "compute_run_key",
+    "count_cells",
     "expand_cells",
+    "experiment_cells",
     "in_shard",
     "plan",
     "prompt_hashes",
@@ -121,6 +125,8 @@ CONNECTIONS_PER_CLIENT = 64
 # A run that is not attached to a terminal prints a progress line this often (seconds).
 PROGRESS_INTERVAL_S = 20.0
 PROGRESS_LINES = "lines"
+# Cells of one experiment, at most: planning 993,600 took 12 s and 274 MiB here (docs/runner.md).
+MAX_CELLS = 1_000_000
 # Finished traces waiting for the writer, at most; a player that finishes while the queue is full
 # waits for the disk (backpressure), so memory does not grow with the number of cells.
 WRITE_QUEUE_LINES = 128
@@ -214,8 +220,22 @@ def select_config_episodes(config: ExperimentConfig) -> list[Any]:
     return list(config.suite.select(config.episodes))
 
 
+def count_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> int:
+    """How many cells the config expands to; ValueError when more than :data:`MAX_CELLS`."""
+    per_arm = sum(config.samples if p.kind == "chat" else 1 for p in players(config)) * len(episodes)
+    count = per_arm * len(config.interventions)
+    if count > MAX_CELLS:
+        raise ValueError(
+            f"the config plans {count:,} cells ({len(episodes):,} episodes x {len(config.interventions)} arms x "
+            f"players and samples), more than the {MAX_CELLS:,} one run directory takes; select fewer episodes "
+            "(episodes: limit, a filter), samples or arms, or split the experiment into several configs"
+        )
+    return count
+
+
 def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell]:
-    """Every cell of the config, in a fixed order (player, arm, episode, sample)."""
+    """Every cell of the config, in a fixed order (player, arm, episode, sample); ValueError past :data:`MAX_CELLS`."""
+    count_cells(config, episodes)
     cells: list[Cell] = []
     for player in players(config):
         samples = config.samples if player.kind == "chat" else 1  # reference agents are deterministic
@@ -270,6 +290,7 @@ def plan(config: ExperimentConfig) -> Plan:
     """The cells a config expands to and a lower bound on its model calls; no server is contacted."""
     suite = config.suite
     episodes = select_config_episodes(config)
+    count_cells(config, episodes)
     turns = sum(suite.calls_per_episode(e) for e in episodes)
     rows = []
     for player in players(config):
@@ -288,53 +309,26 @@ def plan(config: ExperimentConfig) -> Plan:
 
 
 # ---------------------------------------------------------------------------- trace file
-def scan_trace_file(path: Path) -> dict[str, bool]:
-    """run_key -> True when some trace of it finished without an infrastructure error.
-
-    Reads only the fields it needs, but every line must be a JSON object with the identity fields
-    of a trace; a line that is not raises :class:`TraceFileError` naming it (a torn last line is
-    skipped: :func:`repair_torn_tail` cuts it before the next append).
-    """
-    status: dict[str, bool] = {}
-    if not path.exists():
-        return status
-    try:
-        for number, line in iter_lines(path):
-            problem = None
-            try:
-                record = json.loads(line)
-            except RecursionError:
-                problem = "nested too deep to read"
-            except ValueError as exc:
-                problem = f"not JSON ({exc})"
-            else:
-                problem = _trace_shape_problem(record)
-            if problem is not None:
-                if not line.endswith("\n"):
-                    break  # torn last line
-                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
-            key = record.get("run_key")
-            if not key:
-                continue
-            status[key] = status.get(key, False) or not record.get("infra_error")
-    except TraceFileError:
-        raise
-    except JsonlError as exc:
-        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
-    return status
+def cell_facts(config: ExperimentConfig, cells: Sequence[Cell]) -> dict[str, CellFacts]:
+    """run key -> what a trace of that cell says about itself (see :mod:`commitbench.runcells`)."""
+    agents: dict[str, dict[str, Any]] = {}
+    facts: dict[str, CellFacts] = {}
+    for cell in cells:
+        agent = agents.get(cell.player.name)
+        if agent is None:
+            agent = agents[cell.player.name] = cell.player.identity.model_dump(mode="json")
+        facts[cell.run_key] = CellFacts(config.env, cell.episode_id, cell.sample, tuple(cell.arm.names()), agent)
+    return facts
 
 
-def _trace_shape_problem(record: Any) -> str | None:
-    """What is wrong with the identity fields of a decoded trace line, or None."""
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    for name in ("env_id", "episode_id"):
-        if not isinstance(record.get(name), str):
-            return f"{name}: expected a string"
-    for name in ("run_key", "infra_error"):
-        if record.get(name) is not None and not isinstance(record[name], str):
-            return f"{name}: expected a string"
-    return None
+def experiment_cells(manifest: RunManifest, skip_config: bool = False) -> dict[str, CellFacts]:
+    """The cells a run directory holds traces of: its config's, and those of the configs ``--force`` replaced
+    (``skip_config``: the earlier configs' only)."""
+    facts: dict[str, CellFacts] = {}
+    for data in ([] if skip_config else [manifest.config]) + list(manifest.earlier_configs):
+        config = ExperimentConfig.model_validate({**data, "cache": {**(data.get("cache") or {}), "path": None}})
+        facts.update(cell_facts(config, expand_cells(config, select_config_episodes(config))))
+    return facts
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -345,6 +339,7 @@ class RunStatus(str, Enum):
     INTERRUPTED = "interrupted"
     ABORTED = "aborted"  # a configuration error stopped the run (e.g. the endpoint rejects the model)
     FAILED = "failed"  # the machine stopped the run (the disk is full, the directory cannot be written)
+    KILLED = "killed"  # the process ended without recording how (SIGKILL, a crash): marked by the next invocation
 
 
 class CellStatus(str, Enum):
@@ -403,6 +398,11 @@ class RunManifest(BaseModel):
     updated_at: str = Field(description="ISO time of the last write.")
     ended_at: str | None = Field(default=None, description="ISO time the latest invocation ended.")
     invocations: list[Invocation] = Field(default_factory=list, description="Every invocation, oldest first.")
+    earlier_configs: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Configs of other experiments whose cells the directory also holds (replaced by one run with "
+        "--force): their traces stay traces of this run.",
+    )
 
 
 class RunDirectoryBusyError(RuntimeError):
@@ -440,6 +440,17 @@ def directory_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def _earlier_configs(previous: RunManifest | None, cells_hash: str) -> list[dict[str, Any]]:
+    """The configs whose cells a directory holds besides the new config's: the previous manifest's earlier
+    configs, and its own config when --force is adding another experiment's cells."""
+    if previous is None:
+        return []
+    earlier = list(previous.earlier_configs)
+    if previous.cells_hash != cells_hash and previous.config not in earlier:
+        earlier.append(previous.config)
+    return earlier
 
 
 def redacted_json(value: Any) -> Any:
@@ -482,14 +493,17 @@ def check_episode_set(suite: Suite, recorded: str | None, run_dir: Path, selecti
 
 
 def run_suite(run_dir: Path | str) -> Suite:
-    """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's),
-    else from the environment of its first trace."""
+    """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's,
+    and whose every trace line must be a trace of one of its cells: :mod:`commitbench.runcells`), else from
+    the environment of its first trace."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     if manifest is not None:
         suite = get_suite(manifest.suite)
         selection = suite.selection.model_validate(manifest.config.get("episodes") or {})
         check_episode_set(suite, manifest.episode_set_version, run_dir, selection)
+        # Every line must be a trace of a cell of the run's experiment (the rule 'run' and 'merge' apply).
+        scan_trace_file(run_dir / TRACES_FILE, experiment_cells(manifest))
         return suite
     path = run_dir / TRACES_FILE
     if not path.exists():
@@ -746,13 +760,23 @@ class Runner:
         """Expand the config, repair the trace file and find pending cells."""
         episodes = select_config_episodes(self.config)
         cells = expand_cells(self.config, episodes)
+        # Every line must be a trace of a cell of the experiment (of any shard), or of an experiment whose
+        # cells --force added to the directory: the rule 'merge' and every reader apply too.
+        known = cell_facts(self.config, cells)
+        previous = read_manifest(self.out_dir)
+        if previous is not None:
+            known.update(experiment_cells(previous, skip_config=previous.config_hash == self._config_hash()))
         if self.shard is not None:  # this directory holds one shard of the experiment ('commitbench merge' joins them)
             cells = [c for c in cells if in_shard(c.run_key, self.shard)]
         self.out_dir.mkdir(parents=True, exist_ok=True)
         torn = repair_torn_tail(self.traces_path)
-        status = scan_trace_file(self.traces_path)
+        status = scan_trace_file(self.traces_path, known)
         pending = [c for c in cells if not status.get(c.run_key, False)]
         return episodes, cells, pending, torn
+
+    def _config_hash(self) -> str:
+        """The manifest's hash of this config (what ``config_hash`` records)."""
+        return hashlib.sha256(canonical_json(redacted_json(self.config.model_dump(mode="json"))).encode()).hexdigest()
 
     def cache_path(self) -> Path:
         return self.config.cache.path if self.config.cache.path is not None else self.out_dir / "cache.sqlite"
@@ -920,6 +944,14 @@ class Runner:
             started_at=now, pid=os.getpid(), argv=self.argv, cells_pending=n_pending,
             cache_mode=CacheMode(self.config.cache.mode).value,
         )
+        earlier = [*(previous.invocations if previous is not None else [])]
+        for index, old in enumerate(earlier):
+            if old.status is RunStatus.RUNNING:  # this process holds the lock: the one that wrote it is gone
+                earlier[index] = old.model_copy(update={
+                    "status": RunStatus.KILLED,
+                    "message": f"pid {old.pid} ended without recording how (killed, or the machine stopped); "
+                    f"marked when the invocation of {now} started",
+                })
         manifest = RunManifest(
             name=self.config.name,
             suite=self.config.suite.name,
@@ -941,12 +973,20 @@ class Runner:
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,
             updated_at=now,
-            invocations=[*(previous.invocations if previous is not None else []), invocation],
+            invocations=[*earlier, invocation],
+            earlier_configs=_earlier_configs(previous, cells_hash),
         )
         write_atomic(self.manifest_path, manifest.model_dump_json(indent=2))
         return manifest
 
-    def _make_clients(self, cache: CallCache | None, base_urls: dict[str, str]) -> None:
+    def _make_clients(
+        self, cache: CallCache | None, base_urls: dict[str, str], pending: Sequence[Cell] | None = None
+    ) -> None:
+        """The clients of each model, for as many requests in flight as its cells can have at once: a cell
+        makes one call at a time and at most ``concurrency`` cells play at once (of ``pending``, when given)."""
+        cells_of: Counter[str] | None = None
+        if pending is not None:
+            cells_of = Counter(c.player.model.name for c in pending if c.player.model is not None)
         judge = self.config.judge
         if self._judge_in_play and judge.model is not None:
             served = judge.model.model_settings(base_urls.get(JUDGE_KEY), local_alias=DEFAULT_ALIAS)
@@ -960,7 +1000,11 @@ class Runner:
             if retry.seed is None:
                 retry = RetryPolicy(**{**retry.model_dump(), "seed": self.config.seed})
             settings = entry.model_settings(base_urls.get(entry.name), local_alias=DEFAULT_ALIAS)
-            in_flight = entry.max_concurrency or self.config.concurrency
+            in_flight = min(entry.max_concurrency or self.config.concurrency, self.config.concurrency)
+            if cells_of is not None:
+                if not cells_of[entry.name]:
+                    continue  # nothing of this model left to play
+                in_flight = min(in_flight, cells_of[entry.name])
             n_shards = -(-in_flight // CONNECTIONS_PER_CLIENT)
             per_shard = -(-in_flight // n_shards)
             # One pool of replicas per model, shared by its shards: per-replica limits and health are the model's.
@@ -977,7 +1021,7 @@ class Runner:
         self, episodes: list[Any], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
     ) -> bool:
         """Play the pending cells; returns True when interrupted by a signal."""
-        self._make_clients(cache, base_urls)
+        self._make_clients(cache, base_urls, pending)
         loop = asyncio.get_running_loop()
         queue: deque[Cell] = deque(pending)
         writer = _TraceWriter(self.traces_path, self._counters, lambda message: self._fail(message, queue))

@@ -9,7 +9,8 @@ or ambiguous one:
 * merge keys (``<<``), which exist to be used with aliases;
 * a key given twice in one mapping (plain YAML keeps the last one silently);
 * nesting deeper than ``MAX_DEPTH`` and files larger than ``MAX_BYTES``;
-* bytes that are not UTF-8.
+* bytes that are not UTF-8, and characters YAML does not allow (a NUL byte, other control characters);
+* an integer with more digits than Python converts (4,300 by default).
 
 :func:`parse_yaml` reads text, :func:`read_yaml` a file; both raise :class:`YamlError`, whose message
 is ``source: reason (line N)``. Callers turn it into their own error type.
@@ -72,6 +73,12 @@ class _PlainLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except ValueError as exc:  # an integer too long to convert, a date out of range: say where
+            raise _Refused(f"a value cannot be read: {str(exc).split(';')[0]}", node.start_mark) from None
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
@@ -92,11 +99,16 @@ def parse_yaml(text: str, source: str) -> Any:
     """The plain data in ``text``; YamlError naming ``source`` and the line for anything else."""
     if len(text) > MAX_BYTES:
         raise YamlError(source, f"longer than {MAX_BYTES:,} characters")
-    loader = _PlainLoader(text)
+    loader: _PlainLoader | None = None
     try:
+        loader = _PlainLoader(text)  # reading starts here: a character YAML refuses fails at once
         return loader.get_single_data()
     except _Refused as exc:
         raise YamlError(source, exc.reason, exc.line) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: say which and where
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        where = text.count("\n", 0, max(0, exc.position)) + 1
+        raise YamlError(source, f"the character U+{code:04X} is not allowed in YAML", where) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -106,8 +118,11 @@ def parse_yaml(text: str, source: str) -> Any:
         raise YamlError(source, f"not valid YAML: {exc}") from None
     except RecursionError:
         raise YamlError(source, "values are nested too deeply") from None
+    except ValueError as exc:  # an integer too long to convert, a date out of range
+        raise YamlError(source, f"a value cannot be read: {str(exc).split(';')[0]}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: Path | str, source: str | None = None) -> Any:

@@ -480,7 +480,9 @@ def test_ledger_ids_out_of_range_are_usage_errors(
 
 
 def test_ledger_ids_at_the_top_of_the_range_are_looked_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["ledger", "--db", str(tmp_path / "ledger.sqlite"), "show", str(2**63 - 1)]) == 1
+    db = str(tmp_path / "ledger.sqlite")
+    assert cli_main(["ledger", "--db", db, "add", "--debtor", "a", "--creditor", "b", "--action", "x"]) == 0
+    assert cli_main(["ledger", "--db", db, "show", str(2**63 - 1)]) == 1
     assert "9223372036854775807" in capsys.readouterr().err
 
 
@@ -578,11 +580,27 @@ def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
     ("no url at all: a@b", "no url at all: a@b"),
     ("http://a:b@c http://d:e@f", "http://***@c http://***@f"),
     ("://@" * 3, "://***@" * 3),
+    ("http://h/v1?token=abc&x=1 done", "http://h/v1?token=***&x=*** done"),
+    ("http://u:p@h/v1?t=1#frag", "http://***@h/v1?t=***#frag"),
+    ("http://h/v1?bare&=v&", "http://h/v1?***&=***&"),
+    ("see http://h/v1? or http://h/a?b", "see http://h/v1? or http://h/a?***"),
+    ("'http://h/v1?k=v'", "'http://h/v1?k=***'"),
 ])
 def test_redact_credentials(text: str, expected: str) -> None:
     from commitbench.llm import redact_credentials
 
     assert redact_credentials(text) == expected
+
+
+def test_redact_credentials_takes_linear_time() -> None:
+    import time
+
+    from commitbench.llm import redact_credentials
+
+    for text in ("://" * 200_000, "http://a@" + "b" * 600_000, "http://h/?" + "a=b&" * 150_000, "://?" * 150_000):
+        started = time.process_time()
+        redact_credentials(text)
+        assert time.process_time() - started < 2.0, text[:20]
 
 
 def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -> None:
@@ -711,3 +729,690 @@ def test_a_hostile_judge_reply_is_a_recorded_judge_error(reply: str, reason: str
     parsed = parse_model_json(reply, Verdict)
     assert parsed.value is None and parsed.error is not None and reason in parsed.error
     parsed.model_dump_json()
+
+
+# ------------------------------------------------------------------ servers that misbehave
+def drill_config(base_url: str, limit: int = 1, settings: dict[str, Any] | None = None,
+                 retry: dict[str, Any] | None = None, **fields: Any) -> ExperimentConfig:
+    """A chat run of ``limit`` episodes against ``base_url`` (a misbehaving server of the test)."""
+    data: dict[str, Any] = {
+        "name": "drill", "agents": ["chat"],
+        "models": [{"name": "raw", "base_url": base_url, "api_key_env": None,
+                    "settings": {"model": "raw-model", "timeout": 10.0, **(settings or {})},
+                    "retry": {**FAST_RETRY, **(retry or {})}}],
+        "episodes": {"split": "test", "limit": limit}, "concurrency": 2,
+    }
+    data.update(fields)
+    return ExperimentConfig.model_validate(data)
+
+
+def run_config(tmp_path: Path, config: ExperimentConfig, *extra: str) -> tuple[int, Path]:
+    """``commitbench run`` on ``config`` through the command line; (exit code, run directory)."""
+    path = tmp_path / f"{config.name}.json"
+    path.write_text(json.dumps(config.model_dump(mode="json")))
+    out = tmp_path / f"out-{config.name}"
+    return cli_main(["run", str(path), "--out", str(out), "--no-progress", "--no-report", *extra]), out
+
+
+@pytest.mark.slow
+def test_a_server_that_trickles_its_answer_cannot_hold_a_run(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from _raw_server import RawServer, trickling
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+    stop = threading.Event()
+    with RawServer(trickling(head, 0.2, stop)) as server:
+        config = drill_config(server.base_url, settings={"timeout": 1.0}, retry={"max_attempts": 2})
+        started = time.monotonic()
+        try:
+            code, out = run_config(tmp_path, config)
+        finally:
+            stop.set()
+        took = time.monotonic() - started
+    assert code == 1 and took < 60, took
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert trace.infra_error is not None and trace.infra_error.startswith("timeout:")
+    assert "within 1 s" in trace.infra_error and "gave up after 2 attempts" in trace.infra_error
+
+
+def oversized_reply(size: int, framing: str) -> Any:
+    """A handler whose answer is a completion of ``size`` bytes of text, framed as ``framing`` says:
+    'declared' (a true Content-Length), 'close' (no length: the body ends when the connection does)."""
+    from _raw_server import completion
+
+    def handle(request: Any, conn: Any) -> None:
+        body = json.dumps(completion({"role": "assistant", "content": "x" * size})).encode()
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if framing == "declared":
+            head += f"Content-Length: {len(body)}\r\n"
+        with contextlib.suppress(OSError):  # the client stops reading and hangs up
+            conn.sendall(head.encode() + b"\r\n" + body)
+
+    return handle
+
+
+@pytest.mark.parametrize("framing", ["declared", "close"])
+def test_a_reply_larger_than_the_bound_is_an_infrastructure_error_and_is_not_kept(
+    tmp_path: Path, framing: str
+) -> None:
+    from _raw_server import RawServer
+
+    from commitbench.bounds import DEFAULT_MAX_RESPONSE_BYTES
+
+    with RawServer(oversized_reply(3 * DEFAULT_MAX_RESPONSE_BYTES, framing)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url))
+        requests = len(server.requests)
+    assert code == 1
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert trace.infra_error is not None and trace.infra_error.startswith("response_too_large:")
+    assert f"max_response_bytes ({DEFAULT_MAX_RESPONSE_BYTES:,}" in trace.infra_error
+    assert requests == 1  # the same prompt would get the same answer: not retried
+    assert (out / TRACES_FILE).stat().st_size < 50_000
+    from commitbench.cache import CallCache
+
+    with CallCache(out / "cache.sqlite") as cache:
+        assert len(cache) == 0
+
+
+def test_an_error_body_larger_than_the_bound_is_not_read(tmp_path: Path) -> None:
+    from _raw_server import RawServer, http_bytes
+
+    def handle(request: Any, conn: Any) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(http_bytes(500, b'{"error": {"message": "' + b"e" * 300_000 + b'"}}'))
+
+    with RawServer(handle) as server:
+        config = drill_config(server.base_url, settings={"max_response_bytes": 100_000})
+        code, out = run_config(tmp_path, config)
+    (trace,) = read_traces(out / TRACES_FILE)
+    assert code == 1 and trace.infra_error is not None and trace.infra_error.startswith("response_too_large:")
+    assert (out / TRACES_FILE).stat().st_size < 50_000
+
+
+def test_tool_arguments_larger_than_the_bound_are_a_tool_error_never_resent_whole(tmp_path: Path) -> None:
+    from _raw_server import RawServer, completion, http_bytes
+
+    from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES
+    from commitbench.cache import CallCache
+
+    huge = json.dumps({"query": "y" * 1_000_000})
+
+    def handle(request: Any, conn: Any) -> None:
+        messages = request.json()["messages"]
+        if messages[-1]["role"] == "tool":
+            message: dict[str, Any] = {"role": "assistant", "content": "Looked it up."}
+        else:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": huge}}]}
+        conn.sendall(http_bytes(200, json.dumps(completion(message)).encode()))
+
+    with RawServer(handle) as server:
+        config = drill_config(server.base_url, limit=2, cache={"path": str(tmp_path / "cache.sqlite")})
+        code, out = run_config(tmp_path, config)
+        sent = [len(r.body) for r in server.requests]
+    assert code == 0
+    traces = read_traces(out / TRACES_FILE)
+    assert len(traces) == 2 and not any(t.infra_error for t in traces)
+    calls = [c for t in traces for c in t.tool_calls() if c.tool == "lookup"]
+    assert calls and all(not c.ok and c.error_kind == "bad_arguments" for c in calls)
+    assert all(f"more than the {DEFAULT_MAX_ARGUMENT_BYTES:,} a tool call may carry" in c.result for c in calls)
+    assert all(c.raw_arguments is not None and len(c.raw_arguments) < 2000 for c in calls)
+    # Never resent whole: every request after the first of a conversation carries a cut copy.
+    assert max(sent) < 100_000, max(sent)
+    assert (out / TRACES_FILE).stat().st_size < 500_000
+    # The answer itself (under the response bound) is cached, and a replay plays the same tool errors.
+    with CallCache(tmp_path / "cache.sqlite") as cache:
+        assert len(cache) > 0
+    replay = config.model_copy(update={"cache": CacheConfig(path=tmp_path / "cache.sqlite", mode="replay_only")})
+    summary = run_experiment(replay, tmp_path / "replay")
+    assert summary.status is RunStatus.COMPLETE and summary.http_requests == 0
+    again = [c.result for t in read_traces(tmp_path / "replay" / TRACES_FILE) for c in t.tool_calls()]
+    assert again == [c.result for t in traces for c in t.tool_calls()]
+
+
+# Answers that are no answer: each must fail its cell, never be graded as what the model said.
+VLLM_NO_TOOL_PARSER = {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                       "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'}
+UNUSABLE_ANSWERS: dict[str, tuple[int, Any, str]] = {
+    "400 without a tool parser": (400, VLLM_NO_TOOL_PARSER, "bad_request"),
+    "422": (422, {"detail": [{"msg": "field required"}]}, "bad_request"),
+    "choices [{}]": (200, {"id": "x", "model": "raw-model", "choices": [{}]}, "invalid_response"),
+    "message null": (200, {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "invalid_response"),
+    "tool_calls an object": (200, {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": {
+        "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}}}]}, "invalid_response"),
+    "content a list of non-parts": (200, {"choices": [{"message": {"role": "assistant", "content": ["ok", 1]}}]},
+                                    "invalid_response"),
+}
+
+
+def first_session_gets(status: int, payload: Any) -> Any:
+    """A handler that answers every call of the first episode it sees with ``payload`` and the others well."""
+    from _raw_server import completion, http_bytes
+
+    bad: list[str] = []
+
+    def handle(request: Any, conn: Any) -> None:
+        session = request.headers.get("x-session-id", "")
+        if not bad:
+            bad.append(session)
+        if session == bad[0]:
+            conn.sendall(http_bytes(status, json.dumps(payload).encode()))
+        else:
+            conn.sendall(http_bytes(200, json.dumps(completion({"role": "assistant", "content": "Noted."})).encode()))
+
+    return handle
+
+
+@pytest.mark.parametrize("status,payload,kind", UNUSABLE_ANSWERS.values(), ids=list(UNUSABLE_ANSWERS))
+def test_a_call_that_got_no_answer_fails_its_cell_and_is_left_out_of_every_metric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int, payload: Any, kind: str
+) -> None:
+    from _raw_server import RawServer
+
+    with RawServer(first_session_gets(status, payload)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=3, concurrency=1))
+    assert code == 1
+    traces = read_traces(out / TRACES_FILE)
+    failed = [t for t in traces if t.infra_error]
+    assert len(traces) == 3 and len(failed) == 1 and failed[0].infra_error.startswith(f"{kind}:")
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.status is RunStatus.INCOMPLETE and manifest.cells_done == 2
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["runs"] == 2  # the failed cell is in no table
+    (row,) = [r for r in document["call_errors"] if r["kind"] == kind]
+    assert row["player"] == "chat:raw" and row["cells"] == 1 and row["cells_left_out"] == 1 and row["calls"] >= 1
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 0
+    printed = capsys.readouterr().out
+    assert "Model-call errors" in printed and kind in printed
+
+
+def test_a_run_whose_first_calls_all_fail_stops_with_the_servers_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _raw_server import RawServer, json_answer
+
+    with RawServer(json_answer(VLLM_NO_TOOL_PARSER, status=400)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=20, concurrency=2))
+        requests = len(server.requests)
+    err = capsys.readouterr().err
+    assert code == 2 and "first 8 calls to model 'raw-model' all failed" in err and "--enable-auto-tool-choice" in err
+    assert "Traceback" not in err
+    assert requests <= 8 + 2  # the calls in flight when the eighth failed, at most
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.status is RunStatus.ABORTED
+    assert "--enable-auto-tool-choice" in manifest.message
+
+
+VLLM_CONTEXT = {"object": "error", "type": "BadRequestError", "code": 400, "message": (
+    "This model's maximum context length is 4096 tokens. However, you requested 4500 tokens "
+    "(4244 in the messages, 256 in the completion). Please reduce the length of the messages or completion.")}
+
+
+def test_a_context_that_no_longer_fits_is_a_fact_of_the_cell_reported_per_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _raw_server import RawServer
+
+    with RawServer(first_session_gets(400, VLLM_CONTEXT)) as server:
+        code, out = run_config(tmp_path, drill_config(server.base_url, limit=3, concurrency=1))
+    assert code == 0  # not an outage: every cell is done, the first one with calls the model could not take
+    traces = read_traces(out / TRACES_FILE)
+    assert not any(t.infra_error for t in traces)
+    errors = [c.error for t in traces for c in t.model_calls if c.error]
+    assert errors and all(e.startswith("context_length: HTTP 400") and "maximum context length is 4096" in e
+                          for e in errors)
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["runs"] == 3
+    (row,) = document["call_errors"]
+    assert (row["player"], row["kind"], row["cells"], row["cells_left_out"]) == ("chat:raw", "context_length", 1, 0)
+    assert row["calls"] == len(errors)
+
+
+API_KEY = "sk-drill-0123456789abcdef-never-written"
+BASIC_USER, BASIC_PASSWORD = "drill-user", "basic-pa55word-never-written"
+QUERY_TOKEN = "qt-0123456789-never-written"
+
+
+def echoing(status: int) -> Any:
+    """A handler that repeats what it was sent (the Authorization header and the path with its query)
+    in its answer: as the reply text (status 200) or as the error body (any other status)."""
+    from _raw_server import completion, http_bytes
+
+    def handle(request: Any, conn: Any) -> None:
+        echo = f"you sent Authorization: {request.headers.get('authorization')} to {request.path}"
+        if status == 200:
+            payload: Any = completion({"role": "assistant", "content": echo})
+        else:
+            payload = {"error": {"message": echo, "type": "error", "code": status}}
+        conn.sendall(http_bytes(status, json.dumps(payload).encode()))
+
+    return handle
+
+
+def secret_forms() -> dict[str, str]:
+    import base64
+
+    basic = f"{BASIC_USER}:{BASIC_PASSWORD}"
+    return {"API key": API_KEY, "basic-auth string": basic, "basic-auth password": BASIC_PASSWORD,
+            "basic-auth base64": base64.b64encode(basic.encode()).decode(), "query token": QUERY_TOKEN}
+
+
+@pytest.mark.parametrize("status", [200, 500, 400, 401])
+def test_secrets_echoed_by_a_server_are_never_written_or_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    from _raw_server import RawServer
+
+    monkeypatch.setenv("DRILL_API_KEY", API_KEY)
+    with RawServer(echoing(status)) as server:
+        bearer = {"name": "bearer", "base_url": server.base_url, "api_key_env": "DRILL_API_KEY",
+                  "settings": {"model": "raw-model"}, "retry": FAST_RETRY}
+        basic_url = server.base_url.replace("http://", f"http://{BASIC_USER}:{BASIC_PASSWORD}@")
+        basic = {"name": "basic", "base_url": f"{basic_url}?token={QUERY_TOKEN}", "api_key_env": None,
+                 "settings": {"model": "raw-model"}, "retry": FAST_RETRY}
+        config = ExperimentConfig.model_validate({
+            "name": "echo", "agents": ["chat"], "models": [bearer, basic],
+            "episodes": {"split": "test", "limit": 1}, "concurrency": 2})
+        code, out = run_config(tmp_path, config)
+        paths = {r.path for r in server.requests}
+    assert code == {200: 0, 500: 1, 400: 1, 401: 2}[status]
+    # The query token reached the server as a query, not glued into the path.
+    assert f"/v1/chat/completions?token={QUERY_TOKEN}" in paths and all(p.startswith("/v1/chat/") for p in paths)
+    if status == 200:
+        assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure"]) == 0
+        assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+        assert cli_main(["view", str(out), "--n-boot", "20"]) == 0
+    printed = capsys.readouterr()
+    leaks = [f"{name} in stdout" for name, form in secret_forms().items() if form in printed.out]
+    leaks += [f"{name} in stderr" for name, form in secret_forms().items() if form in printed.err]
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            leaks += [f"{name} in {path.relative_to(out)}" for name, form in secret_forms().items()
+                      if form.encode() in data]
+    assert leaks == []
+    traces = read_traces(out / TRACES_FILE) if (out / TRACES_FILE).exists() else []
+    if status == 200:  # what the server said is kept, the secrets in it replaced
+        assert traces and all("you sent Authorization: " in t.turns[0].reply for t in traces if t.turns)
+
+
+# ------------------------------------------------------------------------------- absurd sizes
+@pytest.mark.parametrize("fields,words", [
+    ({"samples": 1_000_000_000}, "samples: Input should be less than or equal to 1000"),
+    ({"concurrency": 1_000_000}, "concurrency: Input should be less than or equal to 4096"),
+    ({"samples": 1000, "episodes": {"split": None}}, "plans 1,440,000 cells"),
+])
+def test_absurd_sizes_are_refused_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], words: str
+) -> None:
+    import time
+
+    data = {"name": "huge", "agents": ["chat"], "episodes": {"split": "test"},
+            "models": [{"name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None}], **fields}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    for extra in ([], ["--dry-run"]):
+        started = time.monotonic()
+        assert cli_main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress", *extra]) == 2
+        assert time.monotonic() - started < 60
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+    assert cli_main(["run", "standing", "--agent", "creditor-rule", "--concurrency", "1000000"]) == 2
+    assert "--concurrency must be from 1 to 4,096" in capsys.readouterr().err
+
+
+def test_no_more_clients_than_cells_in_flight(tmp_path: Path, mock_server: MockServer) -> None:
+    config = chat_config(mock_server.base_url, 2, concurrency=4096)
+    summary = run_experiment(config, tmp_path)
+    assert summary.status is RunStatus.COMPLETE
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    # Two cells make at most two calls at once: one client with a limit of two, not 64 clients of 64.
+    assert manifest.invocations[-1].client_stats["mock"]["concurrency_limit"] == 2
+
+
+# ------------------------------------------------------------------- bad input, clean errors
+def invalid_data_dir(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the shipped standing data with one type file whose promise names no template variable."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "episodes" / "data" / "standing", data)
+    bad = data / "types" / "water_plants.yaml"
+    text = (ROOT / "docs" / "examples" / "water_plants.yaml").read_text(encoding="utf-8")
+    bad.write_text(text.replace('promise: "Sure.', 'promise: "{{ lipsum }} Sure.', 1), encoding="utf-8")
+    return data, bad
+
+
+def test_an_invalid_episode_data_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, bad = invalid_data_dir(tmp_path)
+    args = ["--out", str(tmp_path / "out"), "--no-progress", "--no-report"]
+    assert cli_main(["run", "standing", "--agent", "creditor-rule", "--data", str(data), "--limit", "2", *args]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: promise: the template uses 'lipsum'" in err and "Traceback" not in err
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"name": "data", "agents": ["creditor-rule"],
+                                  "episodes": {"data": str(data), "limit": 2}}))
+    for extra in ([], ["--dry-run"]):
+        assert cli_main(["run", str(config), *args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}: promise:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content,words", [
+    ("name: x\nagents: [creditor-rule]\nseed: " + "9" * 5000 + "\n", "5000 digits (line 3)"),
+    ("name: x\x00\nagents: [creditor-rule]\n", "U+0000 is not allowed in YAML (line 1)"),
+])
+def test_yaml_a_reader_cannot_take_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, words: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(content, encoding="utf-8")
+    assert cli_main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and words in err and "Traceback" not in err
+
+
+@contextlib.contextmanager
+def read_only_file(path: Path) -> Iterator[None]:
+    """Make one file read-only for this process (a read-only bind mount as root, else chmod)."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    bound = subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False)
+    if bound.returncode != 0:
+        pytest.skip("cannot make a file read-only here (root without mount)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True, capture_output=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=False, capture_output=True)
+
+
+def test_ledger_writes_to_a_read_only_database_are_clean_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "ledger.db"
+    base = ["ledger", "--db", str(db), "--now", "2025-01-06T09:00:00Z"]
+    assert cli_main([*base, "add", "--debtor", "a", "--creditor", "b", "--action", "x",
+                     "--due", "2025-01-07T09:00:00Z"]) == 0
+    capsys.readouterr()
+    with read_only_file(db):
+        for action in (["add", "--debtor", "a", "--creditor", "b", "--action", "y"], ["ack", "1", "--actor", "a"]):
+            assert cli_main([*base, *action]) == 1
+            err = capsys.readouterr().err
+            assert f"cannot write to {db}" in err and "readonly" in err and "Traceback" not in err, err
+        assert cli_main([*base, "list"]) == 0  # reading still works
+    assert "-> b: x" in capsys.readouterr().out
+
+
+def test_reading_a_ledger_that_does_not_exist_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "no" / "such" / "dir" / "ledger.db"
+    for action in (["list"], ["due"], ["show", "1"], ["ack", "1", "--actor", "a"]):
+        assert cli_main(["ledger", "--db", str(db), *action]) == 1
+        assert f"no ledger at {db}" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    assert cli_main(["ledger", "--db", str(db), "add", "--debtor", "a", "--creditor", "b", "--action", "x"]) == 0
+    assert db.is_file()
+
+
+def test_a_merge_that_fails_leaves_nothing_behind_and_can_run_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=3)
+    cache = out / "cache.sqlite"
+    cache.write_bytes(b"not a database, just text\n" * 40)
+    merged = tmp_path / "merged"
+    assert cli_main(["merge", str(merged), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(cache) in err and "damaged or not a commitbench cache" in err and "Traceback" not in err
+    assert not merged.exists()
+    cache.unlink()
+    assert cli_main(["merge", str(merged), str(out)]) == 0
+    assert len(read_traces(merged / TRACES_FILE)) == 3
+    # A target that existed (empty) stays, empty.
+    other = tmp_path / "other"
+    other.mkdir()
+    damage_line(out / TRACES_FILE, 2, b'{"env_id": "x", "episode_id": "y", "run_key": "nope"}\n')
+    assert cli_main(["merge", str(other), str(out)]) == 2
+    assert "is no cell of the experiment" in capsys.readouterr().err
+    assert other.is_dir() and list(other.iterdir()) == []
+
+
+def test_out_of_range_numbers_on_the_command_line_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=2)
+    capsys.readouterr()
+    for args, words in (
+        (["view", str(out), "--serve", "99999"], "--serve PORT must be from 0 to 65535"),
+        (["view", str(out), "--serve", "-1"], "--serve PORT must be from 0 to 65535"),
+        (["report", str(out), "--n-boot", "99999999999"], "--n-boot must be from 1 to 100,000"),
+        (["view", str(out), "--n-boot", "99999999999"], "--n-boot must be from 1 to 100,000"),
+    ):
+        assert cli_main(args) == 2, args
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+    assert not (out / "view").exists()  # refused before the site was built
+
+
+# ------------------------------------------------------------- one rule for the lines of a run
+def foreign_lines(tmp_path: Path) -> dict[str, bytes]:
+    """Trace lines a run directory must not count: a renamed run key, a line of another experiment of the
+    same player, and a line copied onto another cell's key."""
+    other = tmp_path / "other"
+    reference_run_config = {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "dev", "limit": 2}}
+    assert run_experiment(ExperimentConfig.model_validate(reference_run_config), other).status is RunStatus.COMPLETE
+    first, second = (json.loads(line) for line in (other / TRACES_FILE).read_text().splitlines()[:2])
+    renamed = dict(first, run_key="0" * 64)
+    return {
+        "renamed run key": json.dumps(renamed).encode() + b"\n",
+        "another experiment, same player": json.dumps(second).encode() + b"\n",
+    }
+
+
+@pytest.mark.parametrize("kind", ["renamed run key", "another experiment, same player", "another cell's key"])
+def test_run_report_and_merge_refuse_the_same_foreign_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    out = tmp_path / "run"
+    config = reference_run(out, limit=4)
+    lines = (out / TRACES_FILE).read_bytes().splitlines(keepends=True)
+    if kind == "another cell's key":
+        record = json.loads(lines[0])
+        record["run_key"] = json.loads(lines[1])["run_key"]  # the first cell's trace, filed under the second's key
+        extra = json.dumps(record).encode() + b"\n"
+    else:
+        extra = foreign_lines(tmp_path)[kind]
+    with (out / TRACES_FILE).open("ab") as handle:
+        handle.write(extra)
+    where = f"{out / TRACES_FILE}:5"
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config.model_dump(mode="json")))
+    capsys.readouterr()
+    for args in (["report", str(out), "--n-boot", "20", "--no-figure", "--json"],
+                 ["run", str(config_path), "--out", str(out), "--no-progress", "--no-report"],
+                 ["view", str(out), "--n-boot", "20"],
+                 ["label", str(out)],
+                 ["merge", str(tmp_path / "merged"), str(out)]):
+        assert cli_main(args) == 2, args
+        printed = capsys.readouterr()
+        assert where in printed.err and "Traceback" not in printed.err, (args, printed.err)
+        assert printed.out == ""  # no table counted the line
+    assert not (tmp_path / "merged").exists()
+
+
+def test_the_cells_a_forced_run_added_stay_traces_of_the_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    reference_run(out, limit=3)
+    other = ExperimentConfig.model_validate(
+        {"name": "ref", "agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}})
+    with pytest.raises(ValueError, match="holds a different experiment"):
+        run_experiment(other, out)
+    assert run_experiment(other, out, force=True).status is RunStatus.COMPLETE
+    manifest = read_manifest(out)
+    assert manifest is not None and [c["agents"] for c in manifest.earlier_configs] == [["always-execute"]]
+    capsys.readouterr()
+    assert cli_main(["report", str(out), "--n-boot", "20", "--no-figure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == 5
+    assert run_experiment(other, out).cells_skipped == 2  # and a resume reads them all again
+
+
+# -------------------------------------------------------------------------------- smaller ones
+CONTROL = "I have created the draft \x1b[2J\x07 \x9b31m \u202eevil"
+
+
+def test_the_guard_never_sends_control_characters_to_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    outputs = []
+    for args in (["guard", CONTROL], ["guard", CONTROL, "--json"], ["guard", "-"], ["guard", "-", "--json"]):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(CONTROL + "\n"))
+        assert cli_main(args) == 0
+        outputs.append(capsys.readouterr().out)
+    for out in outputs:
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), out
+    assert "\\x1b[2J\\x07" in outputs[2]  # the line mode shows them escaped, as the ledger does
+    assert json.loads(outputs[1])["text"] == CONTROL and json.loads(outputs[3])["text"] == CONTROL
+
+
+def test_the_guard_and_the_router_cap_their_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+    import time
+
+    from commitbench.claimguard.guard import MAX_TEXT_CHARS, TextTooLong, should_guard
+    from commitbench.claimguard.routing import route_turn
+
+    at_cap = ("I have created the draft. " * (MAX_TEXT_CHARS // 26 + 1))[:MAX_TEXT_CHARS]
+    started = time.process_time()
+    assert should_guard(at_cap, 0, False, True).guard and route_turn(at_cap) is not None
+    assert time.process_time() - started < 5.0
+    over = at_cap + "x"
+    with pytest.raises(TextTooLong, match=f"{MAX_TEXT_CHARS + 1:,} characters long, more than the {MAX_TEXT_CHARS:,}"):
+        should_guard(over, 0, False, True)
+    with pytest.raises(TextTooLong, match="the user's message"):
+        route_turn(over)
+    with pytest.raises(TextTooLong, match="the assistant's previous message"):
+        route_turn("yes", over)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("I have saved it.\n" + "y" * 1_000_000 + "\nnever read\n"))
+    assert cli_main(["guard", "-"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out.count("\n") == 1 and f"stdin line 2 is longer than the {MAX_TEXT_CHARS:,}" in printed.err
+    assert cli_main(["guard", over]) == 2 and f"the guard reads at most {MAX_TEXT_CHARS:,}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/abs", ".hidden", "two words", ""])
+def test_an_experiment_name_is_one_plain_folder_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"name": name, "agents": ["creditor-rule"], "episodes": {"limit": 1}}))
+    monkeypatch_cwd = tmp_path / "cwd"
+    monkeypatch_cwd.mkdir()
+    old = os.getcwd()
+    os.chdir(monkeypatch_cwd)
+    try:
+        assert cli_main(["run", str(path), "--no-progress", "--no-report"]) == 2
+    finally:
+        os.chdir(old)
+    assert "name" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == sorted([path, monkeypatch_cwd])  # nothing was written anywhere
+    assert list(monkeypatch_cwd.iterdir()) == []
+
+
+def test_an_invocation_that_left_no_end_is_marked_by_the_next(tmp_path: Path) -> None:
+    config = reference_run(tmp_path, limit=2)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    # What SIGKILL leaves behind: the invocation still says 'running'.
+    lost = manifest.invocations[-1].model_copy(update={"status": RunStatus.RUNNING, "ended_at": None})
+    (tmp_path / "manifest.json").write_text(manifest.model_copy(update={
+        "status": RunStatus.RUNNING, "invocations": [lost]}).model_dump_json(indent=2))
+    run_experiment(config, tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    first, second = manifest.invocations
+    assert first.status is RunStatus.KILLED and f"pid {lost.pid} ended without recording how" in first.message
+    assert second.status is RunStatus.COMPLETE and manifest.status is RunStatus.COMPLETE
+
+
+@pytest.mark.slow
+def test_an_invocation_killed_by_sigkill_is_marked_killed_by_the_next(tmp_path: Path, mock_server: MockServer) -> None:
+    import time
+
+    mock_server.set_latency(300)  # slow enough to be killed in the middle
+    config = chat_config(mock_server.base_url, 6, concurrency=1)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.model_dump(mode="json")))
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "commitbench.cli", "run", str(path), "--out", str(out), "--no-progress",
+            "--no-report"]
+    child = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / TRACES_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    killed = read_manifest(out)
+    assert killed is not None and killed.invocations[-1].status is RunStatus.RUNNING
+    mock_server.set_latency(0)
+    assert run_experiment(config, out).status is RunStatus.COMPLETE
+    manifest = read_manifest(out)
+    assert manifest is not None
+    assert [i.status for i in manifest.invocations] == [RunStatus.KILLED, RunStatus.COMPLETE]
+    assert "ended without recording how" in manifest.invocations[0].message
+    assert len(latest_traces(out)) == 6
+
+
+# ------------------------------------------------------------------------------- held probes
+HOSTILE_TEXT = ('<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+                '</script><script>window.pwned=3</script>"); window.pwned=4; //')
+
+
+@pytest.mark.slow
+def test_the_viewer_never_executes_model_text(tmp_path: Path, mock_server: MockServer) -> None:
+    """What a model writes reaches the viewer's pages as text, never as markup or script (headless Chromium)."""
+    from _browser import Browser, find_chromium, install_hint
+    from _viewer_fixtures import route_ready
+
+    if find_chromium() is None:
+        pytest.fail(install_hint(), pytrace=False)
+    mock_server.set_responder(lambda request: ReplySpec(text=HOSTILE_TEXT, reasoning=HOSTILE_TEXT))
+    out = tmp_path / "run"
+    assert run_experiment(chat_config(mock_server.base_url, 2), out).status is RunStatus.COMPLETE
+    assert cli_main(["view", str(out), "--n-boot", "20"]) == 0
+    run_key = latest_traces(out)[0].run_key
+    browser = Browser(width=1280, height=900).start()
+    try:
+        for route in ("#/", "#/runs?q=pwned", f"#/run/{run_key}"):
+            browser.goto((out / "view" / "index.html").resolve().as_uri() + route, ready=route_ready(route))
+            assert browser.evaluate("typeof window.pwned") == "undefined", route
+        assert HOSTILE_TEXT in str(browser.evaluate("document.getElementById('main').innerText"))
+        assert browser.evaluate("document.querySelectorAll('#main img[src=x], #main script').length") == 0
+    finally:
+        browser.close()

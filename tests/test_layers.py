@@ -36,10 +36,14 @@ BOTTOM = (
     "commitbench.claimguard",
     "commitbench.yamlfile",
     "commitbench.textscan",
+    "commitbench.bounds",
+    "commitbench.httpread",
+    "commitbench.callerrors",
+    "commitbench.secrets",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
-    "commitbench.labeljob", "commitbench.gateway",
+    "commitbench.labeljob", "commitbench.runcells", "commitbench.gateway",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [

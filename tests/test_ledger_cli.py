@@ -118,6 +118,9 @@ def test_missing_db_and_unknown_id(tmp_path: Path, capsys: pytest.CaptureFixture
     code, _, err = run(capsys, ["ledger", "list"])
     assert code == 2 and "--db" in err
     code, _, err = run(capsys, ledger(tmp_path / "empty.db", "show", "9"))
+    assert code == 1 and "no ledger at" in err and not (tmp_path / "empty.db").exists()  # reading creates nothing
+    run(capsys, ledger(tmp_path / "empty.db", "add", "--debtor", "a", "--creditor", "b", "--action", "x"))
+    code, _, err = run(capsys, ledger(tmp_path / "empty.db", "show", "9"))
     assert code == 1 and "no commitment with id 9" in err
 
 

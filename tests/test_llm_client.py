@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _raw_server import RawServer, json_answer, trickling
 
 from commitbench.cache import CacheMiss, CallCache
 from commitbench.llm import (
@@ -386,6 +388,26 @@ def test_parse_tool_arguments(raw: str, arguments: dict[str, Any] | None, error_
         ({}, ModelErrorKind.EMPTY_CHOICES, None),
         ("text", ModelErrorKind.INVALID_RESPONSE, None),
         ({"choices": [{"finish_reason": "stop"}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": None}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": ["text"]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"tool_calls": {"function": {}}}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"tool_calls": "f()"}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"content": ["a", 1]}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"content": [{"text": 5}]}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"content": {"text": "a"}}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"content": 42}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        ({"choices": [{"message": {"content": "a", "reasoning": ["x"]}}]}, ModelErrorKind.INVALID_RESPONSE, None),
+        (
+            {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "image_url"}]}}]},
+            None,
+            lambda f: f["text"] == "a",
+        ),
+        (
+            {"choices": [{"message": {"content": None, "tool_calls": None}}]},
+            None,
+            lambda f: f["text"] is None and f["tool_calls"] == [],
+        ),
         (
             {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]},
             None,
@@ -468,3 +490,58 @@ def test_without_a_cache_identical_requests_are_separate_samples(
     responses = run(twins())
     assert sorted(r.text for r in responses) == ["one", "two"]
     assert mock_server.stats().chat_completions == 2
+
+
+# ---------------------------------------------------------------- a deadline per attempt
+TRICKLED = {
+    # a body announced as 100,000 bytes that comes one byte at a time
+    "body": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+    # headers that never end
+    "headers": b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000,
+}
+
+
+@pytest.mark.parametrize("part", list(TRICKLED))
+def test_a_server_that_trickles_its_answer_times_out_and_is_retried(part: str) -> None:
+    """The HTTP client's timeout bounds each wait for a byte; the attempt as a whole needs its own deadline."""
+    stop = threading.Event()
+    with RawServer(trickling(TRICKLED[part], 0.05, stop)) as server:
+        settings = ModelSettings(model="m", base_url=server.base_url, api_key_env=None, timeout=0.5)
+        retry = RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002, seed=0)
+        started = time.monotonic()
+        try:
+            response, _ = run(asyncio.wait_for(one_call(settings, retry=retry), 60))
+        finally:
+            stop.set()
+        took = time.monotonic() - started
+    assert response.error is not None and response.error.kind is ModelErrorKind.TIMEOUT, response.error
+    assert "within 0.5 s" in response.error.message and "gave up after 2 attempts" in response.error.message
+    assert response.attempts == 2 and len(server.requests) == 2
+    assert took < 30  # two deadlines of 0.5 s, not a byte every 0.05 s for ever
+
+
+@pytest.mark.parametrize(("status", "text", "expected"), [
+    (400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens", True),
+    (400, "'max_tokens' is too large: 1024. This model's maximum context length is 4096 tokens", True),
+    (400, "Error code: context_length_exceeded", True),
+    (400, "the request exceeds the available context size, try increasing it", True),
+    (400, "Requested tokens (5000) exceed context window of 4096", True),
+    (400, "The input (5000 tokens) is longer than the model's context length (4096 tokens).", True),
+    (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', False),
+    (422, "field required", False),
+    (500, "maximum context length exceeded while loading", False),  # a server fault, not a prompt too long
+])
+def test_context_length_answers_are_told_apart(status: int, text: str, expected: bool) -> None:
+    from commitbench.callerrors import is_context_length
+
+    assert is_context_length(status, text) is expected
+
+
+def test_context_length_answer_is_its_own_kind_and_not_retried() -> None:
+    body = {"error": {"message": "This model's maximum context length is 4096 tokens.", "code": None}}
+    with RawServer(json_answer(body, status=400)) as server:
+        settings = ModelSettings(model="m", base_url=server.base_url, api_key_env=None, timeout=5)
+        response, client = run(one_call(settings))
+        assert len(server.requests) == 1
+    assert response.error is not None and response.error.kind is ModelErrorKind.CONTEXT_LENGTH
+    assert client.stats().errors == {"context_length": 1}

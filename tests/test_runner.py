@@ -325,9 +325,10 @@ def test_chat_run_then_a_cached_rerun_makes_no_http_request(tmp_path: Path, mock
     assert all(call.cache_hit for t in traces_b.values() for call in t.model_calls)
 
 
+@pytest.mark.slow
 def test_many_requests_in_flight_are_spread_over_several_clients(tmp_path: Path, mock_server: MockServer) -> None:
     mock_server.set_responder(standing_responder(load_episodes()))
-    config = chat_config(mock_server.base_url, 12, concurrency=130)
+    config = chat_config(mock_server.base_url, 12, concurrency=130, samples=11)  # 132 cells: 130 in flight
     runner = Runner(config, tmp_path)
     summary = runner.run()
     assert summary.status is RunStatus.COMPLETE
@@ -462,7 +463,7 @@ def test_sigkill_midway_then_rerun_completes_without_duplicates(tmp_path: Path, 
     assert set(keys) == expected  # no missing cell
     manifest = read_manifest(out)
     assert manifest is not None and manifest.status is RunStatus.COMPLETE
-    assert [i.status for i in manifest.invocations] == [RunStatus.RUNNING, RunStatus.COMPLETE]
+    assert [i.status for i in manifest.invocations] == [RunStatus.KILLED, RunStatus.COMPLETE]  # marked by the rerun
 
 
 @pytest.mark.slow

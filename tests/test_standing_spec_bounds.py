@@ -106,6 +106,9 @@ BAD_YAML = {
     "alias": "a: &x 1\nb: *x\n",
     "duplicate key": "a: 1\na: 2\n",
     "not UTF-8": b"a: caf\xe9\n",
+    "a 5,000-digit integer": "a: 1\nb: " + "9" * 5000 + "\n",
+    "a NUL byte": "a: 1\nb: x\x00y\n",
+    "a date out of range": "a: 2024-13-45\n",
 }
 
 
@@ -157,6 +160,35 @@ def test_templates_that_compute_are_refused_quickly(tmp_path: Path, template: st
         _compile_with(path)
     assert time.perf_counter() - started < GENEROUS_SECONDS
     assert err.value.path == str(path) and err.value.field == "promise" and reason in err.value.reason, err.value
+
+
+@pytest.mark.parametrize("name", ["lipsum", "range", "dict", "cycler", "joiner", "namespace", "self", "loop"])
+def test_names_that_are_no_template_variable_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Jinja's globals and ``self`` render as objects with a memory address: every process would compile
+    other texts, hence other episode ids, and a run on them could never resume."""
+    path = _edited_type(tmp_path, 'promise: "Will do.', f'promise: "{{{{ {name} }}}} Will do.')
+    with pytest.raises(SpecError) as err:
+        _compile_with(path)
+    assert err.value.path == str(path) and err.value.field == "promise"
+    assert f"uses {name!r}, which is not one of its variables" in err.value.reason
+    assert "creditor_first" in err.value.reason
+    example = tmp_path / "water_plants.yaml"  # a new type, validated with the shipped data
+    text = (Path(__file__).resolve().parent.parent / "docs" / "examples" / "water_plants.yaml").read_text("utf-8")
+    example.write_text(text.replace('promise: "Sure.', f'promise: "{{{{ {name} }}}} Sure.', 1), encoding="utf-8")
+    assert main(["episodes", "validate", str(example)]) == 1
+    assert f"{example}: promise: the template uses {name!r}" in capsys.readouterr().err
+
+
+def test_a_loop_variable_is_a_variable_inside_its_loop_only() -> None:
+    from commitbench.episodes.standing.compiler import template_problem
+
+    names = frozenset({"people"})
+    assert template_problem("{% for p in people %}{{ p.name }} {{ loop.index }}{% endfor %}", names) is None
+    assert template_problem("{% for a, b in people %}{{ a }}{{ b }}{% endfor %}", names) is None
+    problem = template_problem("{% for p in people %}{% endfor %}{{ p }}", names)
+    assert problem is not None and "'p'" in problem
 
 
 def test_a_template_error_names_the_file_that_was_passed_in(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import interval_note, ratio_stat
+from commitbench.analysis.call_errors import CallErrorRow, call_error_lines, call_error_view
 from commitbench.analysis.comparisons import (
     Comparison,
     ModelPair,
@@ -232,6 +233,10 @@ class FollowupReport(BaseModel):
         default_factory=list, description="The same pairs per setup (variants and personas together)."
     )
     cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
+    call_errors: list[CallErrorRow] = Field(
+        default_factory=list,
+        description="Model calls that got no usable answer, per player and kind, and the cells left out for it.",
+    )
     follow_through: FollowThroughSection | None = Field(
         default=None, description="The follow-through tables (runs of the follow-through mode only; absent otherwise)."
     )
@@ -253,6 +258,8 @@ class FollowupReport(BaseModel):
             views.append(_difference_view(self))
         views.extend(comparison_views(self.comparisons, self.cost, ("model", "arm")))
         views.extend(_follow_through_views(self))
+        if self.call_errors:
+            views.append(call_error_view(self.call_errors))
         return views
 
     def summary_lines(self) -> list[str]:
@@ -260,6 +267,7 @@ class FollowupReport(BaseModel):
             f"{self.title}: {self.responses} labelled responses, profile {self.profile}, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
             f"judge errors (left out): {self.judge_errors}",
+            *call_error_lines(self.call_errors),
             *(f"flag: {flag}" for flag in comparison_flags(self.comparisons)),
         ]
         if self.follow_through is not None:
@@ -514,12 +522,15 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
 def build_followup_report(
     rows: Sequence[LabelledResponse], errors: int, run_dir: Path | str, judge: str, checker_kind: str,
     n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (), profile: str = "commitbench",
+    call_errors: Sequence[CallErrorRow] = (),
 ) -> FollowupReport:
     """Every table of the labelled responses (pure)."""
     if n_boot < 1:
         raise ValueError("the number of bootstrap replicates must be at least 1")
     if not rows:
-        raise ValueError(f"{run_dir} holds no labelled response ({errors} judge errors)")
+        reasons = [f"{run_dir} holds no labelled response ({errors} judge errors)",
+                   *call_error_lines(list(call_errors))]
+        raise ValueError("; ".join(reasons))
     frame = to_frame(rows)
     return FollowupReport(
         title=report_title(checker_kind), run_dir=str(run_dir), judge=judge, checker_kind=checker_kind,
@@ -533,6 +544,7 @@ def build_followup_report(
         comparisons=model_comparisons(frame, pairs, cost, ("setup", "variant"), n_boot),
         comparisons_by_setup=model_comparisons(frame, pairs, cost, ("setup",), n_boot),
         follow_through=follow_through_section(frame, n_boot),
+        call_errors=list(call_errors),
     )
 
 

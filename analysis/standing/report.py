@@ -27,6 +27,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import interval_note
+from commitbench.analysis.call_errors import CallErrorRow, call_error_lines, call_error_view
 from commitbench.analysis.comparisons import (
     Comparison,
     ModelPair,
@@ -126,6 +127,10 @@ class StandingReport(BaseModel):
         default_factory=list, description="The same pairs: strict accuracy per policy and cell."
     )
     cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
+    call_errors: list[CallErrorRow] = Field(
+        default_factory=list,
+        description="Model calls that got no usable answer, per player and kind, and the cells left out for it.",
+    )
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written under RUN_DIR/report/.")
 
     def note(self) -> str:
@@ -143,8 +148,10 @@ class StandingReport(BaseModel):
         number's cell links to the runs behind it (:attr:`TableView.links`).
         """
         gap = _gap_views(self) if detail else []
+        errors = [call_error_view(self.call_errors)] if self.call_errors else []
         return [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
-                *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions"))]
+                *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions")),
+                *errors]
 
     def summary_lines(self) -> list[str]:
         head = (
@@ -155,18 +162,20 @@ class StandingReport(BaseModel):
             f"judge errors: {self.judge_errors} messages in {self.runs_with_judge_errors} runs "
             f"(excluded where a grade needs them)   tool errors: {self.tool_errors}"
         )
-        return [head, LEGEND, tail, *(f"flag: {flag}" for flag in comparison_flags(self.comparisons))]
+        return [head, LEGEND, tail, *call_error_lines(self.call_errors),
+                *(f"flag: {flag}" for flag in comparison_flags(self.comparisons))]
 
 
 def build_standing_report(
     rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, pairs: list[ModelPair] | None = None, profile: str = "commitbench",
+    call_errors: list[CallErrorRow] | None = None,
 ) -> StandingReport:
     """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
     if n_boot < 1:
         raise ValueError("the number of bootstrap replicates must be at least 1")
     if rows.empty:
-        raise ValueError(f"{run_dir} holds no finished runs")
+        raise ValueError("; ".join([f"{run_dir} holds no finished runs", *call_error_lines(call_errors or [])]))
     arms = sorted(set(rows["interventions"]))
     if baseline is None:
         baseline = "none" if "none" in arms and len(arms) > 1 else None
@@ -188,6 +197,7 @@ def build_standing_report(
         cost=(cost := cost_table(rows, ("agent", "interventions"))),
         comparisons=model_comparisons(rows, pairs or [], cost, n_boot=n_boot, seed=seed),
         comparisons_by_cell=model_comparisons(rows, pairs or [], cost, by_cell=True, n_boot=n_boot, seed=seed),
+        call_errors=list(call_errors or []),
     )
 
 

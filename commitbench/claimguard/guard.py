@@ -10,7 +10,9 @@ user a write happened that did not. The guard catches that sentence on the way o
   matches) and :func:`nudge_message` goes into the next model call.
 
 Everything here is a pure function over strings; regexes are compiled once at import. Every check runs in
-time linear in the text (``tests/test_text_rules_linear_time.py`` holds it to that on 100 KB inputs).
+time linear in the text (``tests/test_text_rules_linear_time.py`` holds it to that on 100 KB inputs), and
+:func:`should_guard` (like :func:`commitbench.claimguard.routing.route_turn`) refuses a text longer than
+:data:`MAX_TEXT_CHARS` with :class:`TextTooLong`, so one call is bounded in time too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.claimguard import english as en
 from commitbench.claimguard import turkish as tr
+
+# The longest text the guard and the router read (room for the 100 KB inputs the linear-time tests use): at
+# this size their slowest input shape took 0.12 s and 0.17 s of CPU on the 2-core development machine
+# (1,000,000 characters: 1.0 s and 1.4 s).
+MAX_TEXT_CHARS = 128_000
+
+
+class TextTooLong(ValueError):
+    """A text longer than :data:`MAX_TEXT_CHARS` was given to the guard or the router."""
+
+
+def check_length(text: str, what: str = "the text") -> str:
+    """``text`` itself, when the guard and the router take it (at most :data:`MAX_TEXT_CHARS` characters)."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise TextTooLong(f"{what} is {len(text):,} characters long, more than the {MAX_TEXT_CHARS:,} the guard reads")
+    return text
 
 
 class Language(str, Enum):
@@ -201,6 +219,7 @@ def should_guard(
         raise TypeError(f"executed_tool_calls must be an int, got {type(executed_tool_calls).__name__}")
     if executed_tool_calls < 0:
         raise ValueError(f"executed_tool_calls must be >= 0, got {executed_tool_calls}")
+    check_length(text, "the reply")
     claim = looks_like_write_claim(text)
     if not write_context:
         return GuardDecision(

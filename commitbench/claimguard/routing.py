@@ -18,7 +18,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.claimguard.guard import fold
+from commitbench.claimguard.guard import check_length, fold
 from commitbench.textscan import ThenInClause
 
 AFFIRMATION_MAX_WORDS = 5
@@ -204,7 +204,14 @@ def is_small_talk(text: str) -> bool:
 
 
 def route_turn(user_text: str, previous_assistant_text: str | None = None, can_write: bool = True) -> TurnRoute:
-    """Plan a user turn: write, general, or small talk (in that order of precedence)."""
+    """Plan a user turn: write, general, or small talk (in that order of precedence).
+
+    Texts longer than :data:`~commitbench.claimguard.guard.MAX_TEXT_CHARS` are refused
+    (:class:`~commitbench.claimguard.guard.TextTooLong`).
+    """
+    check_length(user_text, "the user's message")
+    if previous_assistant_text is not None:
+        check_length(previous_assistant_text, "the assistant's previous message")
     if is_affirmation(user_text):
         if can_write and looks_like_write_request(user_text):
             return TurnRoute(

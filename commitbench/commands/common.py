@@ -99,6 +99,56 @@ def judge_config(args: argparse.Namespace, default: Any = None) -> Any:
         raise UsageError(exc.errors()[0]["msg"]) from None
 
 
+def check_n_boot(n_boot: int) -> int:
+    """``--n-boot`` as given, when it is a number of bootstrap replicates the analysis takes."""
+    from commitbench.analysis.bootstrap import MAX_N_BOOT
+
+    if not 1 <= n_boot <= MAX_N_BOOT:
+        raise UsageError(f"--n-boot must be from 1 to {MAX_N_BOOT:,}, got {n_boot}")
+    return n_boot
+
+
+# Characters a terminal acts on (C0 and C1 controls, DEL) or that reorder the text around them (bidirectional
+# controls): text a command prints comes from whoever wrote it (a stored commitment, a reply to check), so each
+# is shown as an escape, never sent as is.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _is_unsafe(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or ch in _BIDI
+
+
+def safe(text: object) -> str:
+    """``text`` with every control character written as an escape (\\n, \\x1b, \\u202e)."""
+    value = str(text)
+    if not any(_is_unsafe(ch) for ch in value):
+        return value
+    return "".join(_escape_char(ch) if _is_unsafe(ch) else ch for ch in value)
+
+
+def print_safe_json(data: Any, indent: int | None = 2) -> None:
+    """``data`` as JSON on stdout, every character a terminal would act on escaped (the document stays equal)."""
+    # JSON escapes C0 controls itself; the C1 and bidirectional ones it leaves as they are get \\u escapes
+    # (every character of the text is inside a JSON string, so the document stays equal).
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
+    if any(_left_by_json(ch) for ch in text):
+        text = "".join(f"\\u{ord(ch):04x}" if _left_by_json(ch) else ch for ch in text)
+    sys.stdout.write(text + "\n")
+
+
+def _left_by_json(ch: str) -> bool:
+    return _is_unsafe(ch) and ord(ch) >= 0x20  # the C0 ones outside strings are JSON's own line breaks
+
+
 def print_json(payload: Any) -> None:
     """One JSON document on stdout (a pydantic model, or plain data)."""
     data = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from commitbench.cli import UsageError
+from commitbench.commands.common import print_safe_json, safe
 
 
 def _record(text: str, decision: Any) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def _record(text: str, decision: Any) -> dict[str, Any]:
 def _line(record: dict[str, Any]) -> str:
     verdict = "GUARD" if record["guard"] else ("claim" if record["claim"] else "ok")
     span = f"[{record['span'][0]}:{record['span'][1]}]" if record["span"] else "-"
-    return f"{verdict:<5} {span:<9} {record['text']}"
+    return f"{verdict:<5} {span:<9} {safe(record['text'])}"
 
 
 def _report(record: dict[str, Any], explanation: str) -> str:
@@ -38,17 +38,19 @@ def _report(record: dict[str, Any], explanation: str) -> str:
         lines.append(f"claim: yes ({record['language']}, {record['rule']}) at {start}:{end}: {record['matched']!r}")
     else:
         lines.append("claim: no")
-    lines.append(f"guard: {'FIRES' if record['guard'] else 'quiet'} ({record['reason']}: {explanation})")
+    lines.append(f"guard: {'FIRES' if record['guard'] else 'quiet'} ({record['reason']}: {safe(explanation)})")
     if record["replacement"]:
         lines.append(f"replacement: {record['replacement']}")
     return "\n".join(lines)
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from commitbench.claimguard.guard import should_guard
+    from commitbench.claimguard.guard import MAX_TEXT_CHARS, should_guard
 
     if args.tools_executed < 0:
         raise UsageError(f"--tools-executed must be 0 or more, got {args.tools_executed}")
+    if args.text != "-" and len(args.text) > MAX_TEXT_CHARS:
+        raise UsageError(f"TEXT is {len(args.text):,} characters long; the guard reads at most {MAX_TEXT_CHARS:,}")
 
     def decide(text: str):
         return should_guard(
@@ -59,15 +61,24 @@ def _handler(args: argparse.Namespace) -> int:
         )
 
     if args.text == "-":
-        for raw in sys.stdin:
+        number = 0
+        # A line is read up to the bound and no further: a longer one stops the command, naming it.
+        while raw := sys.stdin.readline(MAX_TEXT_CHARS + 2):
+            number += 1
             sentence = raw.rstrip("\r\n")  # every input line gets exactly one answer line, blank ones too
+            if len(sentence) > MAX_TEXT_CHARS:
+                raise UsageError(f"stdin line {number} is longer than the {MAX_TEXT_CHARS:,} characters the guard "
+                                 "reads")
             record = _record(sentence, decide(sentence))
-            print(json.dumps(record, ensure_ascii=False) if args.json else _line(record))
+            if args.json:
+                print_safe_json(record, indent=None)
+            else:
+                print(_line(record))
         return 0
     decision = decide(args.text)
     record = _record(args.text, decision)
     if args.json:
-        print(json.dumps({**record, "explanation": decision.explanation, "nudge": decision.nudge}, ensure_ascii=False))
+        print_safe_json({**record, "explanation": decision.explanation, "nudge": decision.nudge}, indent=None)
     else:
         print(_report(record, decision.explanation))
     return 0

@@ -67,8 +67,8 @@ def print_summary(summary: Any) -> None:
 def _with_judge_url(judge: Any, base_url: str | None) -> Any:
     """The run's judge with ``--judge-base-url`` in place of the URL its manifest keeps.
 
-    A manifest keeps no credentials: a judge URL that held some comes back as ``http://***@host``,
-    and must be given again.
+    A manifest keeps no credentials: a judge URL that held some comes back as ``http://***@host``
+    (a query token as ``?token=***``), and must be given again.
     """
     from commitbench.llm import REDACTED
 
@@ -79,9 +79,9 @@ def _with_judge_url(judge: Any, base_url: str | None) -> Any:
         if base_url == model.base_url:
             return judge
         return judge.model_copy(update={"model": model.model_copy(update={"base_url": base_url, "base_urls": None})})
-    if model.base_url and f"{REDACTED}@" in model.base_url:
-        raise UsageError(f"the judge's base URL {model.base_url} held credentials, which the run directory does "
-                         "not keep; give it again with --judge-base-url")
+    if model.base_url and REDACTED in model.base_url:
+        raise UsageError(f"the judge's base URL {model.base_url} held credentials or a query token, which the run "
+                         "directory does not keep; give it again with --judge-base-url")
     return judge
 
 

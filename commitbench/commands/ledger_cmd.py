@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from commitbench.cli import UsageError
+from commitbench.commands.common import print_safe_json, safe
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -74,32 +75,6 @@ def _id(args: argparse.Namespace) -> int:
     return value
 
 
-# Characters a terminal acts on (C0 and C1 controls, DEL) or that reorder the text around them (bidirectional
-# controls): stored text comes from whoever wrote it, so each is shown as an escape, never sent as is.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(ch: str) -> str:
-    if ch in _NAMED:
-        return _NAMED[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def _is_unsafe(ch: str) -> bool:
-    code = ord(ch)
-    return code < 0x20 or 0x7F <= code <= 0x9F or ch in _BIDI
-
-
-def safe(text: object) -> str:
-    """``text`` with every control character written as an escape (\\n, \\x1b, \\u202e)."""
-    value = str(text)
-    if not any(_is_unsafe(ch) for ch in value):
-        return value
-    return "".join(_escape_char(ch) if _is_unsafe(ch) else ch for ch in value)
-
-
 def _fmt_time(value: datetime | None) -> str:
     return f"{value.year:04d}-{value:%m-%d %H:%M}Z" if value is not None else "-"  # %Y does not pad the year
 
@@ -119,19 +94,6 @@ def _describe(c: Any) -> str:
     return line
 
 
-def _print_json(data: Any) -> None:
-    # JSON escapes C0 controls itself; the C1 and bidirectional ones it leaves as they are get \\u escapes
-    # (every character of the text is inside a JSON string, so the document stays equal).
-    text = json.dumps(data, ensure_ascii=False, indent=2)
-    if any(_left_by_json(ch) for ch in text):
-        text = "".join(f"\\u{ord(ch):04x}" if _left_by_json(ch) else ch for ch in text)
-    sys.stdout.write(text + "\n")
-
-
-def _left_by_json(ch: str) -> bool:
-    return _is_unsafe(ch) and ord(ch) >= 0x20  # the C0 ones outside strings are JSON's own line breaks
-
-
 def _report_unreadable(rows: Any) -> int:
     """Name each row a listing could not read (on stderr); 1 when there was one, else 0."""
     for row in rows.unreadable:
@@ -144,7 +106,7 @@ def _report_unreadable(rows: Any) -> int:
 
 
 # Commitment ids are SQLite integers: 1 up to the largest signed 64-bit value.
-def _open(args: argparse.Namespace):
+def _open(args: argparse.Namespace, create: bool = False):
     from commitbench.ledger import FixedClock, Ledger, NotALedger, SystemClock
 
     db = getattr(args, "db", None)
@@ -152,20 +114,36 @@ def _open(args: argparse.Namespace):
         raise UsageError("ledger needs --db PATH (the SQLite file to keep commitments in)")
     now_text = getattr(args, "now", None)
     clock = FixedClock(parse_time(now_text, "--now")) if now_text else SystemClock()
+    _check_arguments(args)
     try:
-        return Ledger(db, clock=clock, init_existing=bool(getattr(args, "init", False)))
+        return Ledger(db, clock=clock, init_existing=bool(getattr(args, "init", False)), create=create)
     except NotALedger as exc:
         raise UsageError(f"--db: {safe(exc)}") from None
 
 
-def _with_ledger(action):
-    """Open the ledger, run ``action(ledger, args)``, turn ledger errors into a message and exit code 1."""
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The command's own arguments, checked before the ledger is opened: a malformed one is a usage error
+    whether or not the file exists."""
+    if getattr(args, "id", None) is not None:
+        _id(args)
+    if getattr(args, "window", None) is not None:
+        parse_duration(args.window)
+    if getattr(args, "limit", None) is not None:
+        parse_number(args.limit, "--limit", 0)
+    if getattr(args, "status", None):
+        _statuses(args.status)
+
+
+def _with_ledger(action, create: bool = False):
+    """Open the ledger, run ``action(ledger, args)``, turn ledger errors into a message and exit code 1.
+
+    Only a command that records a new commitment (``create``) makes the file when it is missing."""
 
     def handler(args: argparse.Namespace) -> int:
         from commitbench.ledger import LedgerError
 
         try:
-            ledger = _open(args)
+            ledger = _open(args, create=create)
         except LedgerError as exc:
             print(f"commitbench ledger: {type(exc).__name__}: {safe(exc)}", file=sys.stderr)
             return 1
@@ -229,7 +207,7 @@ def _list(ledger: Any, args: argparse.Namespace) -> int:
         status=_statuses(args.status), debtor=args.debtor, creditor=args.creditor, scope=args.scope, limit=limit
     )
     if args.json:
-        _print_json([c.model_dump(mode="json") for c in rows])
+        print_safe_json([c.model_dump(mode="json") for c in rows])
     else:
         for c in rows:
             print(_describe(c))
@@ -244,7 +222,7 @@ def _due(ledger: Any, args: argparse.Namespace) -> int:
         parse_duration(args.window), limit=limit, debtor=args.debtor, creditor=args.creditor, scope=args.scope
     )
     if args.json:
-        _print_json([item.model_dump(mode="json") for item in items])
+        print_safe_json([item.model_dump(mode="json") for item in items])
         return _report_unreadable(items)
     current = None
     for item in items:
@@ -261,7 +239,7 @@ def _show(ledger: Any, args: argparse.Namespace) -> int:
     commitment = ledger.get(_id(args))
     history = ledger.history(commitment.id)
     if args.json:
-        _print_json(
+        print_safe_json(
             {
                 "commitment": commitment.model_dump(mode="json"),
                 "history": [event.model_dump(mode="json") for event in history],
@@ -385,7 +363,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scope", default="default")
     p.add_argument("--actor", help="who records it (default: the debtor)")
     p.add_argument("--reason", default="")
-    p.set_defaults(func=_with_ledger(_add))
+    p.set_defaults(func=_with_ledger(_add, create=True))
 
     p = sub.add_parser("list", parents=[common, filters], help="list commitments")
     p.add_argument("--status", action="append", help="filter by status (repeatable)")

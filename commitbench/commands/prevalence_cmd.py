@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
-from commitbench.commands.common import add_judge_flags, judge_config
+from commitbench.commands.common import add_judge_flags, check_n_boot, judge_config
 
 
 def register(subparsers: Any) -> None:
@@ -81,8 +81,7 @@ def handler(args: argparse.Namespace) -> int:
 
     if args.sample < 0:
         raise UsageError(f"--sample must be >= 0, got {args.sample}")
-    if args.n_boot < 1:
-        raise UsageError(f"--n-boot must be at least 1, got {args.n_boot}")
+    check_n_boot(args.n_boot)
     if not args.logs.exists():
         raise UsageError(f"{args.logs} does not exist")
     if not args.logs.is_file():

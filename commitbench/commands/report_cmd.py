@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
-from commitbench.commands.common import print_json, render
+from commitbench.commands.common import check_n_boot, print_json, render
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,8 +67,7 @@ def print_report(
     from commitbench.runner import run_suite
     from commitbench.suites import ReportOptions
 
-    if n_boot < 1:
-        raise UsageError("--n-boot must be at least 1")
+    check_n_boot(n_boot)
     run_dir = Path(run_dir)
     try:
         suite = run_suite(run_dir)

@@ -212,8 +212,10 @@ def build_config(args: argparse.Namespace) -> Any:
         )
     update: dict[str, Any] = {"cache": cache}
     if args.concurrency is not None:
-        if args.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
+        from commitbench.config import MAX_CONCURRENCY
+
+        if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency must be from 1 to {MAX_CONCURRENCY:,}")
         update["concurrency"] = args.concurrency
     return config.model_copy(update=update)
 
@@ -343,10 +345,11 @@ def _label(out_dir: Path, config: Any) -> bool:
     from commitbench.cache import CacheError
     from commitbench.commands.label_cmd import print_summary
     from commitbench.labeljob import label_directory
+    from commitbench.llm import ModelEndpointError
 
     try:
         summary = label_directory(out_dir, config.judge, cache_path=config.cache.path, cache_mode=config.cache.mode)
-    except (ValueError, CacheError, LocalModelError) as exc:
+    except (ValueError, CacheError, LocalModelError, ModelEndpointError) as exc:
         print(f"commitbench: not labelled: {exc}", file=sys.stderr)
         return False
     print_summary(summary)

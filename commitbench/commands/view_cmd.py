@@ -29,6 +29,7 @@ from commitbench.cli import UsageError
 
 DEFAULT_OUT = "view"
 HOST = "127.0.0.1"
+MAX_PORT = 65535
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -137,12 +138,12 @@ def build_site(
 ) -> SiteSummary:
     """Build the site of a run directory (default ``RUN_DIR/view``)."""
     from commitbench.analysis.view.model import Figure, Overview
+    from commitbench.commands.common import check_n_boot
     from commitbench.runner import read_manifest, run_suite
     from commitbench.suites import ReportOptions
 
     run_dir = Path(run_dir)
-    if n_boot < 1:
-        raise UsageError("--n-boot must be at least 1")
+    check_n_boot(n_boot)
     try:
         suite = run_suite(run_dir)
         if suite.view is None:
@@ -181,6 +182,8 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def make_server(site: Path, port: int) -> ThreadingHTTPServer:
     """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started."""
     handler = functools.partial(_QuietHandler, directory=str(site))
+    if not 0 <= port <= MAX_PORT:
+        raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {port}")
     try:
         return ThreadingHTTPServer((HOST, port), handler)
     except OSError as exc:
@@ -190,6 +193,8 @@ def make_server(site: Path, port: int) -> ThreadingHTTPServer:
 def _handle(args: argparse.Namespace) -> int:
     import webbrowser
 
+    if args.serve is not None and not 0 <= args.serve <= MAX_PORT:  # a usage error before the site is built
+        raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
     summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed)
     index = Path(summary.index).resolve()
     megabytes = summary.bytes / 1e6

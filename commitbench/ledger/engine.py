@@ -55,12 +55,15 @@ class Ledger:
         policy: StandingPolicy | None = None,
         busy_timeout_ms: int = 10_000,
         init_existing: bool = False,
+        create: bool = True,
     ) -> None:
         if not isinstance(clock, Clock):
             raise TypeError(f"clock must provide now() -> datetime, got {type(clock).__name__}")
         self.clock = clock
         self.policy: StandingPolicy = policy if policy is not None else CreditorRule()
-        self.store = LedgerStore(path, now=self._now, busy_timeout_ms=busy_timeout_ms, init_existing=init_existing)
+        self.store = LedgerStore(
+            path, now=self._now, busy_timeout_ms=busy_timeout_ms, init_existing=init_existing, create=create
+        )
 
     # -- lifecycle of the object
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,10 +309,12 @@ def _is_ledger_before_the_marker(conn: sqlite3.Connection, names: set[str]) -> b
 class LedgerStore:
     """The SQLite file behind a ledger. One instance per thread (sqlite3 connections are not shared).
 
-    A missing or empty file becomes a new ledger. An existing database is opened only if it is one (the
-    ledger's mark in the SQLite header, or the tables of a ledger written before the mark existed);
-    another application's database is refused, and left untouched, unless ``init_existing`` asks to add
-    the ledger's tables to it.
+    A missing or empty file becomes a new ledger, unless ``create`` is off: then a missing file (or
+    folder) is refused and nothing is created, as a command that only reads needs. An existing database
+    is opened only if it is one (the ledger's mark in the SQLite header, or the tables of a ledger
+    written before the mark existed); another application's database is refused, and left untouched,
+    unless ``init_existing`` asks to add the ledger's tables to it. A write the database refuses (a
+    read-only file, a full disk) raises :class:`LedgerUnavailable`; nothing of it is kept.
     """
 
     def __init__(
@@ -321,8 +323,11 @@ class LedgerStore:
         now: Callable[[], datetime],
         busy_timeout_ms: int = 10_000,
         init_existing: bool = False,
+        create: bool = True,
     ) -> None:
         self.path = str(path)
+        if not create and self.path != ":memory:" and not Path(self.path).is_file():
+            raise LedgerUnavailable(f"no ledger at {self.path}: the file does not exist (only 'add' creates one)")
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -373,14 +378,26 @@ class LedgerStore:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that takes the database write lock up front."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        """A write transaction that takes the database write lock up front; a write the database refuses
+        (read-only, full, an I/O error) is rolled back and raised as :class:`LedgerUnavailable`."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise LedgerUnavailable(f"cannot write to {self.path}: {exc}") from None
         try:
             yield self.conn
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            raise LedgerUnavailable(f"cannot write to {self.path}: {exc}") from None
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
-        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            with suppress(sqlite3.Error):  # the failed write is what gets reported
+                self.conn.execute("ROLLBACK")
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.agents.local_model import DEFAULT_ALIAS
+from commitbench.analysis.call_errors import run_call_errors
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
@@ -161,7 +162,7 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     players = sorted({r.model for r in rows})
     pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)
     built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
-                                  profile=profile_of(run_dir))
+                                  profile=profile_of(run_dir), call_errors=run_call_errors(run_dir))
     if options.write_files:
         built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
     return built

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.chat import ChatAgent
 from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
+from commitbench.analysis.call_errors import run_call_errors
 from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -114,7 +115,8 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     arms = sorted(set(rows["interventions"])) if not rows.empty else []
     pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
-                                  baseline=options.baseline, pairs=pairs, profile=profile)
+                                  baseline=options.baseline, pairs=pairs, profile=profile,
+                                  call_errors=run_call_errors(run_dir))
     if options.write_files:
         built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
     return built

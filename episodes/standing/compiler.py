@@ -55,7 +55,10 @@ _JINJA = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_
 # Episode templates fill in names; they do not compute. A template may hold text, variables (an attribute
 # of a variable, such as person.name), the filters below, ``if`` and ``for`` over a list of the context, at
 # most two loops deep, and nothing else: no calls, arithmetic, assignments, macros or includes. So rendering
-# takes time in proportion to the template and the context, and its output is bounded besides.
+# takes time in proportion to the template and the context, and its output is bounded besides. A variable
+# is a name of the template's context (or a loop's own variable): Jinja's globals (``range``, ``lipsum``,
+# ``dict``, ``cycler``, ``joiner``, ``namespace``) and ``self`` render as objects whose text holds a memory
+# address, which would make episode texts, and the ids hashed from them, differ from one process to the next.
 _FILTERS = frozenset({"capitalize", "lower", "upper", "title", "trim"})
 _PLAIN_NODES = (
     nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Const, nodes.If, nodes.Not, nodes.And,
@@ -67,24 +70,46 @@ MAX_RENDERED_CHARS = 20_000
 MAX_LOOP_DEPTH = 2
 
 
-def template_problem(source: str) -> str | None:
-    """Why a template is not a plain episode template (None when it is one)."""
+def template_problem(source: str, variables: frozenset[str]) -> str | None:
+    """Why a template is not a plain episode template over ``variables`` (None when it is one)."""
     if len(source) > MAX_TEMPLATE_CHARS:
         return f"the template is longer than {MAX_TEMPLATE_CHARS:,} characters"
     try:
         tree = _JINJA.parse(source)
     except TemplateError as exc:
         return f"template error: {exc}"
-    return _node_problem(tree, loops=0)
+    return _node_problem(tree, loops=0, names=variables)
 
 
-def _node_problem(node: nodes.Node, loops: int) -> str | None:
+def _loop_problem(node: nodes.For, loops: int, names: frozenset[str]) -> str | None:
+    """A for loop: its list is read with the names around it; its body also sees its own variables."""
+    if loops >= MAX_LOOP_DEPTH:
+        return f"loops are nested more than {MAX_LOOP_DEPTH} deep"
+    if node.recursive or not isinstance(node.iter, (nodes.Name, nodes.Getattr)):
+        return f"a for loop must run over a list of the episode's context, not {type(node.iter).__name__}"
+    targets = node.target.items if isinstance(node.target, nodes.Tuple) else [node.target]
+    if not all(isinstance(t, nodes.Name) for t in targets):
+        return "a for loop's variables must be plain names"
+    inner = names | {t.name for t in targets if isinstance(t, nodes.Name)} | {"loop"}
+    parts: list[tuple[list[nodes.Node], frozenset[str]]] = [
+        ([node.iter], names), ([node.test] if node.test is not None else [], inner), (node.body, inner),
+        (node.else_, names),
+    ]
+    for children, scope in parts:
+        for child in children:
+            problem = _node_problem(child, loops + 1, scope)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _node_problem(node: nodes.Node, loops: int, names: frozenset[str]) -> str | None:
     if isinstance(node, nodes.For):
-        if loops >= MAX_LOOP_DEPTH:
-            return f"loops are nested more than {MAX_LOOP_DEPTH} deep"
-        if node.recursive or not isinstance(node.iter, (nodes.Name, nodes.Getattr)):
-            return f"a for loop must run over a list of the episode's context, not {type(node.iter).__name__}"
-        loops += 1
+        return _loop_problem(node, loops, names)
+    if isinstance(node, nodes.Name):
+        if node.ctx == "load" and node.name not in names:
+            known = ", ".join(sorted(names))
+            return f"the template uses {node.name!r}, which is not one of its variables ({known})"
     elif isinstance(node, nodes.Getattr):
         if node.attr.startswith("_"):
             return f"the template reads the attribute {node.attr!r}"
@@ -101,21 +126,22 @@ def _node_problem(node: nodes.Node, loops: int) -> str | None:
             "if, for over the context's lists) and compute nothing"
         )
     for child in node.iter_child_nodes():
-        problem = _node_problem(child, loops)
+        problem = _node_problem(child, loops, names)
         if problem is not None:
             return problem
     return None
 
 
 @lru_cache(maxsize=4096)
-def _template(source: str) -> tuple[Any, str | None]:
-    problem = template_problem(source)
+def _template(source: str, variables: frozenset[str]) -> tuple[Any, str | None]:
+    problem = template_problem(source, variables)
     return (None, problem) if problem is not None else (_JINJA.from_string(source), None)
 
 
 def render(source: str, context: dict[str, Any], where: tuple[str, str]) -> str:
-    """Render one template; a problem names the file and field it came from (never a traceback)."""
-    template, problem = _template(source)
+    """Render one template over ``context`` (its keys are the template's variables); a problem names the
+    file and field it came from (never a traceback)."""
+    template, problem = _template(source, frozenset(context))
     if problem is not None:
         raise SpecError(where[0], where[1], problem)
     pieces: list[str] = []

@@ -463,8 +463,9 @@ class StandingSpec(Strict):
         return self
 
 
-class SpecError(Exception):
-    """An episode file is malformed. Names the file and the field."""
+class SpecError(ValueError):
+    """An episode file is malformed. Names the file and the field (a ValueError: bad input, a usage error
+    wherever a command reads episodes)."""
 
     def __init__(self, path: Path | str, field: str, reason: str) -> None:
         self.path = str(path)

@@ -1,0 +1,129 @@
+"""Model-call errors of a run, by player and kind: what failed, how often, and which cells it cost.
+
+A report shows them beside its metrics, so a misconfigured server cannot hide behind plausible
+tables. Read from the traces that count (the last good trace of each cell, else its last failed
+one): every model call recorded with an error of a :class:`~commitbench.callerrors.ModelErrorKind`,
+and every cell left out of the metrics (no good trace: an infrastructure error), by the reason its
+trace records. ``context_length`` errors are facts about the model and the episode: their cells
+count in the metrics, and this table is where they show.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from commitbench.analysis.tables import TableView
+from commitbench.callerrors import error_kind_of
+from commitbench.jsonl import iter_models
+from commitbench.traces import TRACES_FILE, latest_by_key
+
+__all__ = ["CallErrorRow", "call_error_lines", "call_error_rows", "call_error_view", "run_call_errors"]
+
+EXAMPLE_CHARS = 300
+
+
+class _Call(BaseModel):
+    purpose: str = "agent"
+    error: str = ""
+
+
+class _Agent(BaseModel):
+    name: str = ""
+
+
+class _ErrorHead(BaseModel):
+    """The fields of a trace line this table reads (the rest of the line is not kept)."""
+
+    run_key: str = ""
+    agent: _Agent | None = None
+    infra_error: str | None = None
+    model_calls: list[_Call] = Field(default_factory=list)
+
+
+class CallErrorRow(BaseModel):
+    """One player's failures of one kind."""
+
+    player: str = Field(description="The player (chat:<model>, or a reference agent).")
+    kind: str = Field(
+        description="The call error's kind (rate_limited, timeout, bad_request, invalid_response, context_length, "
+        "...), or for a cell that failed without a failed call, the reason its trace records (crash, cache_miss)."
+    )
+    calls: int = Field(description="Model calls that ended with this error (after their retries).")
+    cells: int = Field(description="Cells whose trace holds such a call (or failed for this reason).")
+    cells_left_out: int = Field(
+        description="Of those, cells without a good trace (an infrastructure error): left out of every metric "
+        "until a run plays them again."
+    )
+    example: str = Field(description="The first such error's message (cut short).")
+
+
+def _reason(infra_error: str) -> str:
+    kind = error_kind_of(infra_error)
+    return kind.value if kind is not None else infra_error.split(":", 1)[0].strip()[:40]
+
+
+def call_error_rows(heads: Iterable[_ErrorHead]) -> list[CallErrorRow]:
+    """The rows of the traces that count (one per cell), sorted by player and kind."""
+    calls: Counter[tuple[str, str]] = Counter()
+    cells: dict[tuple[str, str], set[str]] = defaultdict(set)
+    left_out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    examples: dict[tuple[str, str], str] = {}
+    for index, head in enumerate(heads):
+        player = head.agent.name if head.agent is not None else "?"
+        cell = head.run_key or f"#{index}"
+        kinds: set[str] = set()
+        for call in head.model_calls:
+            kind = error_kind_of(call.error) if call.purpose != "notice" else None
+            if kind is None:
+                continue
+            key = (player, kind.value)
+            calls[key] += 1
+            kinds.add(kind.value)
+            cells[key].add(cell)
+            examples.setdefault(key, call.error[:EXAMPLE_CHARS])
+        if head.infra_error:
+            reason = _reason(head.infra_error)
+            key = (player, reason)
+            cells[key].add(cell)
+            left_out[key].add(cell)
+            examples.setdefault(key, head.infra_error[:EXAMPLE_CHARS])
+    return [
+        CallErrorRow(player=player, kind=kind, calls=calls[(player, kind)], cells=len(cells[(player, kind)]),
+                     cells_left_out=len(left_out[(player, kind)]), example=examples.get((player, kind), ""))
+        for player, kind in sorted(cells)
+    ]
+
+
+def run_call_errors(run_dir: Path | str) -> list[CallErrorRow]:
+    """The call-error rows of a run directory (see the module doc)."""
+    path = Path(run_dir) / TRACES_FILE
+    if not path.exists():
+        return []
+    heads = iter_models(path, _ErrorHead, what="trace")
+    return call_error_rows(latest_by_key(heads, lambda head: head, include_failed=True))
+
+
+def call_error_view(rows: list[CallErrorRow]) -> TableView:
+    """The table a report prints (empty rows: no call failed)."""
+    return TableView(
+        title="Model-call errors: calls that got no usable answer (cells left out of every metric until played again)",
+        columns=["player", "kind", "calls", "cells", "left out", "example"],
+        rows=[[r.player, r.kind, str(r.calls), str(r.cells), str(r.cells_left_out), r.example] for r in rows],
+        numeric=[False, False, True, True, True, False],
+    )
+
+
+def call_error_lines(rows: list[CallErrorRow]) -> list[str]:
+    """One summary line for a report: the errors by kind, and the cells left out (nothing when none failed)."""
+    if not rows:
+        return []
+    by_kind: Counter[str] = Counter()
+    for row in rows:
+        by_kind[row.kind] += row.calls or row.cells
+    left_out = sum(row.cells_left_out for row in rows)
+    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(by_kind.items()))
+    return [f"model-call errors: {kinds}; cells left out of every metric (infrastructure errors): {left_out}"]

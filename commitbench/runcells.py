@@ -1,0 +1,130 @@
+"""Which lines of a run directory's ``traces.jsonl`` are traces of its experiment: one rule for every reader.
+
+A trace line counts for a cell only when its run key is a cell of the experiment the directory holds
+(its manifest's config, and the configs ``--force`` added cells of) and the line says the same about
+itself as the cell does: the environment, the episode, the sample, the intervention arm and the
+player's identity. A line of another experiment (even one with the same model), a run key edited by
+hand, a line copied onto another cell's key are refused, naming the file and the line: ``run``,
+``report``, ``label``, ``view``, ``annotate`` and ``merge`` all read a directory through
+:func:`scan_trace_file` or :func:`cell_problem`, so none of them counts what another refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from commitbench.jsonl import JsonlError, iter_lines
+from commitbench.traces import REPAIR_HINT, TraceFileError
+
+__all__ = ["CellFacts", "cell_problem", "scan_trace_file"]
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    """What a trace of one cell must say about itself."""
+
+    env_id: str
+    episode_id: str
+    sample: int
+    interventions: tuple[str, ...]
+    agent: Mapping[str, Any]  # the player's identity as JSON (one object shared by the player's cells)
+
+
+def cell_problem(record: Mapping[str, Any], cells: Mapping[str, CellFacts]) -> str | None:
+    """Why a decoded trace line is no trace of a cell of ``cells`` (run key -> facts), or None when it is one."""
+    key = record.get("run_key")
+    if not isinstance(key, str) or not key:
+        return "a trace without a run key"
+    facts = cells.get(key)
+    if facts is None:
+        return f"run key {key[:12]}... is no cell of the experiment (a line of another run, or a key edited by hand)"
+    said = {
+        "env_id": (record.get("env_id"), facts.env_id),
+        "episode_id": (record.get("episode_id"), facts.episode_id),
+        "sample": (record.get("sample", 0), facts.sample),
+        "interventions": (list(record.get("interventions") or []), list(facts.interventions)),
+        "agent": (record.get("agent"), facts.agent),
+    }
+    for name, (found, expected) in said.items():
+        if found != expected:
+            shown = json.dumps(found, default=str)[:120]
+            return (f"run key {key[:12]}... is the cell of episode {facts.episode_id} #{facts.sample}, but the line's "
+                    f"{name} is {shown}")
+    return None
+
+
+def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) -> dict[str, bool]:
+    """run_key -> True when some trace of it finished without an infrastructure error.
+
+    Reads only the fields it needs, but every line must be a JSON object with the identity fields
+    of a trace, and, when ``cells`` is given, a trace of one of them (:func:`cell_problem`); a line
+    that is not raises :class:`TraceFileError` naming it (a torn last line is skipped:
+    :func:`commitbench.jsonl.repair_torn_tail` cuts it before the next append).
+    """
+    status: dict[str, bool] = {}
+    if not path.exists():
+        return status
+    try:
+        for number, line in iter_lines(path):
+            record: dict[str, Any] = {}
+            try:  # only the identity fields become Python objects: several times faster than json.loads
+                record = _TraceIdentity.model_validate_json(line).model_dump(exclude_unset=True)
+            except ValidationError as exc:
+                problem: str | None = _reason(exc)
+            except RecursionError:
+                problem = "nested too deep to read"
+            else:
+                problem = _trace_shape_problem(record)
+            if problem is not None:
+                if not line.endswith("\n"):
+                    break  # torn last line
+                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
+            if cells is not None:
+                problem = cell_problem(record, cells)
+                if problem is not None:
+                    raise TraceFileError(f"{path}:{number}: not a trace of this run: {problem}; {REPAIR_HINT}")
+            key = record.get("run_key")
+            if not key:
+                continue
+            status[key] = status.get(key, False) or not record.get("infra_error")
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
+    return status
+
+
+class _TraceIdentity(BaseModel):
+    """The fields of a trace line this module reads (the rest of the line is checked as JSON, not kept)."""
+
+    run_key: Any = None
+    env_id: Any = None
+    episode_id: Any = None
+    sample: Any = 0
+    interventions: Any = None
+    agent: Any = None
+    infra_error: Any = None
+
+
+def _reason(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    if error.get("type") == "model_type":
+        return "a JSON value that is not an object"
+    return f"not JSON ({error.get('msg', 'unreadable')})"
+
+
+def _trace_shape_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with the identity fields of a decoded trace line, or None."""
+    for name in ("env_id", "episode_id"):
+        if not isinstance(record.get(name), str):
+            return f"{name}: expected a string"
+    for name in ("run_key", "infra_error"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            return f"{name}: expected a string"
+    return None
