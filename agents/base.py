@@ -1,27 +1,36 @@
-"""The agent protocol.
+"""The player protocol: what the runner plays a cell with.
 
-An agent plays one episode at a time: ``begin`` receives the opening observation and info,
-then ``act`` is called with each observation and returns the next action (anything
-:func:`commitbench.protocol.parse_action` accepts). Model-backed agents implement the
-async variant (``async def act``); the runner awaits either kind.
+A player plays one episode at a time: :meth:`Agent.begin` receives the opening observation and info,
+then :meth:`Agent.act` is called with each observation and returns the next action (anything
+:func:`commitbench.protocol.parse_action` accepts: an :class:`~commitbench.protocol.AgentAction`, its
+dict, or a JSON string). Either method may be ``async``; the runner awaits what they return. The
+reference agents, the chat agent and any class of the user's own (``--agent module:Class``,
+:mod:`commitbench.agents.custom`) meet it; ``docs/agents.md`` shows one.
+
+Optional members:
+
+* ``identity()`` returns the :class:`~commitbench.traces.AgentIdentity` that enters every run key of
+  the player (what the player is: a changed identity is a changed experiment);
+* ``privileged = True`` asks for the privileged channel (the script's annotations in ``info``), as the
+  reference agents that read the script do; it makes the player a reference, not a subject.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from commitbench.protocol import AgentAction
-from commitbench.traces import AgentIdentity
+
+__all__ = ["Action", "Agent"]
+
+Action: TypeAlias = AgentAction | str | dict[str, Any]
 
 
 @runtime_checkable
 class Agent(Protocol):
-    """A synchronous agent (reference agents)."""
+    """A player of one episode at a time (sync or async; see the module doc)."""
 
-    name: str
+    def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> Awaitable[None] | None: ...
 
-    def identity(self) -> AgentIdentity: ...
-
-    def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> None: ...
-
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> AgentAction | str | dict[str, Any]: ...
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> Action | Awaitable[Action]: ...

@@ -73,7 +73,8 @@ new Promise((resolve) => {
 
 def play(run_dir: Path) -> float:
     from commitbench.config import ExperimentConfig
-    from commitbench.runner import RunStatus, run_experiment
+    from commitbench.rundir import RunStatus
+    from commitbench.runner import run_experiment
 
     config = ExperimentConfig.model_validate({
         "name": "viewer-benchmark", "agents": AGENTS, "interventions": ARMS, "episodes": {"split": "test"},

@@ -9,11 +9,11 @@ How it works
 ------------
 The driver is the ordinary runner (:class:`~commitbench.runner.Runner`): it takes the directory's
 lock, expands the config into cells, repairs and scans ``traces.jsonl`` for the cells still to
-play, writes the manifest, opens the cache and writes every finished trace through the runner's
-one trace writer. Only its play phase differs: instead of playing cells it deals them out to
-``--workers`` Ray actors (:class:`CellWorker`). Each actor builds the same runner from the same
-config and plays its cells with the same asyncio loop (``Runner._worker``, the config's
-``concurrency`` episodes at a time in each actor), and streams back what a one-process run would
+play, writes the manifest, opens the cache and writes every finished trace through the one trace
+writer (:mod:`commitbench.tracewriter`). Only its play phase differs: instead of playing cells it
+deals them out to ``--workers`` Ray actors (:class:`CellWorker`). Each actor expands the same config
+and plays its cells with the same cell player (:class:`~commitbench.cellplayer.CellPlayer`, the
+config's ``concurrency`` episodes at a time in each actor), and streams back what a one-process run would
 have written: the trace lines, and the cache entries.
 
 The cache: each actor reads a copy of the run's cache taken when the run starts (shipped once
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import importlib
 import os
 import platform
@@ -51,29 +50,21 @@ import sys
 import tempfile
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench import __version__
+from commitbench import __version__, identity
 from commitbench.cache import CacheMiss, CacheMode, CallCache
+from commitbench.cellplayer import CellPlayer
 from commitbench.config import ExperimentConfig
-from commitbench.llm import ClientStats
-from commitbench.runner import (
-    Cell,
-    Runner,
-    RunSummary,
-    _Progress,
-    _ProgressLines,
-    _TraceWriter,
-    expand_cells,
-    make_progress,
-    merge_client_stats,
-    prompt_hashes,
-    select_config_episodes,
-)
+from commitbench.llm import ClientStats, merge_client_stats
+from commitbench.planning import Cell, expand_cells, prompt_hashes, select_config_episodes
+from commitbench.progress import Progress, make_progress
+from commitbench.runner import Runner, RunSummary
+from commitbench.tracewriter import TraceWriter
 
 __all__ = ["NAMESPACE", "CellWorker", "RayOptions", "RayRunner", "RayUnavailableError", "run_on_ray"]
 
@@ -169,7 +160,7 @@ class _Claims:
 
 
 class _Outbox:
-    """Where the actor's players put finished traces (a :class:`~commitbench.runner.TraceSink`)."""
+    """Where the actor's players put finished traces (a :class:`~commitbench.tracewriter.TraceSink`)."""
 
     def __init__(self, outbox: asyncio.Queue[tuple[Any, ...]]) -> None:
         self.outbox = outbox
@@ -181,7 +172,7 @@ class _Outbox:
 class CellWorker:
     """A Ray actor that plays the cells the driver hands it (wrapped with ``ray.remote`` when used).
 
-    It plays with the runner built from the same config, against a copy of the run's cache, and
+    It plays with a cell player built from the same config, against a copy of the run's cache, and
     streams traces, cache claims and settlements and its counters back through :meth:`stream`.
     """
 
@@ -191,7 +182,6 @@ class CellWorker:
         self.config = ExperimentConfig.model_validate(config)
         _remove_dead_workers_dirs()
         self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKER_DIR_PREFIX}{os.getpid()}-"))
-        self.runner = Runner(self.config, self.dir, argv=[])
         episodes = select_config_episodes(self.config)
         self.episodes = tuple(episodes)
         self.cells = {cell.run_key: cell for cell in expand_cells(self.config, episodes)}
@@ -206,7 +196,7 @@ class CellWorker:
                 path.write_bytes(snapshot)
             self.cache = CallCache(path, CacheMode.READ_WRITE, run_id=run_id)
             self.claims = _Claims(self.outbox)
-        self.runner._broker = self.claims
+        self.player = CellPlayer(self.config, broker=self.claims)
         self.queue: deque[Cell] = deque()
         self.tasks: set[asyncio.Task[None]] = set()
         self.next_index = 0
@@ -220,7 +210,7 @@ class CellWorker:
             "pid": os.getpid(),
             "node": platform.node(),
             "version": __version__,
-            "cells_hash": cells_hash(self.cells),
+            "cells_hash": identity.cells_hash(self.cells),
             "prompt_hashes": prompt_hashes(self.config),
         }
 
@@ -229,10 +219,10 @@ class CellWorker:
         if self.closed:
             return
         if not self.clients_made:
-            self.runner._make_clients(self.cache, self.base_urls)
+            self.player.make_clients(self.cache, self.base_urls)
             self.clients_made = True
         self.queue.extend(self.cells[key] for key in keys)
-        while self.queue and len(self.tasks) < self.config.concurrency and not self.runner._stopping:
+        while self.queue and len(self.tasks) < self.config.concurrency and not self.player.stopping:
             task = asyncio.get_running_loop().create_task(self._play(self.next_index % self.config.concurrency))
             self.next_index += 1
             self.tasks.add(task)
@@ -240,12 +230,12 @@ class CellWorker:
 
     async def _play(self, index: int) -> None:
         try:
-            await self.runner._worker(index, self.queue, self.sink, self.episodes, None)
+            await self.player.work(index, self.queue, self.sink, self.episodes)
         finally:
-            stop = self.runner._fatal or self.runner._failure
+            stop = self.player.fatal or self.player.failure
             if stop and not self.reported:
                 self.reported = True
-                self.outbox.put_nowait(("fatal" if self.runner._fatal else "failure", stop))
+                self.outbox.put_nowait(("fatal" if self.player.fatal else "failure", stop))
 
     def answer(self, replies: list[tuple[int, str, Any]]) -> None:
         """The driver's answers to cache claims."""
@@ -268,21 +258,18 @@ class CellWorker:
                 return
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        return {name: stats.model_dump() for name, stats in self.runner.client_stats().items()}
+        return {name: stats.model_dump() for name, stats in self.player.client_stats().items()}
 
     async def close(self) -> None:
         """Stop playing, close the clients and the cache copy, send the last counters, end the stream."""
         if self.closed:
             return
         self.closed = True
-        self.runner._stopping = True
+        self.player.stopping = True
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        for shards in self.runner._clients.values():
-            for client in shards:
-                with contextlib.suppress(Exception):
-                    await client.aclose()
+        await self.player.aclose()
         if self.cache is not None:
             with contextlib.suppress(Exception):
                 self.cache.close()
@@ -330,11 +317,11 @@ class _Dispatcher:
         self.leases: dict[str, tuple[_Handle, int]] = {}
         self.waiters: dict[str, deque[tuple[_Handle, int]]] = {}
         self.done = asyncio.Event()
-        self.writer: _TraceWriter | None = None
-        self.progress: _Progress | _ProgressLines | None = None
+        self.writer: TraceWriter | None = None
+        self.progress: Progress | None = None
         self.snapshot: Any = None
         self.config_json = runner.config.model_dump(mode="json")
-        self.expected_cells = cells_hash(c.run_key for c in runner.all_cells)
+        self.expected_cells = identity.cells_hash(c.run_key for c in runner.all_cells)
         self.remote_class = ray.remote(CellWorker)
         self.expected_prompts = prompt_hashes(runner.config)
         self.lost: list[str] = []
@@ -343,14 +330,14 @@ class _Dispatcher:
     async def run(self) -> bool:
         """Play every pending cell on the actors; returns True when interrupted by a signal."""
         loop = asyncio.get_running_loop()
-        self.writer = _TraceWriter(self.runner.traces_path, self.runner._counters, self._on_write_error)
+        self.writer = TraceWriter(self.runner.traces_path, self.runner.counters, self._on_write_error)
         self.writer.start()
         interrupted = False
 
         def on_signal() -> None:
             nonlocal interrupted
             interrupted = True
-            self.runner._stopping = True
+            self.runner.player.stopping = True
             self.done.set()
 
         installed: list[signal.Signals] = []
@@ -361,7 +348,7 @@ class _Dispatcher:
             except (ValueError, NotImplementedError, RuntimeError):
                 pass  # not the main thread: no signal handling
         runner = self.runner
-        self.progress = make_progress(runner, len(self.queue))
+        self.progress = make_progress(runner, len(self.queue), runner.progress_mode, runner.progress_interval_s)
         ticker = loop.create_task(self.progress.tick()) if self.progress is not None else None
         try:
             if self.queue:
@@ -407,7 +394,7 @@ class _Dispatcher:
             info = await asyncio.wait_for(_await(handle.actor.describe.remote()), self.options.start_timeout_s)
             problem = self._mismatch(info)
             if problem is not None:
-                self.runner._abort(problem, self.queue)
+                self.runner.player.abort(problem, self.queue)
                 self.done.set()
                 return
             handle.pid = info["pid"]
@@ -475,21 +462,21 @@ class _Dispatcher:
             elif kind == "withdraw":
                 self._withdraw(handle, item[1], item[2], out)
             elif kind in ("stats", "closed"):
-                self.runner._worker_stats[handle.name] = {
+                self.runner.worker_stats[handle.name] = {
                     name: ClientStats.model_validate(stats) for name, stats in item[1].items()
                 }
                 closed = closed or kind == "closed"
             elif kind == "fatal":
-                self.runner._abort(item[1], self.queue)
+                self.runner.player.abort(item[1], self.queue)
             elif kind == "failure":
-                self.runner._fail(item[1], self.queue)
+                self.runner.player.fail(item[1], self.queue)
         self._send(out)
         self._deal(handle)
         self._check_done()
         return closed
 
     def _on_write_error(self, message: str) -> None:
-        self.runner._fail(message, self.queue)
+        self.runner.player.fail(message, self.queue)
         self.done.set()
 
     # ---------------------------------------------------------------- the shared cache
@@ -556,7 +543,7 @@ class _Dispatcher:
 
     # ---------------------------------------------------------------- dealing and losing
     def _deal(self, handle: _Handle, force: bool = False) -> None:
-        if not handle.alive or self.runner._stopping or not self.queue:
+        if not handle.alive or self.runner.player.stopping or not self.queue:
             return
         room = self.window - len(handle.assigned)
         if room <= 0 or (room < self.refill and not force and len(self.queue) > room):
@@ -588,7 +575,7 @@ class _Dispatcher:
         note = f"Ray worker {handle.name} ({what}) lost: {reason}; {len(cells)} unfinished cells dealt again"
         self.lost.append(note)
         print(f"commitbench: {note}", file=sys.stderr)
-        if self.runner._stopping or not (self.queue or any(h.assigned for h in self.handles)):
+        if self.runner.player.stopping or not (self.queue or any(h.assigned for h in self.handles)):
             return
         if self.replacements > 0 and (was_alive or handle.starting):
             self.replacements -= 1
@@ -599,7 +586,7 @@ class _Dispatcher:
     def _check_done(self) -> None:
         if self.done.is_set():
             return
-        if self.runner._stopping:
+        if self.runner.player.stopping:
             self.done.set()
             return
         if not self.queue and not any(h.assigned for h in self.handles if h.alive):
@@ -615,11 +602,6 @@ async def _await(ref: Any) -> Any:
     return await ref
 
 
-def cells_hash(run_keys: Iterable[str]) -> str:
-    """sha256 of the sorted run keys (the manifest's ``cells_hash``)."""
-    return hashlib.sha256("\n".join(sorted(run_keys)).encode()).hexdigest()
-
-
 class RayRunner(Runner):
     """The runner whose play phase deals cells out to Ray actors (see the module doc)."""
 
@@ -628,26 +610,20 @@ class RayRunner(Runner):
                  shard: tuple[int, int] | None = None) -> None:
         super().__init__(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
         self.options = options or RayOptions()
-        self._worker_stats: dict[str, dict[str, ClientStats]] = {}
-        self.all_cells: list[Cell] = []
+        self.worker_stats: dict[str, dict[str, ClientStats]] = {}
         self.lost_workers: list[str] = []
-
-    def prepare(self) -> tuple[list[Any], list[Cell], list[Cell], int]:
-        episodes, cells, pending, torn = super().prepare()
-        # The actors expand the whole config (a shard is only what this directory plays).
-        self.all_cells = expand_cells(self.config, episodes) if self.shard is not None else cells
-        return episodes, cells, pending, torn
 
     def client_stats(self) -> dict[str, ClientStats]:
         by_model: dict[str, list[ClientStats]] = defaultdict(list)
-        for stats in list(self._worker_stats.values()):
+        for stats in list(self.worker_stats.values()):
             for name, item in stats.items():
                 by_model[name].append(item)
         return {name: merge_client_stats(items) for name, items in by_model.items()}
 
-    async def _run_async(
+    async def play_pending(
         self, episodes: list[Any], pending: list[Cell], cache: CallCache | None, base_urls: dict[str, str]
     ) -> bool:
+        """Deal the pending cells out to Ray actors; returns True when interrupted by a signal."""
         if not pending:
             return False  # every cell is done: no Ray needed
         ray = _ray()

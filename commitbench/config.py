@@ -41,8 +41,9 @@ from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOLS, TOOLS_ONLY
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from commitbench.cache import CacheMode
 from commitbench.envs import STANDING_ENV_ID
+from commitbench.identity import NO_ARM, arm_label
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
-from commitbench.oracles.registry import NO_INTERVENTION, InterventionSpec, check_stack
+from commitbench.oracles.registry import InterventionSpec, check_stack
 from commitbench.profiles import Profile
 from commitbench.suites import Suite, suite_for_env
 from commitbench.yamlfile import YamlError, read_yaml
@@ -318,12 +319,12 @@ def _coerce_arm(value: Any) -> Any:
     if value is None:
         return []
     if isinstance(value, str):
-        return [] if value == NO_INTERVENTION else [_spec(value)]
+        return [] if value == NO_ARM else [_spec(value)]
     if isinstance(value, dict):
         return [value]
     if isinstance(value, list):
         items = [_spec(v) for v in value]
-        return [v for v in items if not (isinstance(v, dict) and v.get("name") == NO_INTERVENTION)]
+        return [v for v in items if not (isinstance(v, dict) and v.get("name") == NO_ARM)]
     return value
 
 
@@ -356,7 +357,7 @@ class InterventionArm(BaseModel):
         return [spec.label() for spec in self.stack]
 
     def label(self) -> str:
-        return "+".join(self.names()) or NO_INTERVENTION
+        return arm_label(self.names())
 
     def identity(self) -> list[dict[str, Any]]:
         return [spec.model_dump(mode="json") for spec in self.stack]

@@ -22,32 +22,22 @@ from commitbench.judges.labelling import (
     Labeller,
     LabelRecord,
     LabelSummary,
-    judge_name,
     label_run,
     labels_path,
     pin_judge_settings,
 )
 from commitbench.llm import ModelClient
-from commitbench.runner import run_suite
-from commitbench.suites import Suite
+from commitbench.planning import run_suite
+from commitbench.rundir import read_manifest
 from commitbench.traces import latest_traces
 
 
 def configured_judge(run_dir: Path | str) -> JudgeConfig | None:
     """The judge a run's config names (from its manifest); None for a run directory without a manifest."""
-    from commitbench.runner import read_manifest
-
     manifest = read_manifest(run_dir)
     if manifest is None:
         return None
     return JudgeConfig.model_validate(manifest.config.get("judge") or {})
-
-
-def stored_name(suite: Suite, judge: JudgeConfig) -> str:
-    """The name a judge's labels are stored under: the suite's offline labeller, or ``llm:<model>``."""
-    if judge.kind == "rules" or judge.model is None:
-        return suite.offline_labeller
-    return judge_name(judge.model.served_model(DEFAULT_ALIAS))
 
 
 @contextlib.contextmanager

@@ -673,6 +673,32 @@ class ClientStats(BaseModel):
     replica_moves: int = Field(default=0, description="Calls that moved a session to another replica.")
 
 
+def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
+    """The counters of several clients added up (rates too; the elapsed time is the longest)."""
+    errors: Counter[str] = Counter()
+    replicas: Counter[str] = Counter()
+    for s in stats:
+        errors.update(s.errors)
+        replicas.update(s.replica_requests)
+    return ClientStats(
+        calls=sum(s.calls for s in stats),
+        completed=sum(s.completed for s in stats),
+        in_flight=sum(s.in_flight for s in stats),
+        http_requests=sum(s.http_requests for s in stats),
+        retries=sum(s.retries for s in stats),
+        cache_hits=sum(s.cache_hits for s in stats),
+        cache_misses=sum(s.cache_misses for s in stats),
+        prompt_tokens=sum(s.prompt_tokens for s in stats),
+        completion_tokens=sum(s.completion_tokens for s in stats),
+        errors=dict(errors),
+        concurrency_limit=sum(s.concurrency_limit for s in stats),
+        elapsed_s=max((s.elapsed_s for s in stats), default=0.0),
+        calls_per_s=sum(s.calls_per_s for s in stats),
+        replica_requests=dict(replicas),
+        replica_moves=sum(s.replica_moves for s in stats),
+    )
+
+
 class _Attempt:
     """The outcome of one HTTP attempt."""
 

@@ -29,8 +29,6 @@ of no cell of the experiment) removes what it wrote, so the same command can run
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,23 +36,27 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.cache import CacheError, CacheMode, CallCache, canonical_json
-from commitbench.config import ExperimentConfig
-from commitbench.jsonl import append_lines, iter_lines, write_atomic
-from commitbench.runcells import CellFacts, cell_problem
-from commitbench.runner import (
+from commitbench import identity
+from commitbench.cache import CacheError, CacheMode, CallCache
+from commitbench.jsonl import append_lines, iter_lines
+from commitbench.planning import (
+    cell_facts,
+    config_of_manifest,
+    expand_cells,
+    experiment_cells,
+    select_config_episodes,
+)
+from commitbench.runcells import CellFacts, TraceRow, iter_trace_rows
+from commitbench.rundir import (
     LOCK_FILE,
     MANIFEST_FILE,
     RunManifest,
     RunStatus,
-    cell_facts,
     directory_lock,
-    expand_cells,
-    experiment_cells,
     read_manifest,
-    select_config_episodes,
+    write_manifest,
 )
-from commitbench.traces import REPAIR_HINT, TRACES_FILE, TraceFileError
+from commitbench.traces import TRACES_FILE, TraceFileError
 
 __all__ = ["MergeError", "MergeSummary", "merge_runs"]
 
@@ -96,25 +98,14 @@ def _experiment(manifest: RunManifest) -> dict[str, Any]:
     return same
 
 
-def _scan(path: Path, cells: Mapping[str, CellFacts]) -> list[tuple[int, str, bool, set[str]]]:
-    """(line number, run key, good, cache keys of its model calls) of every trace in a file; a line that is no
-    trace of a cell of the experiment (:func:`commitbench.runcells.cell_problem`) is refused."""
-    rows: list[tuple[int, str, bool, set[str]]] = []
-    for number, line in iter_lines(path):
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            if not line.endswith("\n"):
-                break  # a torn last line: the run that wrote it was cut off
-            raise TraceFileError(f"{path}:{number}: not a valid trace ({exc}); {REPAIR_HINT}") from None
-        problem = cell_problem(record, cells) if isinstance(record, dict) else "not a JSON object"
-        if problem is not None:
-            raise MergeError(f"{path}:{number}: not a trace of this experiment: {problem}")
-        key = record["run_key"]
-        calls = record.get("model_calls") or []
-        keys = {str(c["cache_key"]) for c in calls if isinstance(c, dict) and c.get("cache_key")}
-        rows.append((number, key, not record.get("infra_error"), keys))
-    return rows
+def _scan(path: Path, cells: Mapping[str, CellFacts]) -> list[TraceRow]:
+    """Every trace of a file with the cache keys of its model calls, by the rule every reader of a run
+    directory applies (:mod:`commitbench.runcells`): a line that is no trace of a cell of the experiment is
+    refused, naming the file and the line."""
+    try:
+        return list(iter_trace_rows(path, cells, cache_keys=True))
+    except TraceFileError as exc:
+        raise MergeError(str(exc)) from None
 
 
 def _cache_of(path: Path, manifest: RunManifest) -> Path | None:
@@ -149,7 +140,7 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
         raise MergeError(f"{out} is not empty; merge into a new directory")
     config_data = dict(manifests[0].config)
     config_data["cache"] = {**(config_data.get("cache") or {}), "path": None}
-    config = ExperimentConfig.model_validate(config_data)
+    config = config_of_manifest(config_data)
     cells = expand_cells(config, select_config_episodes(config))
     known = {**experiment_cells(manifests[0], skip_config=True), **cell_facts(config, cells)}
     created = not out.exists()
@@ -199,15 +190,15 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
     taken: dict[str, tuple[int, int]] = {}  # run key -> (source, line number)
     duplicates = failed = conflicted = 0
     for index, path in enumerate(paths):
-        for number, key, good, call_keys in _scan(path / TRACES_FILE, known):
-            if not good:
+        for row in _scan(path / TRACES_FILE, known):
+            if not row.good:
                 failed += 1
-            elif key in taken:
+            elif row.run_key in taken:
                 duplicates += 1
-            elif call_keys & losing[index]:
+            elif row.cache_keys & losing[index]:
                 conflicted += 1
             else:
-                taken[key] = (index, number)
+                taken[row.run_key] = (index, row.number)
     by_source: dict[str, int] = {str(p): 0 for p in paths}
     target = out / TRACES_FILE
     target.touch()
@@ -232,8 +223,8 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
             "status": status,
             "message": "merged from " + ", ".join(str(p) for p in paths),
             "config": config_data,
-            "config_hash": hashlib.sha256(canonical_json(config_data).encode()).hexdigest(),
-            "cells_hash": hashlib.sha256("\n".join(sorted(c.run_key for c in cells)).encode()).hexdigest(),
+            "config_hash": identity.config_hash(config_data),
+            "cells_hash": identity.cells_hash(c.run_key for c in cells),
             "cells_total": len(cells),
             "cells_done": done,
             "started_at": min(m.started_at for m in manifests),
@@ -242,7 +233,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
             "invocations": [i for m in manifests for i in m.invocations],
         }
     )
-    write_atomic(out / MANIFEST_FILE, merged.model_dump_json(indent=2))
+    write_manifest(out, merged)
     return MergeSummary(
         out_dir=str(out), sources=[str(p) for p in paths], cells_total=len(cells), cells_done=done,
         traces_by_source=by_source, duplicates_dropped=duplicates, failed_dropped=failed, caches=used,

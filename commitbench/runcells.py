@@ -12,7 +12,7 @@ hand, a line copied onto another cell's key are refused, naming the file and the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from commitbench.jsonl import JsonlError, iter_lines
 from commitbench.traces import REPAIR_HINT, TraceFileError
 
-__all__ = ["CellFacts", "cell_problem", "scan_trace_file"]
+__all__ = ["CellFacts", "TraceRow", "cell_problem", "iter_trace_rows", "scan_trace_file"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,55 @@ def cell_problem(record: Mapping[str, Any], cells: Mapping[str, CellFacts]) -> s
     return None
 
 
+@dataclass(frozen=True)
+class TraceRow:
+    """What the scan keeps of one trace line."""
+
+    number: int  # the line's number in the file (1-based)
+    run_key: str
+    good: bool  # finished without an infrastructure error
+    cache_keys: frozenset[str]  # the cache keys of its model calls (when asked for)
+
+
+def iter_trace_rows(
+    path: Path, cells: Mapping[str, CellFacts] | None = None, *, cache_keys: bool = False
+) -> Iterator[TraceRow]:
+    """Every trace line of ``path`` that has a run key, in order (see :func:`scan_trace_file`; ``cache_keys``
+    also reads the cache keys of each trace's model calls, which a merge needs)."""
+    if not path.exists():
+        return
+    shape = _TraceWithCalls if cache_keys else _TraceIdentity
+    try:
+        for number, line in iter_lines(path):
+            record: dict[str, Any] = {}
+            try:  # only the fields read become Python objects: several times faster than json.loads
+                record = shape.model_validate_json(line).model_dump(exclude_unset=True)
+            except ValidationError as exc:
+                problem: str | None = _reason(exc)
+            except RecursionError:
+                problem = "nested too deep to read"
+            else:
+                problem = _trace_shape_problem(record)
+            if problem is not None:
+                if not line.endswith("\n"):
+                    return  # torn last line
+                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
+            if cells is not None:
+                problem = cell_problem(record, cells)
+                if problem is not None:
+                    raise TraceFileError(f"{path}:{number}: not a trace of this run: {problem}; {REPAIR_HINT}")
+            key = record.get("run_key")
+            if not key:
+                continue
+            calls = (record.get("model_calls") or []) if cache_keys else []
+            keys = frozenset(str(c["cache_key"]) for c in calls if isinstance(c, dict) and c.get("cache_key"))
+            yield TraceRow(number, key, not record.get("infra_error"), keys)
+    except TraceFileError:
+        raise
+    except JsonlError as exc:
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
+
+
 def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) -> dict[str, bool]:
     """run_key -> True when some trace of it finished without an infrastructure error.
 
@@ -68,35 +117,8 @@ def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) ->
     :func:`commitbench.jsonl.repair_torn_tail` cuts it before the next append).
     """
     status: dict[str, bool] = {}
-    if not path.exists():
-        return status
-    try:
-        for number, line in iter_lines(path):
-            record: dict[str, Any] = {}
-            try:  # only the identity fields become Python objects: several times faster than json.loads
-                record = _TraceIdentity.model_validate_json(line).model_dump(exclude_unset=True)
-            except ValidationError as exc:
-                problem: str | None = _reason(exc)
-            except RecursionError:
-                problem = "nested too deep to read"
-            else:
-                problem = _trace_shape_problem(record)
-            if problem is not None:
-                if not line.endswith("\n"):
-                    break  # torn last line
-                raise TraceFileError(f"{path}:{number}: not a valid trace: {problem}; {REPAIR_HINT}")
-            if cells is not None:
-                problem = cell_problem(record, cells)
-                if problem is not None:
-                    raise TraceFileError(f"{path}:{number}: not a trace of this run: {problem}; {REPAIR_HINT}")
-            key = record.get("run_key")
-            if not key:
-                continue
-            status[key] = status.get(key, False) or not record.get("infra_error")
-    except TraceFileError:
-        raise
-    except JsonlError as exc:
-        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
+    for row in iter_trace_rows(path, cells):
+        status[row.run_key] = status.get(row.run_key, False) or row.good
     return status
 
 
@@ -110,6 +132,18 @@ class _TraceIdentity(BaseModel):
     interventions: Any = None
     agent: Any = None
     infra_error: Any = None
+
+
+class _CallKey(BaseModel):
+    """The one field of a model-call record a merge reads."""
+
+    cache_key: Any = None
+
+
+class _TraceWithCalls(_TraceIdentity):
+    """The identity fields, and the cache keys of the trace's model calls."""
+
+    model_calls: list[_CallKey] | None = None
 
 
 def _reason(exc: ValidationError) -> str:

@@ -58,7 +58,6 @@ __all__ = [
     "StaleLabelsError",
     "check_versions",
     "code_version",
-    "judge_name",
     "label_run",
     "labels_path",
     "one_labeller_labels",
@@ -81,11 +80,6 @@ def pin_judge_settings(settings: ModelSettings) -> ModelSettings:
             "max_tokens": settings.max_tokens or JUDGE_MAX_TOKENS,
         }
     )
-
-
-def judge_name(model: str) -> str:
-    """The name an LLM judge's labels are stored under: ``llm:<model>`` (file ``labels-llm_<model>.jsonl``)."""
-    return f"llm:{model}"
 
 
 class LabelRecord(BaseModel):

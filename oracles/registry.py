@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.identity import NO_ARM
 from commitbench.oracles.base import (
     Intervention,
     InterventionEntry,
@@ -31,7 +32,6 @@ from commitbench.oracles.base import (
 
 __all__ = [
     "INTERVENTIONS",
-    "NO_INTERVENTION",
     "InterventionEntry",
     "InterventionSpec",
     "UnknownInterventionError",
@@ -40,10 +40,6 @@ __all__ = [
     "check_stack",
     "register_intervention",
 ]
-
-# How configs write "no intervention at all".
-NO_INTERVENTION = "none"
-
 
 # Name -> entry.
 INTERVENTIONS: dict[str, InterventionEntry] = {}
@@ -86,7 +82,7 @@ class InterventionSpec(BaseModel):
 
 def register_intervention(entry: InterventionEntry) -> None:
     """Add an entry; registering a taken name with another entry is an error."""
-    if not entry.name or entry.name == NO_INTERVENTION:
+    if not entry.name or entry.name == NO_ARM:
         raise ValueError(f"{entry.name!r} cannot name an intervention")
     existing = INTERVENTIONS.get(entry.name)
     if existing is not None and existing != entry:
@@ -100,7 +96,7 @@ def check_intervention(name: str) -> InterventionEntry:
     if entry is None:
         known = ", ".join(sorted(INTERVENTIONS)) or "none are registered yet"
         raise UnknownInterventionError(
-            f"unknown intervention {name!r} (known: {known}; use '{NO_INTERVENTION}' or an empty list for the "
+            f"unknown intervention {name!r} (known: {known}; use '{NO_ARM}' or an empty list for the "
             "plain environment)"
         )
     return entry

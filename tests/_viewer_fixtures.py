@@ -22,7 +22,8 @@ from commitbench.config import ExperimentConfig, JudgeConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.labeljob import label_directory
 from commitbench.mockserver import MockServer, ReplySpec
-from commitbench.runner import RunStatus, run_experiment
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
 
 FAST_RETRY = {"max_attempts": 5, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}
 THINKING = {"chat_template_kwargs": {"enable_thinking": True}}

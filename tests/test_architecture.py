@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from commitbench.cli import main
-from commitbench.runner import read_manifest
+from commitbench.rundir import read_manifest
 from commitbench.suites import get_suite, unregister_suite
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"

@@ -27,7 +27,9 @@ from commitbench.config import CacheConfig, ExperimentConfig, JudgeConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.labeljob import label_directory
 from commitbench.mockserver import DEFAULT_MODEL, MockServer
-from commitbench.runner import RunStatus, expand_cells, read_manifest, run_experiment, select_config_episodes
+from commitbench.planning import expand_cells, select_config_episodes
+from commitbench.rundir import RunStatus, read_manifest
+from commitbench.runner import run_experiment
 from commitbench.traces import TRACES_FILE, EpisodeTrace, latest_traces
 
 FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

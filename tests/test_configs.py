@@ -12,7 +12,7 @@ from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowupSelection, full_run_size
 from commitbench.episodes.followup.requests import load_requests
 from commitbench.episodes.followup.vocabulary import Persona, SetupId, Variant
-from commitbench.runner import plan
+from commitbench.planning import plan
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

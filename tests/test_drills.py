@@ -26,7 +26,8 @@ from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
 from commitbench.protocol import MAX_JSON_DEPTH, ActionKind, ToolCallRecord, parse_action
-from commitbench.runner import RunStatus, read_manifest, run_experiment
+from commitbench.rundir import RunStatus, read_manifest
+from commitbench.runner import run_experiment
 from commitbench.traces import TRACES_FILE, latest_traces, read_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,7 +185,7 @@ def test_a_trace_that_cannot_be_written_fails_its_cell_alone(
         {"name": "spoil", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 6},
          "interventions": [["spoil"]], "concurrency": 1}
     )
-    from commitbench.runner import select_config_episodes
+    from commitbench.planning import select_config_episodes
 
     episodes = select_config_episodes(config)
     spoiling.target = episodes[2].id
@@ -212,7 +213,7 @@ def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: p
     """Players that never wait (reference agents, a replay from the cache) must not outrun the writer."""
     import gc
 
-    from commitbench import jsonl, runner, traces
+    from commitbench import jsonl, traces, tracewriter
 
     def live_traces() -> int:
         return sum(1 for o in gc.get_objects() if isinstance(o, traces.EpisodeTrace))
@@ -226,9 +227,9 @@ def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: p
         alive.append(live_traces() - before)
         return real_append(path, lines)
 
-    monkeypatch.setattr(runner, "append_lines", counting_append, raising=False)
+    monkeypatch.setattr(jsonl, "append_lines", counting_append)  # the trace writer appends through jsonl
     monkeypatch.setattr(traces, "append_lines", counting_append)
-    monkeypatch.setattr(runner, "WRITE_QUEUE_LINES", 8, raising=False)
+    monkeypatch.setattr(tracewriter, "WRITE_QUEUE_LINES", 8)
     config = ExperimentConfig.model_validate(
         {"name": "pile", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 120}, "concurrency": 4}
     )

@@ -12,7 +12,9 @@ from commitbench.cli import main
 from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.spec import SpecError, episode_set_version
-from commitbench.runner import MANIFEST_FILE, EpisodeSetMismatchError, read_manifest, run_experiment, run_suite
+from commitbench.planning import EpisodeSetMismatchError, run_suite
+from commitbench.rundir import MANIFEST_FILE, read_manifest
+from commitbench.runner import run_experiment
 
 # The ids each version compiles to (sha256 of the sorted ids of the project profile's episodes). A change
 # to the data that moves any id must bump episodes/data/standing/VERSION and add its line here.

@@ -36,7 +36,8 @@ from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.labeljob import label_directory
 from commitbench.ledger import AuditEventKind
 from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
-from commitbench.runner import RunStatus, run_experiment
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace, latest_traces
 
 FAST_RETRY = {"max_attempts": 5, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

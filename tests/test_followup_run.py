@@ -30,15 +30,9 @@ from commitbench.labeljob import label_directory
 from commitbench.mockserver import MockServer, MockServerProcess, ReplySpec, ToolCallSpec
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
-from commitbench.runner import (
-    MANIFEST_FILE,
-    RunDirectoryBusyError,
-    RunStatus,
-    expand_cells,
-    read_manifest,
-    run_experiment,
-    select_config_episodes,
-)
+from commitbench.planning import expand_cells, select_config_episodes
+from commitbench.rundir import MANIFEST_FILE, RunDirectoryBusyError, RunStatus, read_manifest
+from commitbench.runner import run_experiment
 from commitbench.traces import TRACES_FILE, latest_traces
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,8 +31,10 @@ from commitbench.judges.followup.llm import load_prompt
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.mockserver import ReplySpec, ToolCallSpec
 from commitbench.oracles.followup.fixes import render_capability_card
+from commitbench.planning import expand_cells, select_config_episodes
 from commitbench.profiles import ProfileError, profile_table
-from commitbench.runner import RunStatus, expand_cells, run_experiment, select_config_episodes
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
 from commitbench.suites import ReportOptions, get_suite
 from commitbench.traces import latest_traces
 

@@ -40,10 +40,15 @@ BOTTOM = (
     "commitbench.httpread",
     "commitbench.callerrors",
     "commitbench.secrets",
+    "commitbench.identity",
+    "commitbench.runcells",
+    "commitbench.rundir",
+    "commitbench.tracewriter",
+    "commitbench.progress",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
-    "commitbench.labeljob", "commitbench.runcells", "commitbench.gateway",
+    "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [

@@ -14,17 +14,12 @@ from _runner_fixtures import standing_responder
 from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.identity import in_shard
 from commitbench.merge import MergeError, merge_runs
 from commitbench.mockserver import DEFAULT_MODEL, MockServer
-from commitbench.runner import (
-    MANIFEST_FILE,
-    RunStatus,
-    expand_cells,
-    in_shard,
-    read_manifest,
-    run_experiment,
-    select_config_episodes,
-)
+from commitbench.planning import expand_cells, select_config_episodes
+from commitbench.rundir import MANIFEST_FILE, RunStatus, read_manifest
+from commitbench.runner import run_experiment
 from commitbench.traces import TRACES_FILE, latest_traces
 
 FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

@@ -12,7 +12,8 @@ from commitbench.agents.standing.reference import REFERENCE_AGENTS
 from commitbench.analysis.standing.metrics import compute_metrics, strict_by_cell
 from commitbench.analysis.standing.results import load_rows
 from commitbench.config import ExperimentConfig
-from commitbench.runner import RunStatus, run_experiment
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
 from commitbench.suites.standing import episodes_of_run
 
 CELLS = [

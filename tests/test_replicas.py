@@ -16,7 +16,8 @@ from commitbench.config import ConfigError, ExperimentConfig, ModelEntry, load_c
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.llm import ModelClient, ModelError, ModelErrorKind, ModelSettings, ReplicaPolicy, ReplicaPool
 from commitbench.mockserver import DEFAULT_MODEL, MockServer
-from commitbench.runner import RunStatus, read_manifest, run_experiment
+from commitbench.rundir import RunStatus, read_manifest
+from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace, latest_traces
 
 FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

@@ -244,7 +244,7 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
 
 def test_the_full_study_config_loads_and_expands():
     from commitbench.config import load_config
-    from commitbench.runner import expand_cells, select_config_episodes
+    from commitbench.planning import expand_cells, select_config_episodes
 
     config = load_config(Path(__file__).parents[1] / "configs" / "standing-full.yaml")
     episodes = select_config_episodes(config)

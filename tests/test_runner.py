@@ -23,15 +23,9 @@ from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServerProcess
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
-from commitbench.runner import (
-    MANIFEST_FILE,
-    Runner,
-    RunStatus,
-    expand_cells,
-    read_manifest,
-    run_experiment,
-    select_config_episodes,
-)
+from commitbench.planning import expand_cells, select_config_episodes
+from commitbench.rundir import MANIFEST_FILE, RunStatus, read_manifest
+from commitbench.runner import Runner, run_experiment
 from commitbench.traces import TRACES_FILE, EpisodeTrace, latest_traces, read_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,10 +240,10 @@ def test_torn_last_line_and_failed_cells_are_replayed_once(tmp_path: Path) -> No
 
 
 def test_a_directory_in_use_by_another_run_is_refused(tmp_path: Path) -> None:
-    from commitbench.runner import RunDirectoryBusyError, directory_lock
+    from commitbench.rundir import RunDirectoryBusyError, directory_lock
 
     code = (
-        "import sys, time; from pathlib import Path; from commitbench.runner import directory_lock\n"
+        "import sys, time; from pathlib import Path; from commitbench.rundir import directory_lock\n"
         "with directory_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(30)\n"
     )
     holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
@@ -332,7 +326,7 @@ def test_many_requests_in_flight_are_spread_over_several_clients(tmp_path: Path,
     runner = Runner(config, tmp_path)
     summary = runner.run()
     assert summary.status is RunStatus.COMPLETE
-    shards = runner._clients["mock"]
+    shards = runner.player.clients["mock"]
     assert len(shards) == 3 and all(c.limiter.max_limit == 44 for c in shards)
     assert all(c.stats().calls > 0 for c in shards)
     assert summary.http_requests == mock_server.stats().chat_completions
@@ -516,7 +510,8 @@ def test_local_model_plays_episodes_and_a_replay_needs_no_server(tmp_path: Path)
 def test_a_run_without_a_terminal_prints_progress_lines(
     tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from commitbench.runner import PROGRESS_INTERVAL_S, PROGRESS_LINES, Runner
+    from commitbench.progress import PROGRESS_INTERVAL_S, PROGRESS_LINES
+    from commitbench.runner import Runner
 
     assert PROGRESS_INTERVAL_S <= 30  # a log shows a line at least every 30 s
     mock_server.set_responder(standing_responder(load_episodes()))

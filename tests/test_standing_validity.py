@@ -33,7 +33,8 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.mockserver import DEFAULT_MODEL, ReplySpec, ToolCallSpec
 from commitbench.profiles import ProfileError, profile_table
 from commitbench.protocol import tool_call
-from commitbench.runner import RunStatus, run_experiment
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
 from commitbench.suites import ReportOptions, get_suite
 
 ROOT = Path(__file__).resolve().parent.parent

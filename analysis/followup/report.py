@@ -61,7 +61,8 @@ from commitbench.analysis.followup.metrics import (
     to_frame,
 )
 from commitbench.analysis.tables import RunFilter, TableView
-from commitbench.judges.followup.labellers import NO_ARM, FollowupLabelRecord
+from commitbench.identity import NO_ARM
+from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.rules import CHECKER_NAME
 from commitbench.judges.labelling import MixedLabellersError
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.bootstrap import BootstrapResult, cluster_bootstrap, paired_bootstrap
 from commitbench.analysis.cost import run_cost
 from commitbench.episodes.standing.episode import Episode
+from commitbench.identity import arm_label
 from commitbench.judges.standing.grading import strict_correct
 from commitbench.judges.standing.labels import MessageLabel, aggregate
 from commitbench.judges.standing.signals import compute_signals, message_timing
@@ -56,7 +57,7 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
     return {
         "run_key": trace.run_key,
         "agent": trace.agent.name if trace.agent else "",
-        "interventions": "+".join(trace.interventions) or "none",
+        "interventions": arm_label(trace.interventions),
         "sample": trace.sample,
         "episode_id": episode.id,
         **episode.factors(),

@@ -39,6 +39,7 @@ from commitbench.analysis.view.transcript import (
     system_prompt,
 )
 from commitbench.episodes.standing.episode import Episode
+from commitbench.identity import arm_label
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.signals import Signals
 from commitbench.traces import EpisodeTrace
@@ -163,7 +164,7 @@ def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callab
 def _failed_row(trace: EpisodeTrace, episode: Episode) -> dict[str, Any]:
     return {
         "run_key": trace.run_key, "agent": trace.agent.name if trace.agent else "",
-        "interventions": "+".join(trace.interventions) or "none", "sample": trace.sample, "episode_id": episode.id,
+        "interventions": arm_label(trace.interventions), "sample": trace.sample, "episode_id": episode.id,
         **episode.factors(), "policy": str(trace.factors.get("policy_shown", episode.policy.value)),
         "manager_cell": episode.manager_cell, "infra_error": trace.infra_error or "",
     }

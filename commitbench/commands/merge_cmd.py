@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.merge import MergeError, merge_runs
-    from commitbench.runner import EpisodeSetMismatchError, RunDirectoryBusyError, RunStatus
+    from commitbench.planning import EpisodeSetMismatchError
+    from commitbench.rundir import RunDirectoryBusyError, RunStatus
     from commitbench.traces import TraceFileError
 
     try:

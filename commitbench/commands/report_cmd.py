@@ -64,7 +64,7 @@ def print_report(
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
-    from commitbench.runner import run_suite
+    from commitbench.planning import run_suite
     from commitbench.suites import ReportOptions
 
     check_n_boot(n_boot)
@@ -72,10 +72,11 @@ def print_report(
     try:
         suite = run_suite(run_dir)
         if judge is None:
-            from commitbench.labeljob import configured_judge, stored_name
+            from commitbench.labeljob import configured_judge
+            from commitbench.planning import stored_judge
 
             configured = configured_judge(run_dir)
-            judge = stored_name(suite, configured) if configured is not None else None
+            judge = stored_judge(suite, configured) if configured is not None else None
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     unwritable = _unwritable(run_dir)

@@ -241,7 +241,7 @@ def _print_summary(summary: Any) -> None:
 
 
 def _dry_run(config: Any, out_dir: Path) -> int:
-    from commitbench.runner import plan
+    from commitbench.planning import plan
 
     try:
         print(plan(config).text(out_dir))
@@ -252,7 +252,8 @@ def _dry_run(config: Any, out_dir: Path) -> int:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
-    from commitbench.runner import RunDirectoryBusyError, RunDirectoryError, RunStatus, run_experiment
+    from commitbench.rundir import RunDirectoryBusyError, RunDirectoryError, RunStatus
+    from commitbench.runner import run_experiment
 
     config = build_config(args)
     out_dir = args.out if args.out is not None else Path("runs") / config.name
@@ -260,7 +261,7 @@ def _handle(args: argparse.Namespace) -> int:
     shard = _shard(args.shard)
     if args.dry_run:
         return _dry_run(config, out_dir)
-    from commitbench.runner import PROGRESS_LINES
+    from commitbench.progress import PROGRESS_LINES
 
     for warning in config.warnings():
         print(f"commitbench: warning: {warning}", file=sys.stderr)
@@ -310,7 +311,7 @@ def _ray_options(args: argparse.Namespace, config: Any) -> Any:
     if args.ray and any(m.local for m in config.models):
         raise UsageError("a local model (local: true) runs on this machine only; on a Ray cluster serve it with "
                          "'commitbench serve-local' on a node and list its URL as the model's base_url")
-    from commitbench.runner import arm_services
+    from commitbench.planning import arm_services
 
     judge = config.judge.model
     if args.ray and judge is not None and judge.local and any(arm_services(arm) for arm in config.interventions):
@@ -358,9 +359,9 @@ def _label(out_dir: Path, config: Any) -> bool:
 
 def _report(out_dir: Path, config: Any) -> None:
     from commitbench.commands.report_cmd import print_report
-    from commitbench.labeljob import stored_name
+    from commitbench.planning import stored_judge
 
     try:
-        print_report(out_dir, judge=stored_name(config.suite, config.judge))
+        print_report(out_dir, judge=stored_judge(config.suite, config.judge))
     except UsageError as exc:
         print(f"commitbench: no report: {exc}", file=sys.stderr)

@@ -109,7 +109,7 @@ def write_site(
 
 def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
     from commitbench.analysis.view.model import Fact
-    from commitbench.runner import read_manifest
+    from commitbench.rundir import read_manifest
 
     manifest = read_manifest(run_dir)
     facts = [Fact(label="suite", value=suite.describe()), Fact(label="run directory", value=str(run_dir))]
@@ -139,7 +139,8 @@ def build_site(
     """Build the site of a run directory (default ``RUN_DIR/view``)."""
     from commitbench.analysis.view.model import Figure, Overview
     from commitbench.commands.common import check_n_boot
-    from commitbench.runner import read_manifest, run_suite
+    from commitbench.planning import run_suite
+    from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
 
     run_dir = Path(run_dir)

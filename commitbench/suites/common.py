@@ -79,7 +79,7 @@ def model_pairs(
     and what thinking needs), on as side a, that the run played. ``player_of`` names an entry's player as
     the suite's rows do."""
     from commitbench.config import ExperimentConfig, thinking_pairs
-    from commitbench.runner import read_manifest
+    from commitbench.rundir import read_manifest
 
     pairs = [ModelPair.parse(a, b, players, arms) for a, b in compare]
     manifest = read_manifest(run_dir)

@@ -46,7 +46,7 @@ from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
-from commitbench.runner import read_manifest
+from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, PlayServices, ReportOptions, Suite, register_suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces

@@ -30,7 +30,7 @@ from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.llm import ModelClient
-from commitbench.runner import read_manifest
+from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
 from commitbench.traces import EpisodeTrace, iter_latest_traces

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from pydantic import Field
 
+from commitbench.identity import arm_label
 from commitbench.judges.followup.llm import (
     DELIVERY_PROMPT,
     PROMPT_NAMES,
@@ -29,7 +30,6 @@ from commitbench.judges.labelling import LabelRecord, code_version
 from commitbench.llm import ModelClient
 from commitbench.traces import EpisodeTrace
 
-NO_ARM = "none"
 OFFLINE_NAME = "rules"
 # What decides a checker's labels besides its prompts: the rules every checker applies to what it read
 # (feasibility, anchoring, follow-through, the outcome label, and the time and content matchers the last
@@ -90,10 +90,7 @@ def arm_name(interventions: Sequence[str], flagger: str | None = None) -> str:
     """The arm label of a trace's intervention names ('none' for the plain environment). A rewrite arm whose
     flagger was the offline checker says so (``rewrite (offline flagger)``): its numbers are not those of the
     paper's fix, whose flagger is the LLM checker."""
-    if not interventions:
-        return NO_ARM
-    names = [f"{n} (offline flagger)" if n == "rewrite" and flagger == OFFLINE_NAME else n for n in interventions]
-    return "+".join(names)
+    return arm_label(interventions, {"rewrite": "offline flagger"} if flagger == OFFLINE_NAME else None)
 
 
 def trace_arm(trace: EpisodeTrace) -> str:

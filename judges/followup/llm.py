@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
+from commitbench.identity import judge_name
 from commitbench.judges.followup.arguments import (
     CONTENT_ARGUMENTS,
     CallView,
@@ -72,7 +73,7 @@ from commitbench.judges.followup.schemas import (
     parse_model_json,
     response_format_for,
 )
-from commitbench.judges.labelling import LabellerUnavailable, judge_name
+from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 from commitbench.protocol import ToolCallRecord
 from commitbench.traces import EpisodeTrace

@@ -33,8 +33,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.episode import Episode
+from commitbench.identity import judge_name
 from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
-from commitbench.judges.labelling import LabellerUnavailable, code_version, judge_name
+from commitbench.judges.labelling import LabellerUnavailable, code_version
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 from commitbench.protocol import EventKind
