@@ -34,9 +34,10 @@ from pathlib import Path
 
 from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOL_TOOLS, TOOLS_ONLY
 from commitbench.agents.local_model import LocalModelServer, smollm2_gguf_path
-from commitbench.config import ExperimentConfig, GenerationSettings, ModelEntry
+from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.judges.standing.signals import compute_signals
+from commitbench.modelentry import GenerationSettings, ModelEntry
 from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace
 

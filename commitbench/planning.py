@@ -20,7 +20,8 @@ from commitbench.agents.base import Agent
 from commitbench.agents.chat import RENDER_HASH, chat_identity
 from commitbench.agents.custom import custom_identity, is_agent_path, load_agent_class, new_agent
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, JudgeConfig, ModelEntry
+from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, JudgeConfig
+from commitbench.modelentry import ModelEntry
 from commitbench.oracles.registry import check_intervention
 from commitbench.runcells import CellFacts, scan_trace_file
 from commitbench.rundir import MANIFEST_FILE, RunManifest, read_manifest, redacted_json

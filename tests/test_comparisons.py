@@ -12,9 +12,10 @@ import pytest
 from _runner_fixtures import standing_responder
 
 from commitbench.cli import main
-from commitbench.config import ExperimentConfig, thinking_pairs
+from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import MockServer
+from commitbench.modelentry import thinking_pairs
 
 EPISODES = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.gap == 1
             and e.cell in ("BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT")]

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.config import ConfigError, ExperimentConfig, load_config, served_identity
+from commitbench.config import ConfigError, ExperimentConfig, load_config
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowupSelection, full_run_size
 from commitbench.episodes.followup.requests import load_requests
 from commitbench.episodes.followup.vocabulary import Persona, SetupId, Variant
+from commitbench.modelentry import served_identity
 from commitbench.planning import plan
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
@@ -101,7 +102,7 @@ def test_a_tested_model_as_its_own_judge_is_refused_unless_asked_for(tmp_path: P
 
 def test_a_local_entry_gets_the_embedded_models_defaults_unless_it_names_its_own() -> None:
     from commitbench.commands.common import model_entry
-    from commitbench.config import LOCAL_SETTINGS, GenerationSettings, ModelEntry
+    from commitbench.modelentry import LOCAL_SETTINGS, GenerationSettings, ModelEntry
 
     plain = ModelEntry(name="local", local=True).settings
     assert (plain.temperature, plain.seed, plain.max_tokens) == (0.8, 0, 256) == (

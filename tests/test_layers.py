@@ -7,7 +7,9 @@ Bottom to top (``docs/architecture.md`` draws it):
 5. analysis; 6. orchestration (config, suites, runner, labelling jobs); 7. the command line.
 
 Imports are read with :mod:`ast` from every module of the package, wherever they stand (module
-level or inside a function), so a lazy import cannot slip past the contract.
+level or inside a function), so a lazy import cannot slip past the contract. Within a layer, imports
+between its entries may go either way but never round in a loop; no module imports another's private
+names; no module of the package is longer than :data:`MAX_MODULE_LINES`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ BOTTOM = (
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
     "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
+    "commitbench.modelentry",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [
@@ -142,3 +145,84 @@ def test_the_check_catches_an_upward_and_a_sideways_import() -> None:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_down_the_layers(module: str) -> None:
     assert violations(module, _imports(MODULES[module])) == []
+
+
+# ------------------------------------------------------------------------ within a layer
+MAX_MODULE_LINES = 700
+
+
+def sideways_imports() -> dict[str, set[str]]:
+    """Entry -> the other entries of its own layer it imports."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        source = _prefix(module)
+        assert source is not None
+        for _, target in _imports(path):
+            entry = _prefix(target)
+            if entry is not None and entry != source and _layer(entry) == _layer(source):
+                graph.setdefault(source, set()).add(entry)
+    return graph
+
+
+def find_loop(graph: dict[str, set[str]]) -> list[str] | None:
+    """A loop of the graph (its nodes, the first repeated at the end), or None when it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, [*path, node])
+                if found is not None:
+                    return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [])
+            if found is not None:
+                return found
+    return None
+
+
+def test_the_loop_check_finds_a_loop() -> None:
+    assert find_loop({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_loop({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_loop_within_a_layer() -> None:
+    assert find_loop(sideways_imports()) is None
+
+
+def private_imports(module: str, path: Path) -> list[str]:
+    """The private names ``module`` imports from other modules of the package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("commitbench"):
+            found.extend(
+                f"{module}:{node.lineno} imports {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__") and node.module != module
+            )
+    return found
+
+
+def test_the_private_import_check_finds_one(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text("from commitbench.runner import Runner, _hidden\n", encoding="utf-8")
+    assert private_imports("commitbench.x", source) == ["commitbench.x:1 imports commitbench.runner._hidden"]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    problems = [p for module, path in MODULES.items() for p in private_imports(module, path)]
+    assert problems == []
+
+
+def test_no_module_is_longer_than_the_bound() -> None:
+    lengths = {module: len(path.read_text(encoding="utf-8").splitlines()) for module, path in MODULES.items()}
+    long = {module: n for module, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert long == {}, f"split these by job (at most {MAX_MODULE_LINES} lines): {long}"

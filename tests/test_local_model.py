@@ -194,7 +194,8 @@ ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
 
 @pytest.mark.slow
 def test_the_embedded_model_acts_and_writes_clean_text_in_a_few_episodes(tmp_path: Path) -> None:
-    from commitbench.config import ExperimentConfig, GenerationSettings, ModelEntry
+    from commitbench.config import ExperimentConfig
+    from commitbench.modelentry import GenerationSettings, ModelEntry
     from commitbench.runner import run_experiment
     from commitbench.traces import read_traces
 

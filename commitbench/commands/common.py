@@ -33,14 +33,14 @@ def model_entry(
     """A config model entry for ``model`` (``local``: the embedded model, started when it is needed)."""
     from pydantic import ValidationError
 
-    from commitbench.config import GenerationSettings, ModelEntry
+    from commitbench.modelentry import GenerationSettings, ModelEntry
 
     generation = dict(generation or {})
     try:
         if model == LOCAL:
             if base_url:
                 raise UsageError(f"{flag} local starts the embedded model; it takes no base URL")
-            # Sampling settings left unset get the embedded model's defaults (config.LOCAL_SETTINGS).
+            # Sampling settings left unset get the embedded model's defaults (modelentry.LOCAL_SETTINGS).
             return ModelEntry(name="local", local=True, settings=GenerationSettings(**generation), protocol=protocol)
         generation["model"] = model
         fields: dict[str, Any] = {

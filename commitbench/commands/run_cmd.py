@@ -212,7 +212,7 @@ def build_config(args: argparse.Namespace) -> Any:
         )
     update: dict[str, Any] = {"cache": cache}
     if args.concurrency is not None:
-        from commitbench.config import MAX_CONCURRENCY
+        from commitbench.modelentry import MAX_CONCURRENCY
 
         if not 1 <= args.concurrency <= MAX_CONCURRENCY:
             raise UsageError(f"--concurrency must be from 1 to {MAX_CONCURRENCY:,}")

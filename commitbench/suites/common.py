@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
+from commitbench.modelentry import ModelEntry, thinking_pairs
+from commitbench.rundir import read_manifest
 from commitbench.traces import EpisodeTrace, latest_traces
 
 if TYPE_CHECKING:
@@ -78,16 +80,13 @@ def model_pairs(
     the run's config (two entries of one served model whose settings differ only in the thinking switch
     and what thinking needs), on as side a, that the run played. ``player_of`` names an entry's player as
     the suite's rows do."""
-    from commitbench.config import ExperimentConfig, thinking_pairs
-    from commitbench.rundir import read_manifest
-
     pairs = [ModelPair.parse(a, b, players, arms) for a, b in compare]
     manifest = read_manifest(run_dir)
     if manifest is None:
         return pairs
-    config = ExperimentConfig.model_validate(manifest.config)
+    models = [ModelEntry.model_validate(entry) for entry in manifest.config.get("models") or []]
     asked = {(p.a.model, p.b.model) for p in pairs} | {(p.b.model, p.a.model) for p in pairs}
-    for pair in thinking_pairs(config.models):
+    for pair in thinking_pairs(models):
         on, off = player_of(pair.on), player_of(pair.off)
         if pair.confounds or on not in players or off not in players or (on, off) in asked:
             continue
