@@ -18,11 +18,14 @@ Optional members:
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from commitbench.protocol import AgentAction
 
-__all__ = ["Action", "Agent"]
+if TYPE_CHECKING:
+    from commitbench.traces import AgentIdentity
+
+__all__ = ["Action", "Agent", "IdentifiedAgent"]
 
 Action: TypeAlias = AgentAction | str | dict[str, Any]
 
@@ -34,3 +37,10 @@ class Agent(Protocol):
     def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> Awaitable[None] | None: ...
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> Action | Awaitable[Action]: ...
+
+
+@runtime_checkable
+class IdentifiedAgent(Agent, Protocol):
+    """A player that names itself: the reference agents and the chat agent (its identity enters the run key)."""
+
+    def identity(self) -> AgentIdentity: ...

@@ -48,7 +48,7 @@ from commitbench.modelentry import (
 )
 from commitbench.oracles.registry import InterventionSpec, check_stack
 from commitbench.profiles import Profile
-from commitbench.suites import Suite, suite_for_env
+from commitbench.suites import AnySuite, suite_for_env
 from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
@@ -252,7 +252,7 @@ class ExperimentConfig(BaseModel):
             raise ValueError(problems) from None
 
     @property
-    def suite(self) -> Suite:
+    def suite(self) -> AnySuite:
         """The suite this config plays."""
         return suite_for_env(self.env)
 

@@ -25,7 +25,7 @@ from commitbench.modelentry import ModelEntry
 from commitbench.oracles.registry import check_intervention
 from commitbench.runcells import CellFacts, scan_trace_file
 from commitbench.rundir import MANIFEST_FILE, RunManifest, read_manifest, redacted_json
-from commitbench.suites import Suite, get_suite, suite_for_env
+from commitbench.suites import AnySuite, get_suite, suite_for_env
 from commitbench.traces import TRACES_FILE, AgentIdentity, iter_traces
 
 __all__ = [
@@ -205,7 +205,7 @@ def manifest_config(config: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
-def stored_judge(suite: Suite, judge: JudgeConfig) -> str:
+def stored_judge(suite: AnySuite, judge: JudgeConfig) -> str:
     """The name a judge's labels are stored under: the suite's offline labeller, or ``llm:<served model>``
     (:func:`commitbench.identity.stored_judge_name`)."""
     model = judge.model if judge.kind == "llm" else None
@@ -282,12 +282,12 @@ class EpisodeSetMismatchError(ValueError):
     """A run directory was played on another version of its suite's episode set than this checkout compiles."""
 
 
-def episode_set_version(suite: Suite, selection: BaseModel) -> str | None:
+def episode_set_version(suite: AnySuite, selection: BaseModel) -> str | None:
     """The version of the episode set a suite's filter compiles to (None: the suite has no versions)."""
     return suite.episode_set_version(selection) if suite.episode_set_version is not None else None
 
 
-def check_episode_set(suite: Suite, recorded: str | None, run_dir: Path, selection: BaseModel) -> None:
+def check_episode_set(suite: AnySuite, recorded: str | None, run_dir: Path, selection: BaseModel) -> None:
     """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""
     current = episode_set_version(suite, selection)
     if current is None or recorded == current:
@@ -300,7 +300,7 @@ def check_episode_set(suite: Suite, recorded: str | None, run_dir: Path, selecti
     )
 
 
-def run_suite(run_dir: Path | str) -> Suite:
+def run_suite(run_dir: Path | str) -> AnySuite:
     """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's,
     and whose every trace line must be a trace of one of its cells: :mod:`commitbench.runcells`), else from
     the environment of its first trace."""

@@ -3,7 +3,9 @@
 Everything else exists once and serves every suite: the config, the runner (lock, manifest, writer,
 crash isolation, resume, replay), the intervention registry, the labeller protocol and its loop, the
 model client and cache, and the command-line verbs, which read the suite from a run's manifest. A
-:class:`Suite` supplies what differs:
+:class:`Suite` supplies what differs. It is generic in the suite's filter, episode and label-record
+types, so a suite module's functions take and return its own types and mypy checks them (strict);
+generic code holds an :data:`AnySuite`.
 
 * ``selection``: its episode filter (a pydantic model; the ``episodes:`` section of a config) and
   ``select``, which turns a filter into episodes (objects with an ``id``);
@@ -29,6 +31,9 @@ model client and cache, and the command-line verbs, which read the suite from a 
   flagger), built from :class:`PlayServices` (the run's judge client, when its config names an LLM judge);
   ``service_identity(name, judge)``: the identity of one such service under a judge config, which enters
   the run key of every cell whose arm uses it (an intervention entry's ``services``).
+* ``default_agents``: the players of ``commitbench run SUITE`` when no ``--agent`` is given (none: the
+  flag is required), and ``shorthand_episodes``: the filter defaults of that shorthand, given the filter
+  values on the command line (each field of the filter is a flag there, :mod:`commitbench.commands.filters`).
 
 Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
 data; ``docs/architecture.md`` walks through one.
@@ -39,18 +44,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
 
+from commitbench.agents.base import IdentifiedAgent
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
+from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
+from commitbench.llm import ModelClient
+from commitbench.modelentry import ModelEntry
 
 __all__ = [
     "AnnotationKit",
+    "AnySuite",
+    "EpisodeLike",
+    "JudgeSpec",
+    "LabellerFactory",
     "PlayServices",
     "ReportOptions",
     "Suite",
@@ -64,13 +77,51 @@ __all__ = [
 ]
 
 
+class EpisodeLike(Protocol):
+    """What the pipeline needs of a suite's episode: its id (unique in the suite's episode set)."""
+
+    @property
+    def id(self) -> str: ...
+
+
+SelectionT = TypeVar("SelectionT", bound=BaseModel)
+EpisodeT = TypeVar("EpisodeT", bound=EpisodeLike)
+RecordT = TypeVar("RecordT", bound=LabelRecord)
+
+
 @dataclass(frozen=True)
 class PlayServices:
     """What the runner hands a suite's interventions while cells play."""
 
-    judge: Any = None  # the run's LLM judge as a ModelClient (through the run's cache), when the config names one
-    judge_style: Any = None  # its response-format style
+    judge: ModelClient | None = None  # the run's LLM judge (through the run's cache), when the config names one
+    judge_style: ResponseFormatStyle | None = None  # its response-format style
     judge_attempts: int = 3  # attempts per judge item before a judge error is recorded
+
+
+class JudgeSpec(Protocol):
+    """What a suite reads of a config's judge (a :class:`commitbench.config.JudgeConfig`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def model(self) -> ModelEntry | None: ...
+
+    @property
+    def response_format(self) -> str | None: ...
+
+    @property
+    def max_attempts(self) -> int: ...
+
+
+class LabellerFactory(Protocol):
+    """Builds a suite's labeller by kind: ``rules`` (offline) or ``llm`` (on ``client``); ``run_dir`` lets it
+    read the episodes the run was played on."""
+
+    def __call__(
+        self, kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ...,
+        max_attempts: int = ..., run_dir: Path | None = None,
+    ) -> Labeller[Any]: ...
 
 
 class SuiteReport(Protocol):
@@ -88,12 +139,12 @@ class SuiteReport(Protocol):
 class ReportOptions(BaseModel):
     """What a report is asked for."""
 
-    judge: str | None = None
-    n_boot: int = 1000
-    seed: int = 0
-    baseline: str | None = None
-    figure: bool = True
-    write_files: bool = True
+    judge: str | None = Field(default=None, description="The judge whose labels are read (null: the offline one).")
+    n_boot: int = Field(default=1000, description="Bootstrap replicates of every interval.")
+    seed: int = Field(default=0, description="Seed of the bootstrap.")
+    baseline: str | None = Field(default=None, description="The arm every other arm is compared with.")
+    figure: bool = Field(default=True, description="Draw the figures (PNG) with the tables.")
+    write_files: bool = Field(default=True, description="Write the tables and figures under RUN/report/.")
     compare: list[tuple[str, str]] = Field(
         default_factory=list,
         description="Model pairs to compare, a minus b (labels, or label@arm); thinking pairs are added unasked.",
@@ -118,32 +169,58 @@ class AnnotationKit:
     agreement: Callable[[Path, str, str], Any]  # run_dir, judge A, judge B -> report with views()
 
 
+def _no_hashes(selection: Any) -> dict[str, str]:
+    return {}
+
+
+def _one_call(episode: Any) -> int:
+    return 1
+
+
+def _no_services(play: PlayServices) -> Mapping[str, Any]:
+    return {}
+
+
+def _no_service(name: str, judge: JudgeSpec) -> dict[str, Any]:
+    raise ValueError(f"the suite has no service {name!r}")
+
+
+def _as_given(episodes: dict[str, Any]) -> dict[str, Any]:
+    return episodes
+
+
 @dataclass(frozen=True)
-class Suite:
-    """One environment id's plug-in: see the module docstring."""
+class Suite(Generic[SelectionT, EpisodeT, RecordT]):
+    """One environment id's plug-in, typed by its episode filter, its episodes and its label records (see the
+    module docstring); the suite modules build theirs with their own types, generic code holds an
+    :data:`AnySuite`."""
 
     name: str
     env_id: str
-    selection: type[BaseModel]
-    select: Callable[[BaseModel], Sequence[Any]]
-    make_env: Callable[[Sequence[Any]], gym.Env[Any, Any]]
-    label_record: type[LabelRecord]
-    labeller: Callable[..., Labeller[LabelRecord]]
+    selection: type[SelectionT]
+    select: Callable[[SelectionT], Sequence[EpisodeT]]
+    make_env: Callable[[Sequence[EpisodeT]], gym.Env[Any, Any]]
+    label_record: type[RecordT]
+    labeller: LabellerFactory
     labeller_version: Callable[[str], tuple[str, bool]]
     report: Callable[[Path, ReportOptions], SuiteReport]
     annotation: AnnotationKit | None = None
-    prompt_hashes: Callable[[BaseModel], dict[str, str]] = field(default=lambda selection: {})
-    calls_per_episode: Callable[[Any], int] = field(default=lambda episode: 1)
-    chat_agent: type[Any] = ChatAgent
+    prompt_hashes: Callable[[SelectionT], dict[str, str]] = _no_hashes
+    calls_per_episode: Callable[[EpisodeT], int] = _one_call
+    chat_agent: type[ChatAgent] = ChatAgent
     default_max_model_calls_per_turn: int = 6
     # The last model call of a turn offers no tools, so it gives the reply (the follow-up suite's turn loop).
     closing_call_without_tools: bool = False
-    reference_agents: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
-    services: Callable[[PlayServices], Mapping[str, Any]] = field(default=lambda play: {})
-    service_identity: Callable[[str, Any], dict[str, Any]] = field(default=lambda name, judge: {})
+    reference_agents: Mapping[str, Callable[[], IdentifiedAgent]] = field(default_factory=dict)
+    services: Callable[[PlayServices], Mapping[str, Any]] = _no_services
+    service_identity: Callable[[str, JudgeSpec], dict[str, Any]] = _no_service
     view: Callable[[Path, str], RunSource] | None = None  # run dir, judge -> the runs for the viewer
     offline_labeller: str = "rules"
-    episode_set_version: Callable[[BaseModel], str] | None = None
+    episode_set_version: Callable[[SelectionT], str] | None = None
+    # The players of ``commitbench run SUITE`` when no --agent is given (empty: --agent is required).
+    default_agents: tuple[str, ...] = ()
+    # The shorthand's defaults for the episode filter (given the filter values on the command line).
+    shorthand_episodes: Callable[[dict[str, Any]], dict[str, Any]] = _as_given
 
     def describe(self) -> str:
         return f"{self.name} ({self.env_id})"
@@ -155,7 +232,11 @@ class Suite:
         return self.annotation
 
 
-_SUITES: dict[str, Suite] = {}
+# What generic code (the config, the runner, the commands) holds: a suite of any types.
+AnySuite: TypeAlias = "Suite[Any, Any, Any]"
+
+
+_SUITES: dict[str, AnySuite] = {}
 _BUILTIN_MODULES = ("commitbench.suites.standing", "commitbench.suites.followup")
 _loaded = False
 
@@ -164,7 +245,7 @@ class UnknownSuiteError(ValueError):
     """No suite is registered under a name or an environment id."""
 
 
-def register_suite(suite: Suite) -> None:
+def register_suite(suite: AnySuite) -> None:
     """Add a suite; a second suite with the same name or environment id is an error."""
     for other in _SUITES.values():
         if other is not suite and (other.name == suite.name or other.env_id == suite.env_id):
@@ -188,13 +269,13 @@ def _load_builtins() -> None:
         importlib.import_module(module)
 
 
-def suites() -> list[Suite]:
+def suites() -> list[AnySuite]:
     """Every registered suite, by name."""
     _load_builtins()
     return [_SUITES[name] for name in sorted(_SUITES)]
 
 
-def get_suite(name: str) -> Suite:
+def get_suite(name: str) -> AnySuite:
     """The suite registered under ``name``."""
     _load_builtins()
     suite = _SUITES.get(name)
@@ -203,7 +284,7 @@ def get_suite(name: str) -> Suite:
     return suite
 
 
-def suite_for_env(env_id: str) -> Suite:
+def suite_for_env(env_id: str) -> AnySuite:
     """The suite of an environment id."""
     _load_builtins()
     for suite in _SUITES.values():

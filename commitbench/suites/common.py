@@ -15,7 +15,7 @@ from commitbench.rundir import read_manifest
 from commitbench.traces import EpisodeTrace, latest_traces
 
 if TYPE_CHECKING:
-    from commitbench.suites import Suite
+    from commitbench.suites import AnySuite
 
 
 def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
@@ -23,7 +23,7 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
     return latest_traces(run_dir)
 
 
-def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelRecord] | None:
+def labels_of(suite: AnySuite, run_dir: Path | str, judge: str) -> dict[str, LabelRecord] | None:
     """The stored labels of ``judge`` by run key; None when the suite's offline labeller has none stored of
     its current version.
 
@@ -46,7 +46,7 @@ def labels_of(suite: Suite, run_dir: Path | str, judge: str) -> dict[str, LabelR
     )
 
 
-def stored_labels(suite: Suite, run_dir: Path | str) -> dict[str, dict[str, LabelRecord]]:
+def stored_labels(suite: AnySuite, run_dir: Path | str) -> dict[str, dict[str, LabelRecord]]:
     """Every judge's stored labels of its current version in a run directory: judge name -> run key -> its
     latest record (an offline labeller whose stored labels are stale is left out; its labels are made anew
     wherever they are needed; a stale LLM judge is refused, as by :func:`labels_of`)."""

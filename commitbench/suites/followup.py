@@ -26,8 +26,8 @@ from commitbench.analysis.view.followup import RecordLookup, followup_source
 from commitbench.analysis.view.model import RunSource
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
-from commitbench.episodes.followup.requests import followup_data_version
-from commitbench.episodes.followup.setups import load_setups
+from commitbench.episodes.followup.requests import FOLLOWUP_DATA_DIR, followup_data_version
+from commitbench.episodes.followup.setups import SETUPS_RESOURCE, load_setups
 from commitbench.judges.followup.labellers import (
     OFFLINE_NAME,
     CheckerLabeller,
@@ -47,22 +47,23 @@ from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settin
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
-from commitbench.suites import AnnotationKit, PlayServices, ReportOptions, Suite, register_suite
+from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
 NAME = "followup"
+# The player of `commitbench run followup` when no --agent is given.
+CHAT_AGENT_NAME = "chat"
 # Tool calls an episode may make before the environment ends it (the chat agent's own bound on tool
 # rounds is its max_model_calls_per_turn).
 MAX_TOOL_CALLS = 20
 
 
-def select(selection: BaseModel) -> list[FollowUpEpisode]:
-    assert isinstance(selection, FollowupSelection)
+def select(selection: FollowupSelection) -> list[FollowUpEpisode]:
     return selection.select()
 
 
-def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
+def make_env(episodes: Sequence[FollowUpEpisode]) -> gym.Env[Any, Any]:
     return gym.make(FOLLOWUP_ENV_ID, episodes=episodes, max_tool_calls=MAX_TOOL_CALLS, disable_env_checker=True)
 
 
@@ -110,12 +111,12 @@ def services(play: PlayServices) -> Mapping[str, Any]:
     return {FLAGGER: LLMFlagger(LLMChecker(play.judge, max_attempts=play.judge_attempts, style=style))}
 
 
-def service_identity(name: str, judge: Any) -> dict[str, Any]:
+def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
     """The identity of a service under the run's judge config: which checker flags, on which model, which version."""
     if name != FLAGGER:
         raise ValueError(f"the follow-up suite has no service {name!r}")
-    model = getattr(judge, "model", None)
-    if getattr(judge, "kind", "rules") != "llm" or model is None:
+    model = judge.model
+    if judge.kind != "llm" or model is None:
         return {"checker": OFFLINE_NAME, "version": offline_checker_version()}
     settings = pin_judge_settings(model.model_settings(local_alias=DEFAULT_ALIAS))
     return {"checker": "llm", "model": settings.identity(), "response_format": judge.response_format,
@@ -125,7 +126,7 @@ def service_identity(name: str, judge: Any) -> dict[str, Any]:
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
     max_attempts: int = 3, run_dir: Path | None = None,
-) -> Labeller[LabelRecord]:
+) -> Labeller[FollowupLabelRecord]:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``)."""
     return CheckerLabeller(make_checker(kind, client, style, max_attempts))
 
@@ -212,19 +213,20 @@ def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> validation.CheckerA
     return validation.CheckerAgreement(judge_a=judge_a, judge_b=judge_b, rows=rows)
 
 
-def prompt_hashes(selection: BaseModel | None = None) -> dict[str, str]:
-    from commitbench.episodes.followup.setups import SETUPS_RESOURCE
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
-
-    root = Path(DEFAULT_DATA_DIR).parent / "followup"
-    return {"followup_data": hash_tree(root), "followup_setups_resource": SETUPS_RESOURCE}
+def prompt_hashes(selection: FollowupSelection | None = None) -> dict[str, str]:
+    """The follow-up data's digest (requests, setups, facts), for the manifest."""
+    return {"followup_data": hash_tree(FOLLOWUP_DATA_DIR), "followup_setups_resource": SETUPS_RESOURCE}
 
 
-def calls_per_episode(episode: Any) -> int:
+def calls_per_episode(episode: FollowUpEpisode) -> int:
     return 1
 
 
-SUITE = Suite(
+def set_version(selection: FollowupSelection) -> str:
+    return str(followup_data_version())
+
+
+SUITE: Suite[FollowupSelection, FollowUpEpisode, FollowupLabelRecord] = Suite(
     name=NAME,
     env_id=FOLLOWUP_ENV_ID,
     selection=FollowupSelection,
@@ -248,6 +250,7 @@ SUITE = Suite(
     services=services,
     service_identity=service_identity,
     view=view,
-    episode_set_version=lambda selection: str(followup_data_version()),
+    episode_set_version=set_version,
+    default_agents=(CHAT_AGENT_NAME,),
 )
 register_suite(SUITE)

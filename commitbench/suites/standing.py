@@ -65,24 +65,22 @@ def episodes_of_run(run_dir: Path | None) -> dict[str, Episode]:
     return episodes_by_id(_selection_of(run_dir))
 
 
-def select(selection: BaseModel) -> list[Episode]:
-    assert isinstance(selection, StandingSelection)
+def select(selection: StandingSelection) -> list[Episode]:
     return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings()))
 
 
-def set_version(selection: BaseModel) -> str:
-    assert isinstance(selection, StandingSelection)
+def set_version(selection: StandingSelection) -> str:
     return episode_set_version(selection.data or DEFAULT_DATA_DIR)
 
 
-def make_env(episodes: Sequence[Any]) -> gym.Env[Any, Any]:
+def make_env(episodes: Sequence[Episode]) -> gym.Env[Any, Any]:
     return gym.make(STANDING_ENV_ID, episodes=episodes, disable_env_checker=True)
 
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
     max_attempts: int = 3, run_dir: Path | None = None,
-) -> Labeller[LabelRecord]:
+) -> Labeller[StandingLabelRecord]:
     """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``), over the run's episodes."""
     if kind == "rules":
         return RulesLabeller(episodes_of_run(run_dir))
@@ -180,18 +178,23 @@ def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> annotation.JudgesAg
     )
 
 
-def prompt_hashes(selection: BaseModel) -> dict[str, str]:
-    assert isinstance(selection, StandingSelection)
+def prompt_hashes(selection: StandingSelection) -> dict[str, str]:
     return {"standing_data": hash_tree(Path(selection.data or DEFAULT_DATA_DIR))}
 
 
-def calls_per_episode(episode: Any) -> int:
+def calls_per_episode(episode: Episode) -> int:
     """Turns of the episode: each opens with at least one model call."""
-    assert isinstance(episode, Episode)
     return sum(1 for m in episode.script if m.act not in (ScriptAct.REQUEST, ScriptAct.PROMISE))
 
 
-SUITE = Suite(
+def shorthand_episodes(given: dict[str, Any]) -> dict[str, Any]:
+    """``commitbench run standing`` plays the test split unless a split or commitment types are named."""
+    if given.get("split") is None and not given.get("types"):
+        return {**given, "split": "test"}
+    return given
+
+
+SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     name=NAME,
     env_id=STANDING_ENV_ID,
     selection=StandingSelection,
@@ -213,5 +216,6 @@ SUITE = Suite(
     reference_agents={name: partial(make_reference_agent, name) for name in REFERENCE_AGENTS},
     episode_set_version=set_version,
     view=view,
+    shorthand_episodes=shorthand_episodes,
 )
 register_suite(SUITE)

@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
 
+# The follow-up suite's data: requests, setups, facts, curation (inside the installed package).
+FOLLOWUP_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "followup"
 REQUESTS_RESOURCE = "data/followup/requests.jsonl"
 VERSION_RESOURCE = "data/followup/VERSION"
 
