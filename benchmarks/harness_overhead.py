@@ -46,7 +46,7 @@ def runner_config(base_url: str, concurrency: int, n_episodes: int) -> Experimen
     return ExperimentConfig.model_validate(
         {
             "name": "harness-overhead",
-            "agents": ["chat"],
+            "env": "commitbench/Standing-v0", "agents": ["chat"],
             "models": [mock_model([base_url])],
             "episodes": {"split": "test", "limit": n_episodes},
             "concurrency": concurrency,

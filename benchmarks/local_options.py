@@ -35,6 +35,7 @@ from pathlib import Path
 from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOL_TOOLS, TOOLS_ONLY
 from commitbench.agents.local_model import LocalModelServer, smollm2_gguf_path
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.judges.standing.signals import compute_signals
 from commitbench.modelentry import GenerationSettings, ModelEntry
@@ -85,7 +86,7 @@ def measure(option: Option, types: list[str], out: Path, max_tokens: int) -> dic
             settings=GenerationSettings(model=server.alias, max_tokens=max_tokens, temperature=option.temperature,
                                         seed=0 if option.temperature else None),
         )
-        config = ExperimentConfig(
+        config = ExperimentConfig(env=STANDING_ENV_ID,
             name="local-options", agents=["chat"], models=[entry], concurrency=1,
             episodes={"split": "test", "types": types, "policies": ["explicit"], "gaps": [1], "surfaces": [0]},
         )

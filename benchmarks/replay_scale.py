@@ -36,7 +36,7 @@ TARGET_RSS_RATIO = 1.3
 def config_data(base_url: str, cache: Path, episodes: int, samples: int, concurrency: int) -> dict[str, Any]:
     return {
         "name": "replay-scale",
-        "agents": ["chat"],
+        "env": "commitbench/Standing-v0", "agents": ["chat"],
         "models": [mock_model([base_url])],
         "episodes": {"split": "test", "limit": episodes},
         "samples": samples,

@@ -42,7 +42,7 @@ def config_for(urls: list[str], episodes: int, concurrency: int, cache: dict[str
     return ExperimentConfig.model_validate(
         {
             "name": "scale-out",
-            "agents": ["chat"],
+            "env": "commitbench/Standing-v0", "agents": ["chat"],
             "models": [mock_model(urls, timeout=120.0)],
             "episodes": {"split": "test", "limit": episodes},
             "concurrency": concurrency,

@@ -77,7 +77,8 @@ def play(run_dir: Path) -> float:
     from commitbench.runner import run_experiment
 
     config = ExperimentConfig.model_validate({
-        "name": "viewer-benchmark", "agents": AGENTS, "interventions": ARMS, "episodes": {"split": "test"},
+        "name": "viewer-benchmark", "env": "commitbench/Standing-v0",
+                                    "agents": AGENTS, "interventions": ARMS, "episodes": {"split": "test"},
     })
     started = time.perf_counter()
     summary = run_experiment(config, run_dir)

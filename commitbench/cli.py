@@ -2,7 +2,9 @@
 
 Each command group lives in its own module under ``commitbench.commands`` and exposes
 ``register(subparsers)``; handlers return an exit code. Heavy imports happen inside the
-handlers so that ``commitbench --help`` stays fast.
+handlers so that ``commitbench --help`` stays fast. A command whose flags come from plug-ins (``run``
+takes each registered suite's episode filter as flags) sets the default ``late_flags``, a function that
+adds them to its parser; it is called only when that command is the one given.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class UsageError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command line's parser; the late flags of the command named in ``argv`` (if any) are added."""
     parser = argparse.ArgumentParser(
         prog="commitbench",
         description="Measure whether LLM agents keep, drop, or fake their promises.",
@@ -45,12 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    chosen = subparsers.choices.get(command) if command else None
+    late_flags = chosen.get_default("late_flags") if chosen is not None else None
+    if late_flags is not None:
+        late_flags(chosen)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

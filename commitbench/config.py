@@ -35,8 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from commitbench.agents.custom import is_agent_path, load_agent_class
 from commitbench.cache import CacheMode
-from commitbench.envs import STANDING_ENV_ID
 from commitbench.identity import NO_ARM, arm_label
 from commitbench.modelentry import (
     LABEL,
@@ -48,7 +48,7 @@ from commitbench.modelentry import (
 )
 from commitbench.oracles.registry import InterventionSpec, check_stack
 from commitbench.profiles import Profile
-from commitbench.suites import AnySuite, suite_for_env
+from commitbench.suites import AnySuite, suite_for_env, suites
 from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
@@ -175,12 +175,16 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="standing", description="Experiment name (shown in the manifest and progress bar).")
-    env: str = Field(default=STANDING_ENV_ID, description="Environment id: selects the suite.")
+    name: str = Field(
+        description="Experiment name (shown in the manifest and progress bar; default runs/<name>); left out: the "
+        "suite's name."
+    )
+    env: str = Field(description="Environment id: selects the suite (e.g. commitbench/Standing-v0).")
     agents: list[str] = Field(
         default_factory=lambda: [CHAT_AGENT],
         min_length=1,
-        description="'chat' (plays every model) and/or reference agent names (creditor-rule, ...).",
+        description="'chat' (plays every model), reference agent names (creditor-rule, ...) and/or agents of your "
+        "own as module:Class (docs/agents.md).",
     )
     models: list[ModelEntry] = Field(default_factory=list, description="Models the chat agent plays.")
     interventions: list[InterventionArm] = Field(
@@ -207,6 +211,20 @@ class ExperimentConfig(BaseModel):
     seed: int = Field(default=0, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _suite_given(cls, data: Any) -> Any:
+        # No suite is the default one: a config names its environment; its name defaults to the suite's.
+        if not isinstance(data, dict):
+            return data
+        env = data.get("env")
+        if env is None:
+            known = ", ".join(suite.env_id for suite in suites())
+            raise ValueError(f"env is required: the environment id of the suite to play (one of {known})")
+        if data.get("name") is None and isinstance(env, str):
+            data = {**data, "name": suite_for_env(env).name}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -265,9 +283,14 @@ class ExperimentConfig(BaseModel):
     def _models_match_agents(self) -> ExperimentConfig:
         suite = self.suite
         for name in self.agents:
-            if name != CHAT_AGENT and name not in suite.reference_agents:
+            if is_agent_path(name):
+                load_agent_class(name)  # an agent of the user's own: importable, and a player (else it says why)
+            elif name != CHAT_AGENT and name not in suite.reference_agents:
                 known = ", ".join([CHAT_AGENT, *suite.reference_agents])
-                raise ValueError(f"unknown agent {name!r} for the {suite.name} suite (known: {known})")
+                raise ValueError(
+                    f"unknown agent {name!r} for the {suite.name} suite (known: {known}; or module:Class for an "
+                    "agent of your own, docs/agents.md)"
+                )
         if len(set(self.agents)) != len(self.agents):
             raise ValueError("an agent is listed twice")
         for arm in self.interventions:

@@ -56,7 +56,7 @@ def standing_run(server: MockServer, out: Path, limit: int = 24) -> Path:
     """A standing run: two chat 'models' and creditor-rule, two arms, ``limit`` test episodes; rule-judged."""
     server.set_responder(_chat_lines_only(standing_responder(load_episodes())))
     config = ExperimentConfig.model_validate({
-        "name": "viewer-standing", "agents": ["chat", "creditor-rule"],
+        "name": "viewer-standing", "env": "commitbench/Standing-v0", "agents": ["chat", "creditor-rule"],
         "models": [model_entry(server.base_url, "mock-thinking", THINKING),
                    model_entry(server.base_url, "mock-no-thinking", NOT_THINKING)],
         "interventions": STANDING_ARMS, "episodes": {"split": "test", "limit": limit}, "concurrency": 8,

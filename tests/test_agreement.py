@@ -13,6 +13,7 @@ from commitbench.analysis.agreement import LabelPair, agreement_rows, cohen_kapp
 from commitbench.analysis.standing.annotation import LABEL_COLUMNS, stratified_sample
 from commitbench.cli import main
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jsonl import append_lines
@@ -183,7 +184,7 @@ def test_export_is_blind_stratified_and_seeded(tmp_path, capsys):
     cells = ("PEER-DIRECT", "DELEG-DIRECT", "FACT-TRUE", "RELAY-FALSE")
     ids = [e.id for cell in cells for e in [e for e in EPISODES if e.cell == cell and e.split.value == "test"
                                               and e.gap == 1][:3]]
-    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
+    run_experiment(ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
     cell_of = {t.run_key: t.factors["cell"] for t in latest_traces(run_dir)}
     out = tmp_path / "sheet.csv"
     assert main(["annotate", "export", str(run_dir), "--n", "8", "--out", str(out), "--seed", "1"]) == 0

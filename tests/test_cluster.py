@@ -39,7 +39,7 @@ def config_for(base_url: str, limit: int, cache: Path, **fields: Any) -> Experim
     return ExperimentConfig.model_validate(
         {
             "name": "ray-run",
-            "agents": ["chat"],
+            "env": "commitbench/Standing-v0", "agents": ["chat"],
             "models": [{"name": "mock", "base_url": base_url, "api_key_env": None,
                         "settings": {"model": DEFAULT_MODEL, "timeout": 10.0}, "retry": FAST_RETRY}],
             "episodes": {"split": "test", "limit": limit},
@@ -103,7 +103,8 @@ def test_ray_flags_are_checked_before_anything_is_played(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}}))
+    config.write_text(yaml.safe_dump({"env": "commitbench/Standing-v0",
+                                      "agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}}))
     assert cli_main(["run", str(config), "--out", str(tmp_path / "o"), "--no-progress", *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -111,7 +112,8 @@ def test_ray_flags_are_checked_before_anything_is_played(
 
 def test_a_local_model_is_refused_on_a_ray_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"agents": ["chat"], "models": [{"name": "local", "local": True}],
+    config.write_text(yaml.safe_dump({"env": "commitbench/Standing-v0",
+                                      "agents": ["chat"], "models": [{"name": "local", "local": True}],
                                       "episodes": {"split": "test", "limit": 2}}))
     assert cli_main(["run", str(config), "--out", str(tmp_path / "o"), "--ray", "10.0.0.1:6379"]) == 2
     assert "runs on this machine only" in capsys.readouterr().err

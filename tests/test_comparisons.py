@@ -13,6 +13,7 @@ from _runner_fixtures import standing_responder
 
 from commitbench.cli import main
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import MockServer
 from commitbench.modelentry import thinking_pairs
@@ -41,7 +42,8 @@ def _run(tmp_path: Path, server: MockServer, reasoning_on: bool) -> Path:
         executes=lambda request, tool: _thinking(request) or tool in HALF,
         reasoning=lambda request: "Thinking it through." if _thinking(request) and reasoning_on else None,
     ))
-    config = {"name": "pair", "agents": ["chat"], "episodes": {"ids": [e.id for e in EPISODES]}, "concurrency": 4,
+    config = {"name": "pair", "env": "commitbench/Standing-v0",
+                              "agents": ["chat"], "episodes": {"ids": [e.id for e in EPISODES]}, "concurrency": 4,
               "models": [_entry("on", server.base_url, True), _entry("off", server.base_url, False)]}
     path = tmp_path / "pair.json"
     path.write_text(json.dumps(config), encoding="utf-8")
@@ -99,7 +101,7 @@ def test_a_thinking_side_that_returns_no_reasoning_is_flagged(tmp_path, mock_ser
 
 
 def test_the_confound_warning_names_the_fields_and_the_shipped_configs_have_none(tmp_path, capsys):
-    config = ExperimentConfig(agents=["chat"], models=[
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["chat"], models=[
         _entry("on", "http://127.0.0.1:1/v1", True, temperature=0.6, top_p=0.95),
         _entry("off", "http://127.0.0.1:1/v1", False, temperature=0.0),
     ])
@@ -112,7 +114,7 @@ def test_the_confound_warning_names_the_fields_and_the_shipped_configs_have_none
     assert "warning: models 'on' (thinking on) and 'off' (off) also differ in temperature, top_p" in (
         capsys.readouterr().out)
     # max_tokens may differ: that is what thinking needs.
-    clean = ExperimentConfig(agents=["chat"], models=[_entry("on", "http://127.0.0.1:1/v1", True),
+    clean = ExperimentConfig(env=STANDING_ENV_ID, agents=["chat"], models=[_entry("on", "http://127.0.0.1:1/v1", True),
                                                       _entry("off", "http://127.0.0.1:1/v1", False)])
     assert clean.warnings() == [] and thinking_pairs(clean.models)[0].confounds == []
     for shipped in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):

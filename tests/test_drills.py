@@ -38,7 +38,7 @@ FAST_RETRY = {"max_attempts": 4, "base_delay_s": 0.005, "max_delay_s": 0.05, "se
 def chat_config(base_url: str, limit: int, **fields: Any) -> ExperimentConfig:
     data: dict[str, Any] = {
         "name": "drill",
-        "agents": ["chat"],
+        "env": "commitbench/Standing-v0", "agents": ["chat"],
         "models": [{"name": "mock", "base_url": base_url, "api_key_env": None,
                     "settings": {"model": "mock-model", "timeout": 10.0}, "retry": FAST_RETRY}],
         "episodes": {"split": "test", "limit": limit},
@@ -182,7 +182,8 @@ def test_a_trace_that_cannot_be_written_fails_its_cell_alone(
     tmp_path: Path, spoiling: type[SpoilsOneTrace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = ExperimentConfig.model_validate(
-        {"name": "spoil", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 6},
+        {"name": "spoil", "env": "commitbench/Standing-v0",
+                          "agents": ["always-execute"], "episodes": {"split": "test", "limit": 6},
          "interventions": [["spoil"]], "concurrency": 1}
     )
     from commitbench.planning import select_config_episodes
@@ -231,7 +232,8 @@ def test_finished_traces_do_not_pile_up_in_memory(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(traces, "append_lines", counting_append)
     monkeypatch.setattr(tracewriter, "WRITE_QUEUE_LINES", 8)
     config = ExperimentConfig.model_validate(
-        {"name": "pile", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 120}, "concurrency": 4}
+        {"name": "pile", "env": "commitbench/Standing-v0",
+                         "agents": ["always-execute"], "episodes": {"split": "test", "limit": 120}, "concurrency": 4}
     )
     summary = run_experiment(config, tmp_path)
     assert summary.cells_done == 120 and len(read_traces(tmp_path / TRACES_FILE)) == 120
@@ -290,7 +292,8 @@ def test_a_run_on_a_damaged_cache_stops_with_a_clear_error(
 
 def reference_run(out: Path, limit: int = 5) -> ExperimentConfig:
     config = ExperimentConfig.model_validate(
-        {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "test", "limit": limit}}
+        {"name": "ref", "env": "commitbench/Standing-v0",
+                        "agents": ["always-execute"], "episodes": {"split": "test", "limit": limit}}
     )
     assert run_experiment(config, out).status is RunStatus.COMPLETE
     return config
@@ -370,7 +373,8 @@ def run_cli(args: list[str], preexec_fn: Any = None) -> subprocess.CompletedProc
 @pytest.mark.slow
 def test_a_full_disk_ends_the_run_as_failed_with_the_reason_and_a_rerun_resumes(tmp_path: Path) -> None:
     config = ExperimentConfig.model_validate(
-        {"name": "full", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 150}, "concurrency": 4}
+        {"name": "full", "env": "commitbench/Standing-v0",
+                         "agents": ["always-execute"], "episodes": {"split": "test", "limit": 150}, "concurrency": 4}
     )
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config.model_dump(mode="json")))
@@ -543,7 +547,8 @@ def test_credentials_in_a_base_url_are_sent_but_never_written_or_printed(
     }
     codes = {}
     for name, fields in configs.items():
-        data = {"name": f"secret-{name}", "agents": ["chat"], "episodes": {"split": "test", "limit": 2},
+        data = {"name": f"secret-{name}", "env": "commitbench/Standing-v0",
+                                          "agents": ["chat"], "episodes": {"split": "test", "limit": 2},
                 "concurrency": 2, **fields}
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(data))
@@ -606,7 +611,8 @@ def test_redact_credentials_takes_linear_time() -> None:
 
 def test_the_command_line_in_the_manifest_holds_no_credentials(tmp_path: Path) -> None:
     config = ExperimentConfig.model_validate(
-        {"name": "argv", "agents": ["always-execute"], "episodes": {"split": "test", "limit": 1}}
+        {"name": "argv", "env": "commitbench/Standing-v0",
+                         "agents": ["always-execute"], "episodes": {"split": "test", "limit": 1}}
     )
     argv = ["commitbench", "run", "standing", "--judge-base-url", f"http://jude:{SECRET}@127.0.0.1:1/v1"]
     run_experiment(config, tmp_path, argv=argv)
@@ -737,7 +743,7 @@ def drill_config(base_url: str, limit: int = 1, settings: dict[str, Any] | None 
                  retry: dict[str, Any] | None = None, **fields: Any) -> ExperimentConfig:
     """A chat run of ``limit`` episodes against ``base_url`` (a misbehaving server of the test)."""
     data: dict[str, Any] = {
-        "name": "drill", "agents": ["chat"],
+        "name": "drill", "env": "commitbench/Standing-v0", "agents": ["chat"],
         "models": [{"name": "raw", "base_url": base_url, "api_key_env": None,
                     "settings": {"model": "raw-model", "timeout": 10.0, **(settings or {})},
                     "retry": {**FAST_RETRY, **(retry or {})}}],
@@ -1018,7 +1024,7 @@ def test_secrets_echoed_by_a_server_are_never_written_or_printed(
         basic = {"name": "basic", "base_url": f"{basic_url}?token={QUERY_TOKEN}", "api_key_env": None,
                  "settings": {"model": "raw-model"}, "retry": FAST_RETRY}
         config = ExperimentConfig.model_validate({
-            "name": "echo", "agents": ["chat"], "models": [bearer, basic],
+            "name": "echo", "env": "commitbench/Standing-v0", "agents": ["chat"], "models": [bearer, basic],
             "episodes": {"split": "test", "limit": 1}, "concurrency": 2})
         code, out = run_config(tmp_path, config)
         paths = {r.path for r in server.requests}
@@ -1054,7 +1060,7 @@ def test_absurd_sizes_are_refused_before_anything_is_built(
 ) -> None:
     import time
 
-    data = {"name": "huge", "agents": ["chat"], "episodes": {"split": "test"},
+    data = {"name": "huge", "env": "commitbench/Standing-v0", "agents": ["chat"], "episodes": {"split": "test"},
             "models": [{"name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None}], **fields}
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(data))
@@ -1098,7 +1104,7 @@ def test_an_invalid_episode_data_directory_is_a_usage_error(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert f"{bad}: promise: the template uses 'lipsum'" in err and "Traceback" not in err
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"name": "data", "agents": ["creditor-rule"],
+    config.write_text(json.dumps({"name": "data", "env": "commitbench/Standing-v0", "agents": ["creditor-rule"],
                                   "episodes": {"data": str(data), "limit": 2}}))
     for extra in ([], ["--dry-run"]):
         assert cli_main(["run", str(config), *args, *extra]) == 2
@@ -1216,7 +1222,8 @@ def foreign_lines(tmp_path: Path) -> dict[str, bytes]:
     """Trace lines a run directory must not count: a renamed run key, a line of another experiment of the
     same player, and a line copied onto another cell's key."""
     other = tmp_path / "other"
-    reference_run_config = {"name": "ref", "agents": ["always-execute"], "episodes": {"split": "dev", "limit": 2}}
+    reference_run_config = {"name": "ref", "env": "commitbench/Standing-v0",
+                                           "agents": ["always-execute"], "episodes": {"split": "dev", "limit": 2}}
     assert run_experiment(ExperimentConfig.model_validate(reference_run_config), other).status is RunStatus.COMPLETE
     first, second = (json.loads(line) for line in (other / TRACES_FILE).read_text().splitlines()[:2])
     renamed = dict(first, run_key="0" * 64)
@@ -1263,7 +1270,8 @@ def test_the_cells_a_forced_run_added_stay_traces_of_the_directory(
     out = tmp_path / "run"
     reference_run(out, limit=3)
     other = ExperimentConfig.model_validate(
-        {"name": "ref", "agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}})
+        {"name": "ref", "env": "commitbench/Standing-v0",
+                        "agents": ["creditor-rule"], "episodes": {"split": "test", "limit": 2}})
     with pytest.raises(ValueError, match="holds a different experiment"):
         run_experiment(other, out)
     assert run_experiment(other, out, force=True).status is RunStatus.COMPLETE
@@ -1327,7 +1335,8 @@ def test_an_experiment_name_is_one_plain_folder_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"name": name, "agents": ["creditor-rule"], "episodes": {"limit": 1}}))
+    path.write_text(json.dumps({"name": name, "env": "commitbench/Standing-v0",
+                                              "agents": ["creditor-rule"], "episodes": {"limit": 1}}))
     monkeypatch_cwd = tmp_path / "cwd"
     monkeypatch_cwd.mkdir()
     old = os.getcwd()

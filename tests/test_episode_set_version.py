@@ -10,6 +10,7 @@ import pytest
 
 from commitbench.cli import main
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.spec import SpecError, episode_set_version
 from commitbench.planning import EpisodeSetMismatchError, run_suite
@@ -49,7 +50,7 @@ def test_a_missing_or_malformed_version_file_names_the_file(tmp_path):
 
 def _run(out: Path) -> None:
     ids = [e.id for e in load_episodes() if e.cell == "BASE"][:2]
-    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), out)
+    run_experiment(ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": ids}), out)
 
 
 def _age(out: Path, version: str | None) -> None:
@@ -69,7 +70,8 @@ def test_the_manifest_records_the_version_and_the_runner_refuses_another_even_wi
     with pytest.raises(EpisodeSetMismatchError, match="version 1 of the standing episode set; this checkout"):
         _run(out)
     config = tmp_path / "c.yaml"
-    config.write_text("agents: [creditor-rule]\nepisodes: {cells: [BASE], limit: 1}\n", encoding="utf-8")
+    config.write_text("env: commitbench/Standing-v0\n"
+                      "agents: [creditor-rule]\nepisodes: {cells: [BASE], limit: 1}\n", encoding="utf-8")
     assert main(["run", str(config), "--out", str(out), "--force", "--no-progress", "--no-report"]) == 2
     assert "cannot be mixed" in capsys.readouterr().err
     _age(out, None)  # a manifest from before versions were recorded

@@ -13,6 +13,7 @@ import pytest
 from commitbench.cache import CallCache
 from commitbench.cli import main
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.judges.labelling import JUDGE_SEED, LabellerUnavailable, label_run, labels_path, pin_judge_settings
@@ -77,7 +78,7 @@ def _played(tmp_path: Path, cells: tuple[str, ...]) -> Path:
     """A run directory in which the creditor-rule agent played one episode of each cell."""
     run_dir = tmp_path / "run"
     ids = [_episode(cell).id for cell in cells]
-    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
+    run_experiment(ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
     return run_dir
 
 

@@ -24,6 +24,7 @@ from commitbench.agents.local_model import (
     smollm2_gguf_path,
 )
 from commitbench.agents.local_selftest import beyond_baseline, cpu_flags, reinstall_command
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import ModelClient
 
 # Every test here plays the model or its server: the session stops first if the build fails its self-test.
@@ -200,7 +201,7 @@ def test_the_embedded_model_acts_and_writes_clean_text_in_a_few_episodes(tmp_pat
     from commitbench.traces import read_traces
 
     entry = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=128))
-    config = ExperimentConfig(
+    config = ExperimentConfig(env=STANDING_ENV_ID,
         name="local-clean", agents=["chat"], models=[entry], concurrency=1,
         episodes={"split": "test", "types": ["deploy_service"], "cells": ["BASE", "PEER-DIRECT", "RELAY-TRUE"],
                   "policies": ["explicit"], "gaps": [1], "surfaces": [0]},

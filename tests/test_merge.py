@@ -27,7 +27,7 @@ FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "s
 
 def config_for(base_url: str, limit: int = 8, **fields: Any) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
-        {"name": "merge", "agents": ["chat"],
+        {"name": "merge", "env": "commitbench/Standing-v0", "agents": ["chat"],
          "models": [{"name": "mock", "base_url": base_url, "api_key_env": None,
                      "settings": {"model": DEFAULT_MODEL, "timeout": 10.0}, "retry": FAST_RETRY}],
          "episodes": {"split": "test", "limit": limit}, "concurrency": 4, **fields}

@@ -127,7 +127,7 @@ def _run(tmp_path: Path, mock_server: Any, responder: Callable[[dict[str, Any]],
     config = ExperimentConfig.model_validate(
         {
             "name": "scripted",
-            "agents": ["chat"],
+            "env": "commitbench/Standing-v0", "agents": ["chat"],
             "models": [{"name": "scripted", "base_url": mock_server.base_url, "api_key_env": None,
                         "settings": {"model": "mock-model", "timeout": 10.0}}],
             "interventions": arms,

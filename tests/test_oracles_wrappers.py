@@ -8,6 +8,7 @@ from gymnasium.utils.env_checker import check_env
 
 import commitbench.envs  # noqa: F401  (registers the environments)
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
@@ -197,7 +198,7 @@ def test_section_order_does_not_depend_on_the_order_of_wrapping():
 
 def test_policy_wrapper_on_an_explicit_episode_changes_nothing_the_agent_does(tmp_path):
     episode = _episode("DELEG-DIRECT")
-    config = ExperimentConfig(agents=["creditor-rule"], episodes={"ids": [episode.id]},
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": [episode.id]},
                               interventions=["none", "policy:explicit"])
     run_experiment(config, tmp_path)
     plain, wrapped = sorted(latest_traces(tmp_path), key=lambda t: len(t.interventions))

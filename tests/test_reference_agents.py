@@ -12,6 +12,7 @@ from commitbench.agents.standing.reference import REFERENCE_AGENTS
 from commitbench.analysis.standing.metrics import compute_metrics, strict_by_cell
 from commitbench.analysis.standing.results import load_rows
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.rundir import RunStatus
 from commitbench.runner import run_experiment
 from commitbench.suites.standing import episodes_of_run
@@ -52,7 +53,8 @@ def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     """Every reference agent on the 1,080 test episodes of a profile, played by the runner, graded by the rule
     judge."""
     out = tmp_path_factory.mktemp(f"reference-{request.param}")
-    config = ExperimentConfig(profile=request.param, agents=list(REFERENCE_AGENTS), episodes={"split": "test"})
+    config = ExperimentConfig(env=STANDING_ENV_ID, profile=request.param, agents=list(REFERENCE_AGENTS),
+                              episodes={"split": "test"})
     summary = run_experiment(config, out)
     assert summary.status is RunStatus.COMPLETE and summary.cells_done == 5 * 1080
     return load_rows(out, episodes=episodes_of_run(out))

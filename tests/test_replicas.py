@@ -45,7 +45,8 @@ def replica_config(urls: list[str], limit: int, **fields: Any) -> ExperimentConf
     }
     model.update(fields.pop("model", {}))
     return ExperimentConfig.model_validate(
-        {"name": "replicas", "agents": ["chat"], "models": [model], "episodes": {"split": "test", "limit": limit},
+        {"name": "replicas", "env": "commitbench/Standing-v0",
+                             "agents": ["chat"], "models": [model], "episodes": {"split": "test", "limit": limit},
          "concurrency": 8, "cache": {"mode": "off"}, **fields}
     )
 
@@ -215,6 +216,6 @@ def test_replicas_are_not_part_of_any_identity(tmp_path: Path) -> None:
     assert one.identity() == many.identity()
     assert many.endpoints() == ("http://b/v1", "http://c/v1") and one.endpoints() == ("http://a/v1",)
     path = tmp_path / "bad.yaml"
-    path.write_text("agents: [chat]\nmodels: [{name: m, base_urls: [x, x]}]\n")
+    path.write_text("env: commitbench/Standing-v0\nagents: [chat]\nmodels: [{name: m, base_urls: [x, x]}]\n")
     with pytest.raises(ConfigError, match=r"models\.0: .*lists a replica twice"):
         load_config(path)

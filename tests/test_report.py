@@ -18,6 +18,7 @@ from commitbench.analysis.standing.tables import MAIN_METRICS, markdown, paired_
 from commitbench.cli import main
 from commitbench.commands.run_cmd import DEMO_NOTE
 from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jsonl import append_lines
 from commitbench.judges.labelling import labels_path
@@ -43,7 +44,8 @@ def read_label_records(path: Path) -> list[StandingLabelRecord]:
 def run_dir(tmp_path_factory) -> Path:
     """Two reference agents x two arms on 120 episodes (2 types, both gaps and policies)."""
     out = tmp_path_factory.mktemp("report") / "run"
-    config = ExperimentConfig(agents=["creditor-rule", "last-speaker-wins"], interventions=["none", "oracle:B3+"],
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule", "last-speaker-wins"],
+                              interventions=["none", "oracle:B3+"],
                               episodes={"ids": [e.id for e in SLICE]})
     run_experiment(config, out)
     return out
@@ -193,7 +195,7 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
     config = tmp_path / "slice.yaml"
     config.write_text(
         "name: local-slice\n"
-        "agents: [chat]\n"
+        "env: commitbench/Standing-v0\nagents: [chat]\n"
         "models:\n"
         "  - name: smollm2\n"
         "    local: true\n"
@@ -264,7 +266,8 @@ def test_rows_stream_the_trace_file_keep_the_last_good_trace_and_skip_a_torn_tai
 
     episode = SLICE[0]
     played = tmp_path / "played"
-    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": [episode.id]}), played)
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": [episode.id]})
+    run_experiment(config, played)
     (good,) = latest_traces(played)
     good.run_key = "k1"
     failed = good.model_copy(update={"infra_error": "timeout", "run_key": "k1"})

@@ -19,6 +19,7 @@ from _runner_fixtures import standing_responder
 
 from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ConfigError, ExperimentConfig, load_config
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServerProcess
 from commitbench.oracles import registry
@@ -35,7 +36,7 @@ FAST_RETRY = {"max_attempts": 10, "base_delay_s": 0.005, "max_delay_s": 0.05, "s
 def chat_config(base_url: str, limit: int, **fields: Any) -> ExperimentConfig:
     data: dict[str, Any] = {
         "name": "mock-run",
-        "agents": ["chat"],
+        "env": "commitbench/Standing-v0", "agents": ["chat"],
         "models": [
             {
                 "name": "mock",
@@ -58,7 +59,8 @@ def chat_config(base_url: str, limit: int, **fields: Any) -> ExperimentConfig:
 
 def reference_config(limit: int, **fields: Any) -> ExperimentConfig:
     return ExperimentConfig.model_validate(
-        {"agents": ["creditor-rule", "always-execute"], "episodes": {"split": "test", "limit": limit}, **fields}
+        {"env": "commitbench/Standing-v0",
+         "agents": ["creditor-rule", "always-execute"], "episodes": {"split": "test", "limit": limit}, **fields}
     )
 
 
@@ -113,10 +115,17 @@ def test_the_documented_full_example_is_a_valid_config(tmp_path: Path) -> None:
         ({"agents": ["creditor-rule"], "interventions": ["ledger"]}, "unknown intervention 'ledger'"),
         ({"agents": ["creditor-rule"], "samples": 0}, "samples: Input should be greater than or equal to 1"),
         (["agents"], "the top level must be a mapping"),
+        ({"env": None, "agents": ["creditor-rule"]}, "env is required: the environment id of the suite to play"),
+        ({"env": "nope-v0", "agents": ["creditor-rule"]}, "nope-v0"),
     ],
 )
 def test_config_errors_name_the_file_and_the_problem(tmp_path: Path, data: Any, message: str) -> None:
     path = tmp_path / "bad.yaml"
+    # Every config names its suite's environment; the cases that test something else name the standing one.
+    if isinstance(data, dict):
+        data = {"env": STANDING_ENV_ID, **data}
+        if data["env"] is None:
+            del data["env"]
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"bad\.yaml") as info:
         load_config(path)
@@ -179,7 +188,8 @@ def test_run_keys_are_stable_and_follow_the_identity() -> None:
     episodes = select_config_episodes(reference_config(5))
     base = {"name": "m", "base_url": "http://127.0.0.1:1/v1", "settings": {"model": "x"}}
     one = ExperimentConfig.model_validate(
-        {"agents": ["chat", "creditor-rule"], "models": [base], "episodes": {"limit": 5}, "samples": 2}
+        {"env": "commitbench/Standing-v0",
+         "agents": ["chat", "creditor-rule"], "models": [base], "episodes": {"limit": 5}, "samples": 2}
     )
     cells = expand_cells(one, episodes)
     assert len(cells) == 5 * 2 + 5  # chat: 2 samples; the reference agent plays sample 0 only
@@ -484,7 +494,7 @@ def test_sigint_stops_cleanly_and_leaves_a_resumable_directory(tmp_path: Path, s
 def test_local_model_plays_episodes_and_a_replay_needs_no_server(tmp_path: Path) -> None:
     config = ExperimentConfig.model_validate(
         {
-            "agents": ["chat"],
+            "env": "commitbench/Standing-v0", "agents": ["chat"],
             "models": [{"name": "local", "local": True, "settings": {"max_tokens": 24}}],
             "episodes": {"split": "test", "cells": ["BASE"], "gaps": [1], "policies": ["explicit"], "limit": 2},
             "concurrency": 1,

@@ -22,6 +22,7 @@ from commitbench.analysis.standing.results import load_rows
 from commitbench.analysis.standing.tables import MAIN_METRICS, policy_table
 from commitbench.cli import main
 from commitbench.config import ConfigError, ExperimentConfig, load_config
+from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.outcome import args_match, canonical_argument
@@ -59,7 +60,7 @@ def test_a_model_that_executes_before_the_creditor_cancels_is_premature_not_over
         return ReplySpec(tool_calls=[call])
 
     mock_server.set_responder(respond)
-    config = ExperimentConfig(
+    config = ExperimentConfig(env=STANDING_ENV_ID,
         agents=["chat"],
         models=[{"name": "mock", "base_url": mock_server.base_url, "api_key_env": None,
                  "settings": {"model": DEFAULT_MODEL, "timeout": 10.0}}],
@@ -151,7 +152,7 @@ def test_a_notification_after_the_trigger_counts_only_under_the_paper_profile():
 @pytest.fixture(scope="module")
 def reference_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     out = tmp_path_factory.mktemp("reference")
-    config = ExperimentConfig(agents=["last-speaker-wins", "creditor-rule"],
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["last-speaker-wins", "creditor-rule"],
                               episodes={"split": "test", "types": ["order_supplies", "deploy_service"]})
     assert run_experiment(config, out).status is RunStatus.COMPLETE
     return load_rows(out)
@@ -258,7 +259,7 @@ def _data_with_renamed_cell(tmp_path: Path) -> Path:
 def test_a_renamed_cell_enters_the_metrics_its_events_qualify_it_for(tmp_path):
     data = _data_with_renamed_cell(tmp_path)
     out = tmp_path / "run"
-    config = ExperimentConfig(agents=["creditor-rule", "last-speaker-wins"],
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule", "last-speaker-wins"],
                               episodes={"data": str(data), "types": ["order_supplies"], "split": "test",
                                         "cells": ["HANDOFF-MGR", "RELAY-TRUE"], "policies": ["explicit"]})
     assert run_experiment(config, out).status is RunStatus.COMPLETE
@@ -277,7 +278,7 @@ def test_a_renamed_cell_enters_the_metrics_its_events_qualify_it_for(tmp_path):
 def _rules_labelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     run_dir = tmp_path / "run"
     ids = [_episode(cell).id for cell in ("PEER-DIRECT", "RELAY-TRUE", "BASE")]
-    run_experiment(ExperimentConfig(agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
+    run_experiment(ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule"], episodes={"ids": ids}), run_dir)
     assert main(["label", str(run_dir), "--judge", "rules", "--json"]) == 0
     capsys.readouterr()
     return run_dir
@@ -362,10 +363,12 @@ def test_an_option_that_contradicts_the_paper_profile_is_refused(tmp_path):
     with pytest.raises(ProfileError, match="creditor_replies: 'per_event' contradicts profile 'paper'"):
         standing_settings("paper", creditor_replies="per_event")
     config = tmp_path / "c.yaml"
-    config.write_text("profile: paper\nagents: [creditor-rule]\nepisodes: {creditor_replies: per_event}\n")
+    config.write_text("env: commitbench/Standing-v0\n"
+                      "profile: paper\nagents: [creditor-rule]\nepisodes: {creditor_replies: per_event}\n")
     with pytest.raises(ConfigError, match="contradicts profile 'paper'"):
         load_config(config)
-    config.write_text("profile: commitbench\nagents: [creditor-rule]\nepisodes: {profile: paper}\n")
+    config.write_text("env: commitbench/Standing-v0\n"
+                      "profile: commitbench\nagents: [creditor-rule]\nepisodes: {profile: paper}\n")
     with pytest.raises(ConfigError, match="set the profile once"):
         load_config(config)
     assert main(["run", "standing", "--agent", "creditor-rule", "--profile", "paper", "--creditor-replies",

@@ -27,27 +27,27 @@ from typing import Any
 from commitbench.cli import UsageError
 from commitbench.commands.common import add_judge_flags, judge_config, label_of, model_entry
 
-SHORTHANDS = ("standing", "followup")
 DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a demonstration of the pipeline, "
              "not a measurement; its numbers describe no model worth studying.")
 _SHARED = ("agent", "model", "base_url", "api_key_env", "protocol", "temperature", "max_tokens", "seed", "extra_body",
            "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format",
            "profile")
-_STANDING = ("split", "cells", "types", "policies", "gaps", "surfaces", "data", "creditor_replies")
-_FOLLOWUP = ("setups", "variants", "personas", "categories", "requests", "follow_through")
+# Filter fields that are the command's own flags for every suite.
+_OWN_FILTER_FLAGS = ("profile", "limit")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="play an experiment config (or the 'standing' / 'followup' shorthand) into a resumable run directory",
+        help="play an experiment config (or a suite's shorthand: 'standing', 'followup') into a resumable run "
+        "directory",
         description="Play an experiment config of either suite, or a suite's shorthand,\n"
         "into a resumable run directory (traces.jsonl, manifest.json, cache.sqlite).",
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or 'standing' / 'followup'")
+    parser.add_argument("target", metavar="CONFIG", help="experiment YAML file, or a suite's name (its shorthand)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
     parser.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; play nothing")
     parser.add_argument("--no-progress", action="store_true",
@@ -70,9 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="play only shard K of N of the cells (0 <= K < N); 'commitbench merge' joins the shards")
     parser.add_argument("--workers", type=int, default=None,
                         help="Ray actors with --ray, each playing --concurrency episodes at a time (default 2)")
-    shorthand = parser.add_argument_group("shorthands: commitbench run standing|followup ...")
+    shorthand = parser.add_argument_group("shorthands: commitbench run SUITE ...")
     shorthand.add_argument("--agent", action="append", default=None,
-                           help="reference agent name or 'chat' (repeatable; followup: chat only, the default)")
+                           help="a reference agent's name, 'chat', or module:Class (an agent of your own, "
+                           "docs/agents.md); repeatable; followup: chat, the default")
     shorthand.add_argument("--model", default=None, help="the tested model's name, or 'local' (the embedded model)")
     shorthand.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
     shorthand.add_argument("--api-key-env", default=None, help="environment variable with --model's API key")
@@ -93,29 +94,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--profile", choices=["commitbench", "paper"], default=None,
                            help="paper: the suite's design as its paper ran it (a replication); commitbench (default): "
                            "the project's own choices; docs/validity.md lists every difference")
-    standing = parser.add_argument_group("standing filters")
-    standing.add_argument("--split", default=None, help="dev or test (default test; with --types, both)")
-    standing.add_argument("--cells", nargs="+", default=None, help="cell ids (e.g. BASE PEER-DIRECT)")
-    standing.add_argument("--types", nargs="+", default=None, help="commitment type ids")
-    standing.add_argument("--policies", nargs="+", default=None, help="explicit and/or silent")
-    standing.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
-    standing.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
-    standing.add_argument("--data", default=None, help="episode data directory (default: the shipped one)")
-    standing.add_argument("--creditor-replies", default=None, choices=["per_event", "paper"],
-                          help="the creditor's reply rule (default: the profile's; per_event under commitbench, "
-                          "paper: the original study's single answer)")
-    followup = parser.add_argument_group("followup filters")
-    followup.add_argument("--setups", nargs="+", default=None, help="setups (C0-C4; default all)")
-    followup.add_argument("--variants", nargs="+", default=None, help="inferred and/or stated (default both)")
-    followup.add_argument("--personas", nargs="+", default=None, help="generic and/or support (default both)")
-    followup.add_argument("--categories", nargs="+", default=None, help="request categories")
-    followup.add_argument("--requests", nargs="+", default=None, help="request ids")
-    followup.add_argument("--follow-through", action="store_const", const=True, default=None,
-                          help="play on after the reply: what the agent scheduled comes due and is graded "
-                          "(docs/follow-through.md)")
     judge = parser.add_argument_group("the judge that labels the run afterwards (default: the offline labeller)")
     add_judge_flags(judge, labelling=True)
-    parser.set_defaults(func=_handle)
+    parser.set_defaults(func=_handle, late_flags=add_suite_filters)
+
+
+def add_suite_filters(parser: argparse.ArgumentParser) -> None:
+    """Each registered suite's episode filter as flags (``commitbench run --help`` lists them by suite)."""
+    from commitbench.commands.filters import add_filter_flags, filter_flags
+    from commitbench.suites import suites
+
+    flags = filter_flags([(suite.name, suite.selection) for suite in suites()], skip=_OWN_FILTER_FLAGS)
+    add_filter_flags(parser, flags)
+    parser.set_defaults(filter_flags=flags)
+
+
+def shorthands() -> list[str]:
+    """The suites that ``commitbench run NAME`` plays without a config file."""
+    from commitbench.suites import suites
+
+    return [suite.name for suite in suites()]
 
 
 def _generation(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,20 +133,22 @@ def _generation(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def shorthand_config(args: argparse.Namespace) -> Any:
-    """The ExperimentConfig that ``commitbench run standing|followup ...`` stands for."""
+    """The ExperimentConfig that ``commitbench run SUITE ...`` stands for: the suite's filter from its flags
+    (the suite's own defaults for the shorthand), its default agents unless ``--agent`` is given."""
     from pydantic import ValidationError
 
+    from commitbench.commands.filters import given_filters
     from commitbench.config import CHAT_AGENT, ExperimentConfig
-    from commitbench.envs import FOLLOWUP_ENV_ID, STANDING_ENV_ID
+    from commitbench.suites import get_suite
 
-    suite = args.target
-    foreign = _FOLLOWUP if suite == "standing" else _STANDING
-    used = [f"--{name}" for name in foreign if getattr(args, name) is not None]
-    if used:
-        raise UsageError(f"{', '.join(used)} filter the other suite's episodes, not {suite}'s")
-    agents = args.agent or ([CHAT_AGENT] if suite == "followup" else [])
+    suite = get_suite(args.target)
+    given, foreign = given_filters(args, getattr(args, "filter_flags", []), suite.name)
+    if foreign:
+        raise UsageError(f"{', '.join(foreign)} filter another suite's episodes, not {suite.name}'s")
+    agents = args.agent or list(suite.default_agents)
     if not agents:
-        raise UsageError("'commitbench run standing' needs --agent (a reference agent name or 'chat')")
+        raise UsageError(f"'commitbench run {suite.name}' needs --agent (a reference agent name, 'chat', or "
+                         "module:Class for an agent of your own)")
     models = []
     if CHAT_AGENT in agents:
         if not args.model:
@@ -157,26 +157,17 @@ def shorthand_config(args: argparse.Namespace) -> Any:
                                   protocol=args.protocol))
     elif args.model or args.base_url or args.protocol:
         raise UsageError("--model, --base-url and --protocol go with --agent chat")
-    if suite == "standing":
-        env = STANDING_ENV_ID
-        split = args.split or (None if args.types else "test")
-        episodes = {"split": split, "cells": args.cells, "types": args.types, "data": args.data,
-                    "policies": args.policies, "gaps": args.gaps, "surfaces": args.surfaces, "limit": args.limit}
-        if args.creditor_replies:
-            episodes["creditor_replies"] = args.creditor_replies
-    else:
-        env = FOLLOWUP_ENV_ID
-        episodes = {"setups": args.setups, "variants": args.variants, "personas": args.personas,
-                    "categories": args.categories, "requests": args.requests, "limit": args.limit,
-                    "follow_through": bool(args.follow_through)}
-    name = f"{suite}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
+    episodes = suite.shorthand_episodes(given)
+    if args.limit is not None:
+        episodes = {**episodes, "limit": args.limit}
+    name = f"{suite.name}-" + "-".join(label_of(a if a != CHAT_AGENT else f"chat-{models[0].name}") for a in agents)
     arm = args.interventions or []
     # The embedded server answers one request at a time and reuses the prompt it evaluated last: one
     # episode at a time keeps consecutive calls on a shared prefix.
     concurrency = {"concurrency": 1} if any(m.local for m in models) else {}
     try:
         return ExperimentConfig(
-            name=name, env=env, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
+            name=name, env=suite.env_id, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
             interventions=[arm] if arm else ["none"], judge=judge_config(args), profile=args.profile or "commitbench",
             **concurrency,
         )
@@ -190,12 +181,13 @@ def build_config(args: argparse.Namespace) -> Any:
     from commitbench.cache import CacheMode
     from commitbench.config import CacheConfig, ConfigError, load_config
 
-    if args.target in SHORTHANDS and not Path(args.target).is_file():
+    if args.target in shorthands() and not Path(args.target).is_file():
         config = shorthand_config(args)
     else:
-        used = [f"--{n.replace('_', '-')}" for n in (*_SHARED, *_STANDING, *_FOLLOWUP) if getattr(args, n) is not None]
+        filters = [flag.field for flag in getattr(args, "filter_flags", [])]
+        used = [f"--{n.replace('_', '-')}" for n in (*_SHARED, *filters) if getattr(args, n, None) is not None]
         if used:
-            raise UsageError(f"{', '.join(used)} only go with the shorthands 'run standing|followup'; "
+            raise UsageError(f"{', '.join(used)} only go with a suite's shorthand ('run SUITE'); "
                              "put them in the config")
         try:
             config = load_config(args.target)

@@ -19,7 +19,10 @@ class StandingSelection(ProfiledSelection):
 
     CHOICES = STANDING_CHOICES
 
-    split: str | None = Field(default=None, description="dev or test (null: both).")
+    split: str | None = Field(
+        default=None,
+        description="dev or test (null: both; 'commitbench run standing' plays test unless types are named).",
+    )
     cells: list[str] | None = Field(default=None, description="Cell ids, e.g. BASE, PEER-DIRECT.")
     types: list[str] | None = Field(default=None, description="Commitment type ids, e.g. book_room.")
     policies: list[str] | None = Field(default=None, description="explicit and/or silent.")
