@@ -76,3 +76,46 @@ def test_version_and_the_plan_of_both_built_in_suites(capsys: pytest.CaptureFixt
     assert main(["run", "followup", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--setups", "C0",
                  "--dry-run"]) == 0
     assert "suite followup (commitbench/FollowUp-v0)" in capsys.readouterr().out
+
+
+def _diagram_rows(layer: int) -> str:
+    """The text of one layer's rows in the diagram (its numbered line and the lines that continue it)."""
+    text = DOC.read_text(encoding="utf-8")
+    diagram = text.split("## The layers", 1)[1].split("```", 2)[1]
+    rows: list[str] = []
+    taking = False
+    for line in diagram.splitlines():
+        numbered = re.match(r"\s{2}(\d)\s", line)
+        if numbered:
+            taking = int(numbered.group(1)) == layer
+        if taking:
+            rows.append(line.split("(", 1)[0] if "(" in line else line)
+    return "\n".join(rows)
+
+
+def _named_modules(rows: str) -> set[str]:
+    names = set()
+    for token in re.findall(r"[\w/]+(?:\.py|/)", rows):
+        parts = token.removesuffix(".py").strip("/").split("/")
+        names.add("commitbench." + parts[-1])
+    return names
+
+
+@pytest.mark.parametrize(("layer", "entries"), [(0, "BOTTOM"), (6, "ORCHESTRATION")])
+def test_the_diagram_names_the_entries_the_layer_test_enforces(layer: int, entries: str) -> None:
+    from test_layers import BOTTOM, ORCHESTRATION
+
+    enforced = {"BOTTOM": set(BOTTOM), "ORCHESTRATION": set(ORCHESTRATION)}[entries] - {"commitbench"}
+    assert _named_modules(_diagram_rows(layer)) == enforced
+
+
+def test_the_suite_table_names_every_field_of_suite() -> None:
+    from dataclasses import fields
+
+    from commitbench.suites import Suite
+
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("## The `Suite` interface", 1)[1].split("\n## ", 1)[0]
+    named = {m for row in table.splitlines() if row.startswith("| `")
+             for m in re.findall(r"`(\w+)", row.split("|")[1])}
+    assert {f.name for f in fields(Suite)} == named
