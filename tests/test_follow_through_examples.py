@@ -30,9 +30,10 @@ from commitbench.episodes.followup.requests import (
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.judges.followup.follow_through import FollowThroughGrade
-from commitbench.judges.followup.llm import grade_follow_through, label_turn, turn_from_trace
+from commitbench.judges.followup.llm import grade_follow_through, label_turn
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
+from commitbench.judges.followup.turn import turn_from_trace
 from commitbench.ledger import AuditEventKind, CommitmentStatus
 from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace

@@ -13,8 +13,8 @@ from commitbench.cli import main
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.jsonl import append_lines
 from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
-from commitbench.judges.followup.llm import FollowUpTurn
 from commitbench.judges.followup.rules import check_turn
+from commitbench.judges.followup.turn import FollowUpTurn
 from commitbench.judges.labelling import labels_path
 from commitbench.traces import EpisodeTrace, append_traces
 

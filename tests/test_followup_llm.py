@@ -10,16 +10,10 @@ import pytest
 
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
-from commitbench.judges.followup.llm import (
-    FollowUpTurn,
-    LLMChecker,
-    TurnToolCall,
-    load_prompt,
-    prompt_hashes,
-    render_turn,
-)
+from commitbench.judges.followup.llm import LLMChecker, load_prompt, prompt_hashes
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectorOutput, ResponseJudgeOutput
+from commitbench.judges.followup.turn import FollowUpTurn, TurnToolCall, render_turn
 from commitbench.llm import ModelClient, ModelSettings
 from commitbench.mockserver import MockServer
 

@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
-from commitbench.judges.followup.llm import FollowUpTurn, TurnToolCall, check_many
+from commitbench.judges.followup.llm import check_many
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.rules import OfflineChecker, check_turn, flags_reply, response_flags
+from commitbench.judges.followup.turn import FollowUpTurn, TurnToolCall
 
 CATEGORY_CAPS = {
     RequestCategory.REMINDER: [Capability.RUN_LATER, Capability.NOTIFY_USER_LATER],

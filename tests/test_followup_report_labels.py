@@ -15,8 +15,9 @@ from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
 from commitbench.jsonl import append_lines
 from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
-from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
+from commitbench.judges.followup.llm import CheckResult, label_turn
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
+from commitbench.judges.followup.turn import FollowUpTurn
 from commitbench.judges.labelling import MixedLabellersError, labels_path, one_labeller_labels
 from commitbench.traces import EpisodeTrace, append_traces
 

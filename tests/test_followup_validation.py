@@ -32,9 +32,10 @@ from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
 from commitbench.jsonl import append_lines
 from commitbench.judges.followup.labellers import FollowupLabelRecord, labeller_version
-from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, label_turn
+from commitbench.judges.followup.llm import CheckResult, label_turn
 from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, ResponseJudgeOutput
+from commitbench.judges.followup.turn import FollowUpTurn
 from commitbench.judges.labelling import labels_path
 from commitbench.traces import EpisodeTrace, append_traces
 

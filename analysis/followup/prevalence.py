@@ -43,7 +43,8 @@ from commitbench.analysis.bootstrap import cluster_bootstrap_replicates
 from commitbench.jsonl import iter_lines
 
 if TYPE_CHECKING:
-    from commitbench.judges.followup.llm import CheckResult, FollowUpTurn
+    from commitbench.judges.followup.llm import CheckResult
+    from commitbench.judges.followup.turn import FollowUpTurn
 
 PER = 1000.0
 
@@ -204,7 +205,7 @@ def checker_input(turn: LogTurn) -> FollowUpTurn:
     nothing downstream reads.
     """
     from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId
-    from commitbench.judges.followup.llm import FollowUpTurn
+    from commitbench.judges.followup.turn import FollowUpTurn
 
     return FollowUpTurn(
         episode_id=str(turn.id), request_id=str(turn.id), category=RequestCategory.REMINDER, source="log",

@@ -304,7 +304,7 @@ def select_for_annotation(records: Sequence[FollowupLabelRecord], n: int, seed: 
 def sheet_row(record: FollowupLabelRecord) -> dict[str, str]:
     """One blind sheet row: context only; the label columns are left empty for the annotator."""
     from commitbench.episodes.followup.setups import load_setups
-    from commitbench.judges.followup.llm import render_card, render_turn
+    from commitbench.judges.followup.turn import render_card, render_turn
 
     turn = record.turn
     row = dict.fromkeys(SHEET_COLUMNS, "")

@@ -44,7 +44,7 @@ from commitbench.analysis.view.transcript import (
 from commitbench.episodes.followup.setups import SuiteSetups
 from commitbench.episodes.followup.vocabulary import Persona, SetupId
 from commitbench.judges.followup.labellers import FollowupLabelRecord, trace_arm, trace_model
-from commitbench.judges.followup.llm import turn_from_trace
+from commitbench.judges.followup.turn import turn_from_trace
 from commitbench.traces import EpisodeTrace
 
 SUITE = "followup"

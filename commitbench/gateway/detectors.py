@@ -14,8 +14,9 @@ from typing import Protocol
 
 from commitbench.gateway.turn import ReplyChoice, Turn
 from commitbench.judges.followup.cues import detect_commitments
-from commitbench.judges.followup.llm import DEFAULT_MAX_ATTEMPTS, TurnToolCall, ask_json, render_exchange
+from commitbench.judges.followup.llm import DEFAULT_MAX_ATTEMPTS, ask_json
 from commitbench.judges.followup.schemas import DetectorOutput, ResponseFormatStyle
+from commitbench.judges.followup.turn import TurnToolCall, render_exchange
 from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.llm import ModelClient
 

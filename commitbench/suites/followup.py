@@ -39,10 +39,11 @@ from commitbench.judges.followup.labellers import (
     trace_arm,
     trace_model,
 )
-from commitbench.judges.followup.llm import LLMChecker, turn_from_parts
+from commitbench.judges.followup.llm import LLMChecker
 from commitbench.judges.followup.outcomes import FAILURE_LABELS
 from commitbench.judges.followup.rules import OfflineChecker, check_turn
 from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.followup.turn import turn_from_parts
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft

@@ -17,15 +17,9 @@ from typing import Protocol
 from pydantic import Field
 
 from commitbench.identity import arm_label
-from commitbench.judges.followup.llm import (
-    DELIVERY_PROMPT,
-    PROMPT_NAMES,
-    CheckResult,
-    FollowUpTurn,
-    load_prompt,
-    turn_from_trace,
-)
+from commitbench.judges.followup.llm import DELIVERY_PROMPT, PROMPT_NAMES, CheckResult, load_prompt
 from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
 from commitbench.judges.labelling import LabelRecord, code_version
 from commitbench.llm import ModelClient
 from commitbench.traces import EpisodeTrace

@@ -14,8 +14,9 @@ to ``max_attempts`` times, each retry with its own sample index (so the cache do
 same unparseable text); after that the step is recorded as a judge error and the response gets no
 label. The label itself is derived in code by :func:`commitbench.judges.followup.outcomes.derive_outcome`.
 
-The input of the checker is a :class:`FollowUpTurn`: what one episode produced, built from a trace
-with :func:`turn_from_trace`. :func:`label_turn` is the pure part shared with the offline checker.
+The input of the checker is a :class:`~commitbench.judges.followup.turn.FollowUpTurn` (its own module): what
+one episode produced, built from a trace with ``turn_from_trace``. :func:`label_turn` is the pure part
+shared with the offline checker.
 
 Follow-through mode (``docs/follow-through.md``): the turn also carries what the episode's later turns
 did with what the first one scheduled (:class:`~commitbench.judges.followup.follow_through.FollowThroughRecord`).
@@ -29,9 +30,7 @@ delivery do not match the request. Its errors leave the request ungraded (``judg
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
@@ -39,7 +38,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
-from commitbench.episodes.followup.vocabulary import Capability, Doability, Persona, RequestCategory, SetupId
+from commitbench.episodes.followup.vocabulary import Capability
 from commitbench.identity import judge_name
 from commitbench.judges.followup.arguments import (
     CONTENT_ARGUMENTS,
@@ -55,12 +54,10 @@ from commitbench.judges.followup.feasibility import (
     enabling_tools_for_request,
 )
 from commitbench.judges.followup.follow_through import (
-    FollowThroughRecord,
     RequestFollowThrough,
     apply_delivery_verdict,
     follow_through_target,
     grade_request,
-    items_from_audit,
 )
 from commitbench.judges.followup.outcomes import AssessedCommitment, OutcomeLabel, derive_outcome
 from commitbench.judges.followup.schemas import (
@@ -73,10 +70,14 @@ from commitbench.judges.followup.schemas import (
     parse_model_json,
     response_format_for,
 )
+from commitbench.judges.followup.turn import (
+    FollowUpTurn,
+    render_card,
+    render_tool_list,
+    render_turn,
+)
 from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
-from commitbench.protocol import ToolCallRecord
-from commitbench.traces import EpisodeTrace
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
 # The follow-through mode's delivery judge (its hash is recorded only with the labels that used it).
@@ -104,140 +105,6 @@ def prompt_hashes() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------- input
-class TurnToolCall(BaseModel):
-    """A tool call of the turn, as the judges see it."""
-
-    name: str = Field(description="Tool name as called.")
-    arguments: str = Field(description="Arguments as JSON text (or the raw text when unparseable).")
-    ok: bool = Field(description="Whether the call executed.")
-    result: str = Field(description="What the tool returned (an error message when ok is False).")
-    call_id: str = Field(default="", description="The call's id ('#<index>' when the agent gave none).")
-
-
-class FollowUpTurn(BaseModel):
-    """Everything the checker needs about one response."""
-
-    episode_id: str = Field(description="Episode id (request:setup:variant:persona).")
-    request_id: str = Field(description="The request's id.")
-    category: RequestCategory = Field(description="The request's category.")
-    source: str = Field(default="template", description="Where the request came from.")
-    setup: SetupId = Field(description="The setup the response was produced in.")
-    variant: str = Field(description="inferred or stated.")
-    persona: Persona = Field(description="generic or support.")
-    doability: Doability = Field(description="Doability of the request in the setup.")
-    required_capabilities: list[Capability] = Field(description="What serving the request after the turn needs.")
-    user_message: str = Field(description="Context and request as the user sent them.")
-    reply: str = Field(description="The final reply ('' when the turn ended without one).")
-    tool_calls: list[TurnToolCall] = Field(default_factory=list, description="The turn's tool calls in order.")
-    request_text: str = Field(default="", description="The request alone, without its context (follow-through mode).")
-    follow_through: FollowThroughRecord | None = Field(
-        default=None, description="What the episode's later turns did with what this turn scheduled (follow-through "
-        "mode; null otherwise).",
-    )
-
-    @property
-    def called_tools(self) -> list[str]:
-        """Names of the turn's successful tool calls."""
-        return [c.name for c in self.tool_calls if c.ok]
-
-
-def turn_from_parts(
-    episode_id: str,
-    factors: Mapping[str, str | int],
-    user_message: str,
-    calls: Sequence[ToolCallRecord],
-    reply: str,
-    follow_through: FollowThroughRecord | None = None,
-) -> FollowUpTurn:
-    """The checker's input from an episode's design factors, the user's message, the turn's calls and the reply."""
-    missing = [k for k in ("request_id", "category", "setup", "variant", "persona", "doability") if k not in factors]
-    if missing:
-        raise ValueError(f"episode {episode_id!r} is not a follow-up episode: factors lack {missing}")
-    shown: list[TurnToolCall] = []
-    for index, c in enumerate(calls):
-        arguments = json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (c.raw_arguments or "")
-        shown.append(TurnToolCall(name=c.tool, arguments=arguments, ok=c.ok, result=c.result,
-                                  call_id=c.call_id or f"#{index}"))
-    capabilities = [Capability(v) for v in str(factors.get("required_capabilities", "")).split(",") if v]
-    return FollowUpTurn(
-        episode_id=episode_id,
-        request_id=str(factors["request_id"]),
-        category=RequestCategory(str(factors["category"])),
-        source=str(factors.get("source", "template")),
-        setup=SetupId(str(factors["setup"])),
-        variant=str(factors["variant"]),
-        persona=Persona(str(factors["persona"])),
-        doability=Doability(str(factors["doability"])),
-        required_capabilities=capabilities,
-        user_message=user_message,
-        reply=reply,
-        tool_calls=shown,
-        request_text=str(factors.get("request_text", "")),
-        follow_through=follow_through,
-    )
-
-
-def _factor_time(factors: Mapping[str, str | int], name: str) -> datetime | None:
-    value = factors.get(name)
-    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
-
-
-def turn_from_trace(trace: EpisodeTrace, suite: SuiteSetups | None = None) -> FollowUpTurn:
-    """The checker's input from a FollowUpEnv trace (factors carry the episode's design).
-
-    The checker reads the first turn: the only one of a single-turn episode, and the one the outcome label
-    is taken from in the follow-through mode, whose later turns come in as a :class:`FollowThroughRecord`.
-    """
-    user = next((e.text for e in trace.events if e.kind.value == "message"), "")
-    first = trace.turns[0] if trace.turns else None
-    calls = list(first.calls) if first is not None else []
-    reply = (first.reply or "") if first is not None else ""
-    record = None
-    if trace.factors.get("follow_through"):
-        setups = suite or load_setups()
-        record = FollowThroughRecord(
-            current_time=setups.current_time, event_at=_factor_time(trace.factors, "event_at"),
-            second_session_at=_factor_time(trace.factors, "second_session_at"),
-            delivery_facts=bool(trace.factors.get("delivery_facts")),
-            items=items_from_audit(trace.ledger_audit, setups.zone),
-        )
-    return turn_from_parts(trace.episode_id, trace.factors, user, calls, reply, record)
-
-
-def render_turn(turn: FollowUpTurn) -> str:
-    """The user message and the assistant's whole turn as the judges read it."""
-    return render_exchange(turn.user_message, turn.tool_calls, turn.reply)
-
-
-def render_exchange(user_message: str, tool_calls: Sequence[TurnToolCall], reply: str) -> str:
-    """A user message, the assistant's tool calls and its final reply as the judges read them (any source of
-    turns: an episode, or a deployment's request seen by the commitment gateway)."""
-    lines = ["USER MESSAGE:", user_message, "", "ASSISTANT TURN:"]
-    for call in tool_calls:
-        status = "ok" if call.ok else "failed"
-        lines.append(f"[tool call] {call.name}({call.arguments}) -> {status}: {call.result}")
-    lines.append(f"[final reply] {reply}" if reply else "[final reply] (none)")
-    return "\n".join(lines)
-
-
-def render_card(setup: SetupId, persona: Persona, suite: SuiteSetups) -> str:
-    """The setup's environment card: tools with descriptions and what persists after a turn."""
-    tools = suite.tool_definitions(setup, persona)
-    lines = ["TOOLS:"]
-    lines.extend(f"- {t.name}: {t.description.strip()}" for t in tools)
-    if not tools:
-        lines.append("- (none)")
-    lines.extend(["", "WHAT PERSISTS:", suite.stated_paragraph(setup)])
-    return "\n".join(lines)
-
-
-def render_tool_list(setup: SetupId, persona: Persona, suite: SuiteSetups) -> str:
-    tools = suite.tool_definitions(setup, persona)
-    if not tools:
-        return "TOOLS: none"
-    return "TOOLS:\n" + "\n".join(f"- {t.name}: {t.description.strip()}" for t in tools)
-
-
 # --------------------------------------------------------------------------------------- output
 class JudgeCall(BaseModel):
     """One model call made by the checker."""

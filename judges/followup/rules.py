@@ -34,9 +34,10 @@ from commitbench.claimguard.guard import looks_like_write_claim
 from commitbench.episodes.followup.setups import SuiteSetups, load_setups
 from commitbench.judges.followup.cues import detect_commitments
 from commitbench.judges.followup.feasibility import enabling_tools_for_request
-from commitbench.judges.followup.llm import CheckResult, FollowUpTurn, grade_follow_through, label_turn
+from commitbench.judges.followup.llm import CheckResult, grade_follow_through, label_turn
 from commitbench.judges.followup.outcomes import FAILURE_LABELS
 from commitbench.judges.followup.schemas import DetectorOutput, JudgedBoolean, ResponseJudgeOutput
+from commitbench.judges.followup.turn import FollowUpTurn
 
 CHECKER_NAME = "rules"
 
