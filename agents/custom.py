@@ -81,8 +81,9 @@ def custom_identity(path: str, cls: type[Any]) -> AgentIdentity:
 
 
 def new_agent(path: str, cls: type[Any]) -> Agent:
-    """A fresh player of the class (one per cell)."""
-    return _instance(path, cls)
+    """A fresh player of the class (one per cell); its methods were checked by :func:`load_agent_class`."""
+    agent: Agent = _instance(path, cls)
+    return agent
 
 
 def _instance(path: str, cls: type[Any]) -> Any:
