@@ -16,7 +16,8 @@ The interval is the percentile interval of the replicate statistics (:func:`perc
 used by the prevalence estimate, which combines strata replicate by replicate). With fewer than
 :data:`MIN_CLUSTERS` clusters resampling them says little about the spread, so no interval is
 given: ``low`` and ``high`` are NaN (null in reports) and ``n_clusters`` says why; tables write
-:func:`interval_note` (``n/a (2 clusters)``) in its place. Both suites' reports go through here.
+:func:`interval_note` (``n/a (2 clusters)``) in its place (through
+:func:`commitbench.analysis.tables.interval_text`). Both suites' reports go through here.
 """
 
 from __future__ import annotations
