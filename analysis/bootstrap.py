@@ -12,10 +12,12 @@ columns) and ``n`` shape ``(...)`` (the number of rows), and it returns shape ``
 difference of rates on the same rows is a one-line statistic of the same form. A replicate whose
 statistic is undefined (0/0) is NaN and is left out of the interval; ``n_valid`` says how many remain.
 
-The interval is the percentile interval of the replicate statistics. With fewer than
+The interval is the percentile interval of the replicate statistics (:func:`percentile_interval`, also
+used by the prevalence estimate, which combines strata replicate by replicate). With fewer than
 :data:`MIN_CLUSTERS` clusters resampling them says little about the spread, so no interval is
 given: ``low`` and ``high`` are NaN (null in reports) and ``n_clusters`` says why; tables write
-:func:`interval_note` (``n/a (2 clusters)``) in its place. Both suites' reports go through here.
+:func:`interval_note` (``n/a (2 clusters)``) in its place (through
+:func:`commitbench.analysis.tables.interval_text`). Both suites' reports go through here.
 """
 
 from __future__ import annotations
@@ -127,7 +129,11 @@ def _apply(stat: StatFn, totals: np.ndarray) -> np.ndarray:
     return np.asarray(stat(totals[..., :-1], totals[..., -1]), dtype=float)
 
 
-def _interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, int]:
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, int]:
+    """The percentile interval of the defined (finite) replicates, and how many there were.
+
+    NaN ends when no replicate is defined. Every bootstrap of the project takes its interval here.
+    """
     valid = replicates[np.isfinite(replicates)]
     if valid.size == 0:
         return float("nan"), float("nan"), 0
@@ -172,7 +178,7 @@ def cluster_bootstrap(
     _check_args(n_boot, confidence)
     estimate, replicates = cluster_bootstrap_replicates(values, clusters, stat, n_boot, seed)
     n_clusters = len(np.unique(np.asarray(clusters)))
-    low, high, n_valid = _interval(replicates, confidence)
+    low, high, n_valid = percentile_interval(replicates, confidence)
     if interval_withheld(n_clusters, min_clusters):
         low = high = float("nan")
     return BootstrapResult(
@@ -224,7 +230,7 @@ def paired_bootstrap(
     rng = np.random.default_rng(seed)
     rep_a, rep_b = _replicate_totals([totals_a, totals_b], n_boot, rng)
     replicates = _apply(function, rep_a) - _apply(function, rep_b)
-    low, high, n_valid = _interval(replicates, confidence)
+    low, high, n_valid = percentile_interval(replicates, confidence)
     if interval_withheld(n_clusters, min_clusters):
         low = high = float("nan")
     return BootstrapResult(

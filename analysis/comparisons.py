@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import StatFn, paired_bootstrap
 from commitbench.analysis.cost import CostRow
-from commitbench.analysis.tables import TableView
+from commitbench.analysis.tables import TableView, interval_text, percent
 
 ValuesFn = Callable[[pd.DataFrame], tuple[np.ndarray, np.ndarray, int]]  # rows -> values, clusters, excluded
 
@@ -235,27 +235,14 @@ def comparison_frame(values: Sequence[Comparison]) -> pd.DataFrame:
     ])
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.0f}"
-
-
-def _points(estimate: float | None, low: float | None, high: float | None) -> str:
-    """``+12 [-3,25]`` in percentage points, ``-`` when undefined."""
-    if estimate is None:
-        return "-"
-    text = f"{100 * estimate:+.0f}"
-    if low is not None and high is not None:
-        text += f" [{100 * low:+.0f},{100 * high:+.0f}]"
-    return text
-
-
 def comparison_views(comparisons: list[Comparison], cost: list[CostRow], cost_keys: tuple[str, ...]) -> list[TableView]:
     """The comparison table (difference, both values, pairs, cost ratios, flag) and the cost table."""
     views: list[TableView] = []
     if comparisons:
         body = [
-            [c.a, c.b, c.kind.value, ", ".join(c.group.values()), c.metric, _points(c.estimate, c.low, c.high),
-             _percent(c.a_value), _percent(c.b_value), str(c.n_pairs),
+            [c.a, c.b, c.kind.value, ", ".join(c.group.values()), c.metric,
+             interval_text(c.estimate, c.low, c.high, signed=True), percent(c.a_value), percent(c.b_value),
+             str(c.n_pairs),
              "-" if c.token_ratio is None else f"{c.token_ratio:.2g}x",
              "-" if c.time_ratio is None else f"{c.time_ratio:.2g}x", "!" if c.flag else ""]
             for c in comparisons

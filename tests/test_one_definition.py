@@ -82,3 +82,72 @@ def test_one_claim_guard_wrapper_decides() -> None:
     assert callers == [
         "commitbench.commands.guard_cmd", "commitbench.gateway.checks", "commitbench.oracles.claim_guard"
     ]
+
+
+# A report's output: one writer of RUN_DIR/report/, one Markdown renderer (TableView.markdown), one text of
+# a number with its interval, one percentile interval. Both suites' reports are clients of these.
+REPORT_OUTPUT = {
+    "write_report_files": "commitbench.analysis.tables",
+    "ReportTable": "commitbench.analysis.tables",
+    "ReportFigure": "commitbench.analysis.tables",
+    "TableView": "commitbench.analysis.tables",
+    "interval_text": "commitbench.analysis.tables",
+    "percent": "commitbench.analysis.tables",
+    "percentile_interval": "commitbench.analysis.bootstrap",
+    "interval_note": "commitbench.analysis.bootstrap",
+}
+# Names of the twins they replaced: defined nowhere, at any depth.
+RETIRED = ("markdown_table", "compact", "_interval", "_pct", "_percent", "_points")
+
+
+TREES = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in MODULES.items()}
+
+
+def _functions(module: str) -> list[str]:
+    """Every function a module defines, at any depth (methods and nested helpers included)."""
+    return [n.name for n in ast.walk(TREES[module]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _callers(name: str) -> list[str]:
+    """The modules that call ``name`` (as ``name(...)`` or ``x.name(...)``)."""
+    found = []
+    for module, tree in TREES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if called == name:
+                    found.append(module)
+                    break
+    return sorted(found)
+
+
+@pytest.mark.parametrize(("name", "module"), REPORT_OUTPUT.items())
+def test_report_output_is_defined_once_in_a_shared_analysis_module(name: str, module: str) -> None:
+    assert DEFINITIONS[name] == [module], f"{name} is defined in {DEFINITIONS[name]}"
+
+
+def test_no_second_markdown_renderer_or_interval_format_appears() -> None:
+    for module in MODULES:
+        functions = _functions(module)
+        assert not set(RETIRED) & set(functions), (module, set(RETIRED) & set(functions))
+        if module != "commitbench.analysis.tables":
+            assert not [f for f in functions if "markdown" in f], module
+    # Only the shared renderer draws a pipe table's rule, and only the shared writer writes a CSV.
+    rules = sorted(m for m, path in MODULES.items()
+                   if m.startswith("commitbench.analysis") and '"---"' in path.read_text(encoding="utf-8"))
+    assert rules == ["commitbench.analysis.tables"]
+    assert [m for m in _callers("to_csv") if m.startswith("commitbench.analysis")] == ["commitbench.analysis.tables"]
+
+
+def test_both_suites_reports_are_clients_of_the_shared_writer_and_formats() -> None:
+    reports = ["commitbench.analysis.followup.report", "commitbench.analysis.standing.report"]
+    assert _callers("write_report_files") == reports
+    assert set(reports) | {"commitbench.analysis.comparisons"} <= set(_callers("interval_text"))
+    assert set(reports) <= set(_callers("percent"))
+    # The percentile interval: every bootstrap's, and the prevalence estimate's strata combined.
+    assert _callers("percentile_interval") == [
+        "commitbench.analysis.bootstrap", "commitbench.analysis.followup.prevalence"
+    ]
+    # np.percentile itself: there, and the 95th percentile of model time (a statistic, not an interval).
+    assert _callers("percentile") == ["commitbench.analysis.bootstrap", "commitbench.analysis.cost"]

@@ -68,5 +68,5 @@ def test_the_report_and_its_json_carry_the_rank_effect(tmp_path):
     }
     view = next(v for v in report.views() if v.title.startswith("Rank effect"))
     silent_drop = next(row for row in view.rows if row[2] == "silent" and row[3] == "drop")
-    assert silent_drop[4] == "100 n/a (4 clusters)" and silent_drop[6].startswith("+75") and silent_drop[7] == "8"
+    assert silent_drop[4] == "100% n/a (4 clusters)" and silent_drop[6].startswith("+75 pp") and silent_drop[7] == "8"
     assert next(r for r in document["rank_effect"] if r["group"]["policy"] == "silent")["clusters"] == 4

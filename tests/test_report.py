@@ -14,7 +14,8 @@ from _standing_rows import signal_columns
 
 from commitbench.analysis.standing.metrics import compute_metrics
 from commitbench.analysis.standing.results import load_rows
-from commitbench.analysis.standing.tables import MAIN_METRICS, markdown, paired_table, wide_frame
+from commitbench.analysis.standing.tables import MAIN_METRICS, paired_table, wide_frame
+from commitbench.analysis.tables import TableView
 from commitbench.cli import main
 from commitbench.commands.run_cmd import DEMO_NOTE
 from commitbench.config import ExperimentConfig
@@ -182,10 +183,10 @@ def test_wide_frame_and_markdown():
     values = compute_metrics(rows, ("agent", "interventions", "policy", "cell"), ("strict_accuracy",), n_boot=20)
     frame = wide_frame(values, ("agent", "interventions", "policy"), column="cell")
     assert list(frame.columns) == ["agent", "interventions", "policy", "BASE", "CRED-DIRECT"]
-    text = markdown(frame)
+    text = TableView.from_frame("cells", frame).markdown()
     assert text.splitlines()[1] == "|---|---|---|---|---|"
     assert "100% n/a (1 cluster) (n=1)" in text
-    assert markdown(pd.DataFrame()) == "_no rows_\n"
+    assert TableView.from_frame("none", pd.DataFrame()).markdown() == "_no rows_\n"
 
 
 # ------------------------------------------------------------------------------- end to end, local model

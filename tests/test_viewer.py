@@ -298,18 +298,25 @@ TABLES_JS = """Array.from(document.querySelectorAll('main table.data')).map(t =>
 }))"""
 
 
-def pct(value: float | None, signed: bool = False) -> str:
-    return "-" if value is None else (f"{100 * value:+.0f}" if signed else f"{100 * value:.0f}")
+def number(value: float, signed: bool = False) -> str:
+    return f"{100 * value:+.0f}" if signed else f"{100 * value:.0f}"
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{number(value)}%"
 
 
 def interval(estimate: float | None, low: float | None, high: float | None, signed: bool = False,
              clusters: int | None = None) -> str:
+    """Every table's format: ``62% [40, 81]``, a difference ``+12 pp [-3, +25]``."""
     if estimate is None:
         return "-"
-    text = pct(estimate, signed)
+    text = f"{number(estimate, signed=True)} pp" if signed else pct(estimate)
     if low is None and high is None and clusters is not None and clusters < 6:
         return f"{text} n/a ({clusters} cluster{'' if clusters == 1 else 's'})"  # too few clusters for an interval
-    return text + (f" [{pct(low, signed)},{pct(high, signed)}]" if low is not None and high is not None else "")
+    if low is None or high is None:
+        return text
+    return f"{text} [{number(low, signed)}, {number(high, signed)}]"
 
 
 def cell(tables: list[dict[str, Any]], caption: str, row_key: tuple[str, ...], column: str) -> tuple[str, str | None]:

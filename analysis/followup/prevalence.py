@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from commitbench.analysis.bootstrap import cluster_bootstrap_replicates
+from commitbench.analysis.bootstrap import cluster_bootstrap_replicates, percentile_interval
 from commitbench.jsonl import iter_lines
 
 if TYPE_CHECKING:
@@ -253,15 +253,6 @@ def _stratum_replicates(sample: StratumSample, metric: PrevalenceMetric, n_boot:
     return replicates
 
 
-def _interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
-    valid = replicates[np.isfinite(replicates)]
-    if valid.size == 0:
-        return float("nan"), float("nan")
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(valid, [tail, 100.0 - tail])
-    return float(low), float(high)
-
-
 def estimate_prevalence(
     strata: Sequence[StratumSample],
     n_boot: int = 1000,
@@ -293,7 +284,7 @@ def estimate_prevalence(
             replicates = _stratum_replicates(sample, metric, n_boot, seed + offset)
             per_stratum_reps[metric].append(replicates)
             mean = float(values.mean()) if values.size else float("nan")
-            low, high = _interval(replicates * PER, confidence)
+            low, high, _ = percentile_interval(replicates * PER, confidence)
             rates[metric] = RateEstimate(estimate=PER * mean, low=low, high=high, total=sample.population * mean)
         labelled = len(sample.counts)
         reports.append(
@@ -311,7 +302,7 @@ def estimate_prevalence(
             if sample.population:
                 combined = combined + sample.population * replicates
         combined = PER * combined / turns if turns else np.full(n_boot, np.nan)
-        low, high = _interval(combined, confidence)
+        low, high, _ = percentile_interval(combined, confidence)
         total = stratified_total(pairs)
         overall[metric] = RateEstimate(estimate=estimate, low=low, high=high, total=total)
     from commitbench.analysis.followup.report import checker_kind

@@ -2,8 +2,10 @@
 
 :func:`responses_from_records` turns stored checker records into metric rows (judge errors left out
 and counted); :func:`build_followup_report` computes the tables (pure); :func:`write_followup_files`
-writes every table as CSV and Markdown and the stacked-outcome figure; :meth:`FollowupReport.views`
-describes the tables for a front end.
+writes every table as CSV and Markdown and the stacked-outcome figure, through the one report writer
+(:func:`commitbench.analysis.tables.write_report_files`); :meth:`FollowupReport.views` describes the
+tables for a front end. Every number reads as in every other table
+(:func:`commitbench.analysis.tables.interval_text`: ``62% [40, 81]``, ``+12 pp [-3, +25]``).
 
 A report reads one checker's labels (:func:`labeller_of` refuses records of two) and says which kind of
 checker that is in its title, in every table's title, in every CSV row, in every Markdown heading and in
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import interval_note, ratio_stat
+from commitbench.analysis.bootstrap import ratio_stat
 from commitbench.analysis.call_errors import CallErrorRow, call_error_lines, call_error_view
 from commitbench.analysis.comparisons import (
     Comparison,
@@ -60,7 +62,15 @@ from commitbench.analysis.followup.metrics import (
     rate_columns,
     to_frame,
 )
-from commitbench.analysis.tables import RunFilter, TableView
+from commitbench.analysis.tables import (
+    ReportFigure,
+    ReportTable,
+    RunFilter,
+    TableView,
+    interval_text,
+    percent,
+    write_report_files,
+)
 from commitbench.identity import NO_ARM
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.rules import CHECKER_NAME
@@ -300,26 +310,14 @@ HEADLINE = {
 GROUP_COLUMNS = ("setup", "variant", "persona", "model", "arm")
 
 
-def _pct(value: Any) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    return f"{100 * float(value):.0f}"
-
-
-def _interval(estimate: Any, low: Any, high: Any, signed: bool = False, clusters: Any = None) -> str:
-    if estimate is None or (isinstance(estimate, float) and estimate != estimate):
-        return "-"
-    fmt = "{:+.0f}" if signed else "{:.0f}"
-    text = fmt.format(100 * float(estimate))
-    if low is not None and high is not None and low == low and high == high:
-        text += f" [{fmt.format(100 * float(low))},{fmt.format(100 * float(high))}]"
-    known = clusters is not None and clusters == clusters
-    note = interval_note(int(clusters)) if known else ""
-    return f"{text} {note}" if note else text
-
-
 def _group(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS) -> list[str]:
     return [str(record.get(c, "")) for c in columns]
+
+
+def _rate_text(record: dict[str, Any], metric: str) -> str:
+    """A rate of a table row (``metric``, ``metric_low``, ``metric_high``, ``metric_clusters``) as text."""
+    return interval_text(record.get(metric), record.get(f"{metric}_low"), record.get(f"{metric}_high"),
+                         clusters=record.get(f"{metric}_clusters"))
 
 
 def _runs(record: dict[str, Any], columns: Sequence[str] = GROUP_COLUMNS, **extra: list[str]) -> RunFilter:
@@ -336,11 +334,11 @@ def _outcome_view(report: FollowupReport) -> TableView:
     outcome_columns = _outcome_columns(report)
     for r in report.outcomes:
         rows.append([
-            *_group(r), str(r.get("n", "")), *(_pct(r.get(c)) for c in outcome_columns),
-            _interval(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high"),
-                      clusters=r.get("failure_clusters")),
-            _interval(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high"),
-                      clusters=r.get("over_refusal_clusters")),
+            *_group(r), str(r.get("n", "")), *(percent(r.get(c)) for c in outcome_columns),
+            interval_text(r.get("failure_estimate"), r.get("failure_low"), r.get("failure_high"),
+                          clusters=r.get("failure_clusters")),
+            interval_text(r.get("over_refusal_estimate"), r.get("over_refusal_low"), r.get("over_refusal_high"),
+                          clusters=r.get("over_refusal_clusters")),
         ])
         links.append([
             *(_runs(r) for _ in GROUP_COLUMNS), _runs(r), *(_runs(r, outcome=[c]) for c in outcome_columns),
@@ -355,8 +353,7 @@ def _outcome_view(report: FollowupReport) -> TableView:
 
 def _headline_view(report: FollowupReport) -> TableView:
     rows = [
-        [*_group(r), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high"), clusters=r.get(f"{m}_clusters"))
-                       for m in HEADLINE)]
+        [*_group(r), *(_rate_text(r, m) for m in HEADLINE)]
         for r in report.headline
     ]
     links = [[*(_runs(r) for _ in GROUP_COLUMNS), *(_runs(r, metric=[m]) for m in HEADLINE)] for r in report.headline]
@@ -369,8 +366,7 @@ def _headline_view(report: FollowupReport) -> TableView:
 
 def _breakdown_view(report: FollowupReport, records: list[dict[str, Any]], by: Sequence[str], what: str) -> TableView:
     rows = [
-        [*_group(r, by), *(_interval(r.get(m), r.get(f"{m}_low"), r.get(f"{m}_high"), clusters=r.get(f"{m}_clusters"))
-                           for m in BREAKDOWN_METRICS)]
+        [*_group(r, by), *(_rate_text(r, m) for m in BREAKDOWN_METRICS)]
         for r in records
     ]
     links = [[*(_runs(r, by) for _ in by), *(_runs(r, by, metric=[m]) for m in BREAKDOWN_METRICS)] for r in records]
@@ -391,8 +387,8 @@ def _difference_view(report: FollowupReport) -> TableView:
     rows, links = [], []
     for r in report.fix_differences:
         rows.append([*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
-                     _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True,
-                               clusters=r.get("clusters"))])
+                     interval_text(r.get("difference"), r.get("low"), r.get("high"), signed=True,
+                                   clusters=r.get("clusters"))])
         arms = [str(r.get("arm_a", "")), str(r.get("arm_b", ""))]
         links.append([*(_runs(r, group, arm=arms) for _ in group), _runs(r, group, arm=arms), None,
                       _runs(r, group, arm=arms, metric=[str(r.get("metric", ""))])])
@@ -427,9 +423,8 @@ def _rates_view(report: FollowupReport, records: list[dict[str, Any]], names: di
         columns.append((metric, heading, False))
         if metric == "follow_through_rate":
             columns.extend((key, heading, True) for key, heading in (counts or {}).items())
-    rows = [[*_group(r), *(_count(r.get(key)) if is_count else _interval(r.get(key), r.get(f"{key}_low"),
-                                                                           r.get(f"{key}_high"))
-                           for key, _, is_count in columns)] for r in records]
+    rows = [[*_group(r), *(_count(r.get(key)) if is_count else _rate_text(r, key) for key, _, is_count in columns)]
+            for r in records]
     links = [[*(_runs(r) for _ in GROUP_COLUMNS),
               *(_runs(r) if is_count else _runs(r, metric=[key]) for key, _, is_count in columns)] for r in records]
     return TableView(title=f"{title}, {_by(report)}", columns=[*GROUP_COLUMNS, *(h for _, h, _ in columns)],
@@ -453,7 +448,8 @@ def _follow_through_views(report: FollowupReport) -> list[TableView]:
     if ft.fix_differences:
         group = [c for c in GROUP if c != "arm"]
         rows = [[*_group(r, group), str(r.get("arm_a", "")), str(r.get("metric", "")),
-                 _interval(r.get("difference"), r.get("low"), r.get("high"), signed=True),
+                 interval_text(r.get("difference"), r.get("low"), r.get("high"), signed=True,
+                               clusters=r.get("clusters")),
                  f"{_count(r.get('n_not_testable_a'))} / {_count(r.get('n_not_testable_b'))}"]
                 for r in ft.fix_differences]
         views.append(TableView(
@@ -574,17 +570,13 @@ def _text(value: Any) -> str:
     return str(getattr(value, "value", value))
 
 
-def write_followup_files(
-    report: FollowupReport, rows: Sequence[LabelledResponse], out: Path, figure: bool = True
-) -> dict[str, list[str]]:
-    """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figure."""
-    from commitbench.analysis.followup.figures import stacked_outcome_bars
-
-    out.mkdir(parents=True, exist_ok=True)
-    tables = [("outcomes", report.outcomes, _outcome_view(report)), ("headline", report.headline,
-                                                                       _headline_view(report))]
+def followup_report_tables(report: FollowupReport) -> list[ReportTable]:
+    """Every table of the report's files: its rows as CSV, and the table as shown as Markdown (comparisons and
+    cost as CSV only)."""
     by_source, by_category = _breakdown_views(report)
-    tables.extend([("by_source", report.by_source, by_source), ("by_category", report.by_category, by_category)])
+    tables = [("outcomes", report.outcomes, _outcome_view(report)),
+              ("headline", report.headline, _headline_view(report)),
+              ("by_source", report.by_source, by_source), ("by_category", report.by_category, by_category)]
     if report.fix_differences:
         tables.append(("fix_differences", report.fix_differences, _difference_view(report)))
     if report.follow_through is not None:
@@ -594,42 +586,37 @@ def write_followup_files(
                        ("follow_through_paper", ft.paper_comparable, ft_views[2])])
         if ft.fix_differences:
             tables.append(("follow_through_fixes", ft.fix_differences, ft_views[3]))
-    files: dict[str, list[str]] = {}
-    for name, records, view in tables:
-        frame = pd.DataFrame(records)
-        frame.insert(0, "checker", report.checker_kind)
-        frame.insert(1, "judge", report.judge)
-        csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"
-        frame.to_csv(csv_path, index=False)
-        md_path.write_text(f"# {view.title}\n\n{report.title}; run {report.run_dir}.\n\n{view.markdown()}",
-                           encoding="utf-8")
-        files[name] = [str(csv_path), str(md_path)]
+    out = [ReportTable(name, pd.DataFrame(records), view) for name, records, view in tables]
     for name, compared in (("comparisons", report.comparisons), ("comparisons_by_setup", report.comparisons_by_setup)):
         if compared:
-            frame = comparison_frame(compared)
-            frame.insert(0, "checker", report.checker_kind)
-            frame.insert(1, "judge", report.judge)
-            frame.to_csv(out / f"{name}.csv", index=False)
-            files[name] = [str(out / f"{name}.csv")]
+            out.append(ReportTable(name, comparison_frame(compared), None))
     if report.cost:
-        frame = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
-        frame.insert(0, "checker", report.checker_kind)
-        frame.insert(1, "judge", report.judge)
-        frame.to_csv(out / "cost.csv", index=False)
-        files["cost"] = [str(out / "cost.csv")]
+        cost = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
+        out.append(ReportTable("cost", cost, None))
+    return out
+
+
+def write_followup_files(
+    report: FollowupReport, rows: Sequence[LabelledResponse], out: Path, figure: bool = True
+) -> dict[str, list[str]]:
+    """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figures."""
+    figures: list[ReportFigure] = []
     if figure:
+        from commitbench.analysis.followup.figures import chain_bars, stacked_outcome_bars
+
         title = f"Outcome shares per setup, {_by(report)} ({report.judge})"
-        files["figure"] = [str(stacked_outcome_bars(to_frame(rows), out / FIGURE_FILE, title=title))]
+        figures.append(ReportFigure("figure", FIGURE_FILE,
+                                    lambda path: stacked_outcome_bars(to_frame(rows), path, title=title)))
         if any(c.estimate is not None for c in report.comparisons):
             from commitbench.analysis.forest import forest_plot
 
             forest_title = f"Model comparisons, a minus b, {_by(report)} ({report.judge})"
-            files["comparisons_figure"] = [str(forest_plot(report.comparisons, out / FOREST_FILE, forest_title))]
+            figures.append(ReportFigure("comparisons_figure", FOREST_FILE,
+                                        lambda path: forest_plot(report.comparisons, path, forest_title)))
         if report.follow_through is not None:
-            from commitbench.analysis.followup.figures import chain_bars
-
+            chain = report.follow_through.chain
             chain_title = f"From promise to kept promise, {_by(report)} ({report.judge})"
-            files["follow_through_figure"] = [
-                str(chain_bars(report.follow_through.chain, out / CHAIN_FIGURE_FILE, title=chain_title))
-            ]
-    return files
+            figures.append(ReportFigure("follow_through_figure", CHAIN_FIGURE_FILE,
+                                        lambda path: chain_bars(chain, path, title=chain_title)))
+    return write_report_files(out, followup_report_tables(report), f"{report.title}; run {report.run_dir}.",
+                              stamp={"checker": report.checker_kind, "judge": report.judge}, figures=figures)

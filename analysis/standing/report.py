@@ -2,7 +2,9 @@
 
 :func:`build_standing_report` computes the tables from run rows (pure);
 :func:`write_standing_files` writes them under ``RUN_DIR/report/`` as CSV and Markdown, with the
-per-cell heatmap; :meth:`StandingReport.views` describes them as plain tables for a front end.
+per-cell heatmap, through the one report writer (:func:`commitbench.analysis.tables.write_report_files`);
+:meth:`StandingReport.views` describes them as plain tables for a front end. Every number reads as in
+every other table (:func:`commitbench.analysis.tables.interval_text`: ``62% [40, 81]``, ``+12 pp [-3, +25]``).
 
 * ``metrics``: every metric per model x intervention x policy, 95% intervals clustered by commitment
   type, with n and the runs excluded for a missing judge label;
@@ -26,7 +28,6 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import interval_note
 from commitbench.analysis.call_errors import CallErrorRow, call_error_lines, call_error_view
 from commitbench.analysis.comparisons import (
     Comparison,
@@ -41,7 +42,15 @@ from commitbench.analysis.cost import CostRow, cost_table
 from commitbench.analysis.standing import tables as st
 from commitbench.analysis.standing.metrics import METRICS, MetricValue, strict_by_cell
 from commitbench.analysis.standing.rank import RankEffect, RankMeasure, rank_effect_table, rank_frame
-from commitbench.analysis.tables import RunFilter, TableView
+from commitbench.analysis.tables import (
+    ReportFigure,
+    ReportTable,
+    RunFilter,
+    TableView,
+    interval_text,
+    percent,
+    write_report_files,
+)
 
 REPORT_DIR = "report"
 FIGURE_FILE = "strict_by_cell.png"
@@ -227,9 +236,8 @@ def _strict_by_cell(rows: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def write_standing_files(report: StandingReport, out: Path, figure: bool = True) -> dict[str, list[str]]:
-    """Write CSV and Markdown of every table (and the heatmap) under ``out``; returns the paths by table."""
-    out.mkdir(parents=True, exist_ok=True)
+def standing_report_tables(report: StandingReport) -> list[ReportTable]:
+    """Every table of the report's files: the long form as CSV, the wide form (text) as Markdown."""
     tables = {
         "metrics": (st.long_frame(report.metrics), st.wide_frame(report.metrics, st.GROUP)),
         "gap": (st.long_frame(report.by_gap), st.wide_frame(report.by_gap, (*st.GROUP, "gap"))),
@@ -242,17 +250,17 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
         if values:
             frame = st.paired_frame(values)
             text = frame.assign(
-                difference=[st.interval_text(p.estimate, p.low, p.high, signed=True, clusters=p.clusters)
+                difference=[interval_text(p.estimate, p.low, p.high, signed=True, clusters=p.clusters)
                             for p in values]
             ).drop(columns=["low", "high", *drop])
             tables[name] = (frame, text)
     if report.rank_effect:
         frame = rank_frame(report.rank_effect)
         text = frame.assign(
-            manager=[st.interval_text(r.manager, r.manager_low, r.manager_high, clusters=r.clusters)
+            manager=[interval_text(r.manager, r.manager_low, r.manager_high, clusters=r.clusters)
                      for r in report.rank_effect],
-            peer=[st.interval_text(r.peer, r.peer_low, r.peer_high, clusters=r.clusters) for r in report.rank_effect],
-            difference=[st.interval_text(r.estimate, r.low, r.high, signed=True, clusters=r.clusters)
+            peer=[interval_text(r.peer, r.peer_low, r.peer_high, clusters=r.clusters) for r in report.rank_effect],
+            difference=[interval_text(r.estimate, r.low, r.high, signed=True, clusters=r.clusters)
                         for r in report.rank_effect],
         ).drop(columns=["low", "high"])
         tables["rank_effect"] = (frame, text)
@@ -260,48 +268,34 @@ def write_standing_files(report: StandingReport, out: Path, figure: bool = True)
         if compared:
             frame = comparison_frame(compared)
             text = frame.assign(
-                difference=[st.interval_text(c.estimate, c.low, c.high, signed=True) for c in compared]
+                difference=[interval_text(c.estimate, c.low, c.high, signed=True) for c in compared]
             ).drop(columns=["low", "high"])
             tables[name] = (frame, text)
     if report.cost:
         frame = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
         tables["cost"] = (frame, frame)
-    files: dict[str, list[str]] = {}
-    for name, (long, wide) in tables.items():
-        long.to_csv(out / f"{name}.csv", index=False)
-        document = f"# {_TITLES[name]}\n\n{report.note()}\n\n{st.markdown(wide)}"
-        (out / f"{name}.md").write_text(document, encoding="utf-8")
-        files[name] = [str(out / f"{name}.csv"), str(out / f"{name}.md")]
+    return [ReportTable(name, long, TableView.from_frame(_TITLES[name], wide)) for name, (long, wide) in tables.items()]
+
+
+def write_standing_files(report: StandingReport, out: Path, figure: bool = True) -> dict[str, list[str]]:
+    """Write CSV and Markdown of every table (and the heatmap) under ``out``; returns the paths by table."""
+    figures: list[ReportFigure] = []
     if figure and any(v.n for v in report.by_cell):
         from commitbench.analysis.standing.figures import strict_heatmap
 
-        title = f"Strict accuracy by cell (judge: {report.judge})"
-        path = strict_heatmap(report.by_cell, out / FIGURE_FILE, title=title)
-        files["figure"] = [str(path)]
+        heatmap_title = f"Strict accuracy by cell (judge: {report.judge})"
+        figures.append(ReportFigure("figure", FIGURE_FILE,
+                                    lambda path: strict_heatmap(report.by_cell, path, title=heatmap_title)))
     if figure and any(c.estimate is not None for c in report.comparisons):
         from commitbench.analysis.forest import forest_plot
 
-        title = f"Model comparisons, a minus b (judge: {report.judge})"
-        files["comparisons_figure"] = [str(forest_plot(report.comparisons, out / FOREST_FILE, title=title))]
-    return files
+        forest_title = f"Model comparisons, a minus b (judge: {report.judge})"
+        figures.append(ReportFigure("comparisons_figure", FOREST_FILE,
+                                    lambda path: forest_plot(report.comparisons, path, title=forest_title)))
+    return write_report_files(out, standing_report_tables(report), report.note(), figures=figures)
 
 
 # ----------------------------------------------------------------------------------- views
-def compact(
-    estimate: float | None, low: float | None, high: float | None, signed: bool = False, clusters: int | None = None
-) -> str:
-    """``62 [40,81]`` (percent), ``+12 [-3,25]`` for differences, ``62 n/a (2 clusters)`` when too few
-    clusters gave no interval, ``-`` when undefined."""
-    if estimate is None:
-        return "-"
-    fmt = "{:+.0f}" if signed else "{:.0f}"
-    text = fmt.format(100 * estimate)
-    if low is not None and high is not None:
-        text += f" [{fmt.format(100 * low)},{fmt.format(100 * high)}]"
-    note = interval_note(clusters)
-    return f"{text} {note}" if note else text
-
-
 def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
     return (arm_policy[0] != "none", arm_policy)
 
@@ -309,7 +303,11 @@ def _arm_key(arm_policy: tuple[str, str]) -> tuple[bool, tuple[str, str]]:
 def _metric_text(m: MetricValue | None) -> str:
     if m is None:
         return "-"
-    return compact(m.estimate, m.low, m.high, clusters=m.clusters) + (f" +{m.excluded}" if m.excluded else "")
+    return interval_text(m.estimate, m.low, m.high, clusters=m.clusters) + (f" +{m.excluded}" if m.excluded else "")
+
+
+def _difference_text(p: st.PairedValue | None) -> str:
+    return "-" if p is None else interval_text(p.estimate, p.low, p.high, signed=True, clusters=p.clusters)
 
 
 def _runs(metric: str | None = None, **fields: str | list[str]) -> RunFilter:
@@ -385,7 +383,7 @@ def _cells_of(report: StandingReport, values: list[MetricValue], metric: str, wh
             cells = [lookup.get((arm, policy, cell)) for arm, policy in columns]
             if not any(cells):
                 continue
-            body.append([cell, *(st.percent(v.estimate).rstrip("%") if v else "" for v in cells)])
+            body.append([cell, *(percent(v.estimate) if v else "" for v in cells)])
             links.append([
                 _runs(agent=agent, cell=cell),
                 *(_runs(metric, agent=agent, interventions=arm, policy=policy, cell=cell) if v else None
@@ -410,11 +408,7 @@ def _paired_views(report: StandingReport) -> list[TableView]:
             grouped.setdefault((p.arm, p.group["policy"]), {})[p.metric] = p
         body, links = [], []
         for (arm, policy), metrics in grouped.items():
-            body.append([arm, policy, *(
-                compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True, clusters=metrics[n].clusters)
-                if n in metrics else "-"
-                for n in st.MAIN_METRICS
-            )])
+            body.append([arm, policy, *(_difference_text(metrics.get(n)) for n in st.MAIN_METRICS)])
             both = [arm, metrics[next(iter(metrics))].baseline]
             runs = _runs(agent=agent, interventions=both, policy=policy)
             links.append([
@@ -438,11 +432,7 @@ def _policy_views(report: StandingReport) -> list[TableView]:
         effects.setdefault((p.group["agent"], p.group["interventions"]), {})[p.metric] = p
     body, links = [], []
     for (agent, arm), metrics in effects.items():
-        body.append([agent, arm, *(
-            compact(metrics[n].estimate, metrics[n].low, metrics[n].high, signed=True, clusters=metrics[n].clusters)
-            if n in metrics else "-"
-            for n in st.MAIN_METRICS
-        )])
+        body.append([agent, arm, *(_difference_text(metrics.get(n)) for n in st.MAIN_METRICS)])
         group = {"agent": agent, "interventions": arm}
         links.append([_runs(agent=agent), _runs(**group),
                       *(_runs(n, **group) if n in metrics else None for n in st.MAIN_METRICS)])
@@ -459,9 +449,9 @@ def _rank_views(report: StandingReport) -> list[TableView]:
     body = [
         [r.group["agent"], r.group["interventions"], r.group["policy"],
          "drop" if r.measure is RankMeasure.DROPPED else "drop, not asked",
-         compact(r.manager, r.manager_low, r.manager_high, clusters=r.clusters),
-         compact(r.peer, r.peer_low, r.peer_high, clusters=r.clusters),
-         compact(r.estimate, r.low, r.high, signed=True, clusters=r.clusters), str(r.pairs)]
+         interval_text(r.manager, r.manager_low, r.manager_high, clusters=r.clusters),
+         interval_text(r.peer, r.peer_low, r.peer_high, clusters=r.clusters),
+         interval_text(r.estimate, r.low, r.high, signed=True, clusters=r.clusters), str(r.pairs)]
         for r in sorted(report.rank_effect, key=lambda r: (r.group["agent"], _arm_key(
             (r.group["interventions"], r.group["policy"])), r.measure.value))
     ]

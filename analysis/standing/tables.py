@@ -9,7 +9,8 @@
   same episodes, per model and policy (paired cluster bootstrap);
 * :func:`policy_table`: the policy's effect, explicit minus silent, per model and intervention
   (the two policies of an episode share its chat, so commitment types are resampled jointly);
-* :func:`long_frame` / :func:`wide_frame` / :func:`markdown`: the forms written to CSV and Markdown.
+* :func:`long_frame` / :func:`wide_frame`: the forms written to CSV and Markdown (the text of every
+  number is :func:`commitbench.analysis.tables.interval_text`, as in every other table).
 
 Every interval is a 95% bootstrap interval clustered by commitment type; every table counts the
 runs left out because a judge label was missing.
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import interval_note, paired_bootstrap
+from commitbench.analysis.bootstrap import paired_bootstrap
 from commitbench.analysis.standing.metrics import (
     METRIC_NAMES,
     METRICS,
@@ -32,6 +33,7 @@ from commitbench.analysis.standing.metrics import (
     countable,
     paired_difference,
 )
+from commitbench.analysis.tables import interval_text
 
 GROUP: tuple[str, ...] = ("agent", "interventions", "policy")
 CELL_ORDER: tuple[str, ...] = ("BASE", "CRED", "DELEG", "PEER", "MGR", "RELAY", "FACT", "REINSTATE")
@@ -220,28 +222,6 @@ def paired_frame(values: Sequence[PairedValue]) -> pd.DataFrame:
     )
 
 
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.0f}%"
-
-
-def interval_text(
-    estimate: float | None, low: float | None, high: float | None, signed: bool = False, clusters: int | None = None
-) -> str:
-    """``62% [40, 81]``; ``62% n/a (2 clusters)`` when too few clusters gave no interval; ``-`` when undefined."""
-    if estimate is None:
-        return "-"
-    note = interval_note(clusters)
-    if signed:
-        text = f"{100 * estimate:+.0f} pp"
-        if low is not None and high is not None:
-            text += f" [{100 * low:+.0f}, {100 * high:+.0f}]"
-        return f"{text} {note}" if note else text
-    text = percent(estimate)
-    if low is not None and high is not None:
-        text += f" [{100 * low:.0f}, {100 * high:.0f}]"
-    return f"{text} {note}" if note else text
-
-
 def wide_frame(values: Sequence[MetricValue], group_by: Sequence[str], column: str = "metric") -> pd.DataFrame:
     """Groups as rows, one text column per metric (or per cell): 'estimate [low, high] (n, k excl.)'."""
     records: dict[tuple[str, ...], dict[str, str]] = {}
@@ -263,21 +243,3 @@ def wide_frame(values: Sequence[MetricValue], group_by: Sequence[str], column: s
             for key, cells in records.items()]
     return pd.DataFrame.from_records(data, columns=[*group_by, *columns])
 
-
-def markdown(frame: pd.DataFrame) -> str:
-    """A GitHub-style pipe table (no extra dependency)."""
-    if frame.empty:
-        return "_no rows_\n"
-    headers = [str(c) for c in frame.columns]
-
-    def cell(value: object) -> str:
-        if value is None or (isinstance(value, float) and not np.isfinite(value)):
-            return "-"
-        if isinstance(value, float):
-            return f"{value:.3f}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
