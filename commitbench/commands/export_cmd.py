@@ -44,8 +44,12 @@ def _handle(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pyarrow is an extra
         raise UsageError(f"export needs the [export] extra ({exc.name or exc} is missing): "
                          "pip install 'commitbench[export]'") from None
+    from commitbench.planning import run_suite
+
+    if not args.run_dir.is_dir():
+        raise UsageError(f"{args.run_dir} is not a directory (a run directory written by 'commitbench run')")
     try:
-        summary = export_run(args.run_dir, args.out, force=args.force)
+        summary = export_run(args.run_dir, args.out, run_suite(args.run_dir), force=args.force)
     except (FileNotFoundError, ValueError) as exc:  # a missing or foreign directory, stale labels, a bad --out
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:

@@ -316,11 +316,11 @@ def licence_id(licence: str) -> str:
 
 def attribution_table(path: Path) -> dict[str, tuple[str, str]]:
     """The sources table of an attribution file: source name -> (origin, licence). Its rows look like
-    ``| `name` | rows | origin | licence |``."""
+    ``| `name` | rows | origin | licence |`` (the header row names no count of rows)."""
     table: dict[str, tuple[str, str]] = {}
     for line in path.read_text(encoding="utf-8").splitlines()[:400]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[0].startswith("`") and cells[0].endswith("`"):
+        if len(cells) >= 4 and cells[0].startswith("`") and cells[0].endswith("`") and cells[1].isdigit():
             table[cells[0].strip("`")] = (cells[2], cells[-1])
     return table
 

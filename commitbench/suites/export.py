@@ -24,8 +24,8 @@ import yaml
 from pydantic import BaseModel, Field
 
 from commitbench import __version__
-from commitbench.planning import run_suite
 from commitbench.rundir import MANIFEST_FILE, RunManifest, RunStatus, read_manifest
+from commitbench.suites import AnySuite
 from commitbench.suites.dataset import JSON_ENCODED, DataSource, JudgeLabels, RunRows, Scrubber, read_run
 
 __all__ = ["CARD_FILE", "DATA_FILE", "DatasetCard", "ExportError", "ExportSummary", "export_run", "features_yaml"]
@@ -235,18 +235,18 @@ def _check_out(out: Path, run_dir: Path, force: bool) -> None:
                           "replaces a previous export only: choose another directory")
 
 
-def export_run(run_dir: Path | str, out: Path | str, force: bool = False) -> ExportSummary:
-    """Write the run directory ``run_dir`` as a dataset directory ``out`` (see the module docstring).
+def export_run(run_dir: Path | str, out: Path | str, suite: AnySuite, force: bool = False) -> ExportSummary:
+    """Write the run directory ``run_dir`` of ``suite`` as a dataset directory ``out`` (see the module docstring).
 
-    Raises :class:`ExportError` for a directory that is no finished run or an ``out`` that must not be
-    written; the errors of reading the run (``FileNotFoundError``, ``ValueError`` for a foreign directory, a
-    damaged trace file, another episode-set version, stale LLM labels) pass through.
+    ``suite`` is the directory's, as :func:`commitbench.planning.run_suite` reads it (which refuses a
+    directory of another episode-set version and a trace line of another run). Raises :class:`ExportError`
+    for a directory that is no finished run or an ``out`` that must not be written; the errors of reading
+    the run (``FileNotFoundError``, ``ValueError`` for a damaged trace file or stale LLM labels) pass through.
     """
     started = time.perf_counter()
     run_dir, out = Path(run_dir), Path(out)
     if not run_dir.is_dir():
         raise ExportError(f"{run_dir} is not a directory (a run directory written by 'commitbench run')")
-    suite = run_suite(run_dir)
     manifest = read_manifest(run_dir)
     if manifest is None:
         raise ExportError(f"{run_dir} has no {MANIFEST_FILE}; an export states the run's config hash and episode set "
