@@ -240,7 +240,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return standing_run(base / "run", base)
 
 
-def test_a_missing_or_foreign_directory_is_a_usage_error(
+def test_a_missing_foreign_or_unfinished_directory_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], finished_run: Path
 ) -> None:
     assert main(["export", str(tmp_path / "missing"), "--out", str(tmp_path / "a")]) == 2
@@ -255,7 +255,14 @@ def test_a_missing_or_foreign_directory_is_a_usage_error(
     (bare / TRACES_FILE).write_bytes((finished_run / TRACES_FILE).read_bytes())
     assert main(["export", str(bare), "--out", str(tmp_path / "c")]) == 2
     assert "has no manifest.json" in capsys.readouterr().err
-    assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
+    running = tmp_path / "running"
+    running.mkdir()
+    (running / TRACES_FILE).write_bytes((finished_run / TRACES_FILE).read_bytes())
+    manifest = json.loads((finished_run / "manifest.json").read_text(encoding="utf-8"))
+    (running / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}), encoding="utf-8")
+    assert main(["export", str(running), "--out", str(tmp_path / "d")]) == 2
+    assert "is still running" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in ("a", "b", "c", "d"))
 
 
 def test_an_existing_output_is_refused_unless_forced_and_only_a_previous_export_is_replaced(
