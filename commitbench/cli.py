@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.label_cmd",
     "commitbench.commands.report_cmd",
     "commitbench.commands.view_cmd",
+    "commitbench.commands.export_cmd",
     "commitbench.commands.annotate_cmd",
     "commitbench.commands.cache_cmd",
     "commitbench.commands.serve_cmd",
