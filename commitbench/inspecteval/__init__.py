@@ -5,6 +5,5 @@ player) through inspect's model API, and score with the suites' own labellers an
 :mod:`.tasks` (the tasks, registered through the ``inspect_ai`` entry point), :mod:`.params` (task
 parameters from the episode filters), :mod:`.client` (the chat agent's client on inspect's model),
 :mod:`.play` (the solver), :mod:`.transcript` (messages and tool events for ``inspect view``),
-:mod:`.scoring` (scorer and metrics) and :mod:`.logdir` (an inspect log as a run directory). Needs the
-``[inspect]`` extra; ``docs/inspect.md`` is the guide.
+:mod:`.scoring` (scorer and metrics). Needs the ``[inspect]`` extra; ``docs/inspect.md`` is the guide.
 """

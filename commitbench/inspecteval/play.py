@@ -9,8 +9,9 @@ episode, wrapped with the arm's interventions from the one registry (``CellPlaye
 chat agent, and the one play loop (``CellPlayer.play``). The only difference is the agent's client:
 :class:`commitbench.inspecteval.client.InspectModelClient`, which asks inspect's model.
 
-The finished trace goes into the sample's store under :data:`TRACE_KEY` (the scorer labels it; a log
-converts back into a run directory from it), and the episode becomes the sample's messages.
+The finished trace goes into the sample's store under :data:`TRACE_KEY` (the scorer labels it, and it
+keeps the log readable as the trace ``commitbench run`` would write), and the episode becomes the
+sample's messages.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ functions: :func:`commitbench.analysis.standing.metrics.compute_metrics` and
 interval (``_low``, ``_high``) where the report gives one (clustered by commitment type, resp. request;
 the report gives no interval over fewer than six commitment types). What inspect cannot show is the
 report's grouping (by policy, by arm, by setup) and its paired differences: ``commitbench report`` on a
-converted log (:mod:`commitbench.inspecteval.logdir`) gives every table.
+run directory of ``commitbench run`` gives every table (it does not read inspect logs).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from inspect_ai.solver import TaskState
 
 from commitbench.analysis.followup.metrics import HEADLINE_METRICS, LabelledResponse, rate_table, to_frame
 from commitbench.analysis.followup.report import response_row
-from commitbench.analysis.standing.metrics import METRIC_NAMES, compute_metrics, run_row
+from commitbench.analysis.standing.metrics import compute_metrics, run_row
 from commitbench.inspecteval.play import TRACE_KEY, TaskPlan
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, OutcomeLabel
@@ -41,8 +41,6 @@ from commitbench.traces import EpisodeTrace
 __all__ = ["SCORED_SUITES", "followup_metrics", "score_episode", "standing_metrics"]
 
 ROWS_KEY = "rows"
-# Standing headline metrics, in the report's order.
-STANDING_HEADLINES: tuple[str, ...] = METRIC_NAMES
 
 
 def _finite(value: Any) -> float | None:
