@@ -10,8 +10,9 @@ chat agent, and the one play loop (``CellPlayer.play``). The only difference is 
 :class:`commitbench.inspecteval.client.InspectModelClient`, which asks inspect's model.
 
 The finished trace goes into the sample's store under :data:`TRACE_KEY` (the scorer labels it, and it
-keeps the log readable as the trace ``commitbench run`` would write), and the episode becomes the
-sample's messages.
+keeps the log readable as the trace ``commitbench run`` would write), the config the cell belongs to
+under :data:`CONFIG_KEY` (as a run manifest records it: :mod:`commitbench.inspecteval.logs` makes a run
+directory of a log from the two), and the episode becomes the sample's messages.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ from commitbench.inspecteval.params import TaskSettings, experiment_config
 from commitbench.inspecteval.transcript import ToolEventRecorder, trace_messages
 from commitbench.llm import ModelClient
 from commitbench.modelentry import GenerationSettings, ModelEntry
-from commitbench.planning import Cell, expand_cells
+from commitbench.planning import Cell, expand_cells, manifest_config
 from commitbench.suites import AnySuite
 from commitbench.traces import EpisodeTrace
 
-__all__ = ["TRACE_KEY", "InspectCellPlayer", "TaskPlan", "model_entry_of", "play_episode"]
+__all__ = ["CONFIG_KEY", "TRACE_KEY", "InspectCellPlayer", "TaskPlan", "model_entry_of", "play_episode"]
 
 # The sample store's key of the episode's trace (EpisodeTrace as JSON).
 TRACE_KEY = "commitbench_trace"
+# The sample store's key of the experiment config the cell belongs to (as a manifest records it).
+CONFIG_KEY = "commitbench_config"
 # The URL a model entry records for inspect's model: never called (the URL is no part of the identity).
 INSPECT_URL = "http://inspect.invalid/v1"
 
@@ -124,7 +127,9 @@ def play_episode(plan: TaskPlan) -> Solver:
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         trace = await play_cell(plan, str(state.metadata["episode_id"]), state.epoch - 1)
+        config, _ = plan.config_and_cells(model_entry_of(get_model()))
         state.store.set(TRACE_KEY, trace.model_dump(mode="json"))
+        state.store.set(CONFIG_KEY, manifest_config(config))
         state.messages = trace_messages(trace)
         state.output = ModelOutput.from_content(model=str(get_model()), content=_last_reply(trace))
         if trace.infra_error:
