@@ -3,33 +3,28 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect tasks need inspect-ai (the [inspect] extra)")
 
+from _inspect_fixtures import commitbench_run, followup_responder, inspect_run
 from _runner_fixtures import standing_responder
-from inspect_ai import eval as inspect_eval
 from inspect_ai.event import ToolEvent
 from inspect_ai.log import EvalLog
 
-from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.inspecteval.client import tool_infos
 from commitbench.inspecteval.params import settings_from_parameters, split_parameters
 from commitbench.inspecteval.play import TRACE_KEY
 from commitbench.inspecteval.transcript import EXECUTED_BY
 from commitbench.judges.standing.signals import compute_signals
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
-from commitbench.rundir import RunStatus
-from commitbench.runner import run_experiment
+from commitbench.mockserver import MockServer
 from commitbench.suites import get_suite
 from commitbench.suites.standing import episodes_by_id
-from commitbench.traces import EpisodeTrace, latest_traces
+from commitbench.traces import EpisodeTrace
 
 STANDING_CELLS = ["BASE", "CRED-DIRECT", "PEER-DIRECT", "FACT-FALSE"]
 FOLLOWUP_SETUPS = ["C0", "C2"]
@@ -57,7 +52,7 @@ def test_filter_parameters_come_from_the_suite_selection_model() -> None:
         split_parameters(standing, {"setups": "C0"})
 
 
-def test_the_standing_shorthand_default_applies_as_in_commitbench_run() -> None:
+def test_the_standing_shorthand_default_applies_as_incommitbench_run() -> None:
     filters, _ = settings_from_parameters(get_suite("standing"), {"cells": "BASE"})
     assert filters == {"cells": ["BASE"], "split": "test"}
 
@@ -70,42 +65,6 @@ def test_tools_become_definitions_only() -> None:
     (info,) = tool_infos([schema])
     assert info.name == "lookup" and info.parameters.required == ["query"]
     assert info.parameters.properties["query"].type == "string"
-
-
-# ------------------------------------------------------------------------------ mock replies by content
-def followup_responder(request: dict[str, Any]) -> ReplySpec:
-    """A scripted model for the follow-up suite: the reply depends only on what the request says."""
-    messages = request["messages"]
-    if messages[-1]["role"] == "tool":
-        return ReplySpec(text="Done: the reminder is set and you will be notified then.")
-    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    choice = int(hashlib.sha256(user.encode()).hexdigest(), 16) % 3
-    tools = {t["function"]["name"] for t in request.get("tools") or []}
-    if "create_reminder" in tools and choice != 2:
-        return ReplySpec(tool_calls=[ToolCallSpec(name="create_reminder", arguments={
-            "remind_at": "2031-03-04T09:00:00", "message": user[:60]})])
-    if choice == 0:
-        return ReplySpec(text="I'll remind you about this tomorrow morning and follow up then.")
-    return ReplySpec(text="I can't set reminders here, so please add one to your calendar.")
-
-
-def _inspect_run(server: MockServer, task: str, task_args: dict[str, Any], log_dir: Path) -> EvalLog:
-    (log,) = inspect_eval(
-        task, model="openai/mock-model", model_base_url=server.base_url, model_args={"responses_api": False},
-        task_args=task_args, limit=6, log_dir=str(log_dir), display="none", max_retries=2,
-    )
-    return log
-
-
-def _commitbench_run(server: MockServer, env: str, episodes: dict[str, Any], out: Path) -> list[EpisodeTrace]:
-    config = ExperimentConfig.model_validate({
-        "name": "inspect-equivalence", "env": env, "agents": ["chat"], "episodes": episodes,
-        "models": [{"name": "mock", "base_url": server.base_url, "api_key_env": None,
-                    "settings": {"model": "mock-model", "timeout": 10.0}}],
-    })
-    summary = run_experiment(config, out)
-    assert summary.status is RunStatus.COMPLETE, summary.message
-    return latest_traces(out)
 
 
 def _check_log(log: EvalLog) -> list[EpisodeTrace]:
@@ -129,7 +88,7 @@ def _check_log(log: EvalLog) -> list[EpisodeTrace]:
 def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
     mock_server.set_responder(standing_responder(load_episodes()))
     started = time.perf_counter()
-    log = _inspect_run(mock_server, "commitbench/standing", {"cells": STANDING_CELLS}, tmp_path / "logs")
+    log = inspect_run(mock_server, "commitbench/standing", {"cells": STANDING_CELLS}, tmp_path / "logs")
     elapsed = time.perf_counter() - started
     traces = _check_log(log)
     assert sum(len(turn.calls) for t in traces for turn in t.turns) > 0
@@ -138,7 +97,7 @@ def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock
     users = [m for m in log.samples[0].messages if m.role == "user"] if log.samples else []
     assert users and all((m.metadata or {}).get("sender") for m in users)  # speakers' names in the messages
 
-    plain = _commitbench_run(mock_server, "commitbench/Standing-v0",
+    plain = commitbench_run(mock_server, "commitbench/Standing-v0",
                              {"split": "test", "cells": STANDING_CELLS, "limit": 6}, tmp_path / "run")
     episodes = episodes_by_id()
     rules = get_suite("standing").labeller("rules")
@@ -155,14 +114,14 @@ def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock
 @pytest.mark.slow
 def test_followup_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
     mock_server.set_responder(followup_responder)
-    log = _inspect_run(mock_server, "commitbench/followup", {"setups": FOLLOWUP_SETUPS}, tmp_path / "logs")
+    log = inspect_run(mock_server, "commitbench/followup", {"setups": FOLLOWUP_SETUPS}, tmp_path / "logs")
     _check_log(log)
     metrics = log.results.scores[0].metrics if log.results else {}
     assert {"responses", "failure_rate", "over_refusal_rate"} <= set(metrics)
     outcomes = {s.scores["label_episode"].value["outcome"] for s in log.samples or [] if s.scores}  # type: ignore[index]
     assert len(outcomes) >= 2  # the scripted replies lead to more than one outcome
 
-    plain = _commitbench_run(mock_server, "commitbench/FollowUp-v0",
+    plain = commitbench_run(mock_server, "commitbench/FollowUp-v0",
                              {"setups": FOLLOWUP_SETUPS, "limit": 6}, tmp_path / "run")
     rules = get_suite("followup").labeller("rules")
     by_episode = {s.id: s.scores["label_episode"].metadata for s in log.samples or [] if s.scores}
