@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,16 +14,20 @@ pytest.importorskip("inspect_ai", reason="the inspect tasks need inspect-ai (the
 
 from _inspect_fixtures import commitbench_run, followup_responder, inspect_run
 from _runner_fixtures import standing_responder
-from inspect_ai.event import ToolEvent
+from inspect_ai import eval as inspect_eval
+from inspect_ai.event import ModelEvent, ToolEvent
 from inspect_ai.log import EvalLog
+from inspect_ai.model import get_model
 
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.inspecteval.client import tool_infos
 from commitbench.inspecteval.params import settings_from_parameters, split_parameters
 from commitbench.inspecteval.play import TRACE_KEY
+from commitbench.inspecteval.scoring import GRADER_ROLE
 from commitbench.inspecteval.transcript import EXECUTED_BY
+from commitbench.judges.labelling import JUDGE_MAX_TOKENS, JUDGE_SEED
 from commitbench.judges.standing.signals import compute_signals
-from commitbench.mockserver import MockServer
+from commitbench.mockserver import MockServer, ReplySpec
 from commitbench.suites import get_suite
 from commitbench.suites.standing import episodes_by_id
 from commitbench.traces import EpisodeTrace
@@ -141,3 +147,52 @@ def test_inspect_finds_the_tasks_through_the_entry_point() -> None:
     task = tasks.followup(setups="C1", limit=2)
     assert len(task.dataset) == 2 and task.epochs == 1
     assert [s.metadata["setup"] for s in task.dataset] == ["C1", "C1"]
+
+
+# ------------------------------------------------------------------------------ the LLM judge as inspect's grader
+def _judged(consults: bool) -> str:
+    return json.dumps({"consults_creditor": {"reason": "scripted", "answer": consults},
+                       "notifies_creditor": {"reason": "scripted", "answer": False},
+                       "off_topic": {"reason": "scripted", "answer": False}})
+
+
+@pytest.mark.slow
+def test_the_grader_role_labels_with_the_suites_llm_judge(tmp_path: Path, mock_server: MockServer) -> None:
+    play = standing_responder(load_episodes())
+
+    def responder(request: dict[str, Any]) -> ReplySpec | str:
+        if request.get("response_format"):  # the judge's calls: consults when the judged message asks something
+            judged = request["messages"][-1]["content"].rsplit("The message to judge", 1)[1]
+            return _judged(consults="?" in judged)
+        return play(request)
+
+    mock_server.set_responder(responder)
+    grader = get_model("openai/mock-model", base_url=mock_server.base_url, responses_api=False)
+    (log,) = inspect_eval(
+        "commitbench/standing", model="openai/mock-model", model_base_url=mock_server.base_url,
+        model_args={"responses_api": False}, model_roles={GRADER_ROLE: grader},
+        task_args={"cells": ["PEER-DIRECT", "CRED-DIRECT"]}, limit=4, log_dir=str(tmp_path), display="none",
+    )
+    assert log.status == "success", log.error
+    bodies = [r["body"] for r in mock_server.requests() if isinstance(r.get("body"), dict)]
+    judge_requests = [body for body in bodies if body.get("response_format")]
+    assert judge_requests
+    for request in judge_requests:  # the judge's schema, and its seed and reply bound
+        assert request["response_format"]["type"] == "json_schema"
+        assert request["response_format"]["json_schema"]["name"] == "standing_judge"
+        assert request["seed"] == JUDGE_SEED and request["max_completion_tokens"] == JUDGE_MAX_TOKENS
+    # The judge asks inspect for temperature 0 (inspect's OpenAI provider leaves the temperature out of the
+    # request for model names it does not know, as for its reasoning models).
+    judge_events = [e for s in log.samples or [] for e in s.events
+                    if isinstance(e, ModelEvent) and e.config.response_schema is not None]
+    assert judge_events and all(e.config.temperature == 0 and e.role == GRADER_ROLE for e in judge_events)
+    labelled = 0
+    for sample in log.samples or []:
+        score = sample.scores["label_episode"] if sample.scores else None
+        assert score is not None and score.metadata is not None
+        assert score.metadata["labeller"] == "llm:mock-model"
+        for label in score.metadata["labels"]["labels"]:
+            assert label["judge"] == "llm:mock-model" and not label["error"]
+            labelled += 1
+    assert labelled > 0
+    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4

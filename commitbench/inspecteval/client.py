@@ -10,6 +10,10 @@ parser the project's client uses (:func:`commitbench.llm.response.parse_completi
 and malformed calls are treated alike. Every tool call the model makes therefore reaches the environment
 through ``env.step``, and inspect logs each call as a model event (input, tools, output, cache status).
 
+The same client serves the LLM judge in the scorer: with ``role="grader"`` it asks the model of inspect's
+model role ``grader``, with the judge's pinned generation settings (``config``), and a JSON-schema
+``response_format`` goes to inspect as its :class:`~inspect_ai.model.ResponseSchema`.
+
 Retries, rate limits, connection limits and the model-output cache are inspect's (``--max-retries``,
 ``--max-connections``, ``-T cache=true``); the project's SQLite cache is not used. A call that still
 fails raises, the cell player records it as the trace's infrastructure error, and the solver fails the
@@ -28,17 +32,19 @@ from inspect_ai.model import (
     ChatMessage,
     GenerateConfig,
     ModelOutput,
+    ResponseSchema,
     get_model,
     messages_from_openai,
 )
 from inspect_ai.model import ContentReasoning as ReasoningPart
 from inspect_ai.tool import ToolInfo, ToolParams
+from inspect_ai.util import JSONSchema
 
 from commitbench.cache import cache_key
 from commitbench.llm import ModelResponse, ModelSettings
 from commitbench.llm.response import parse_completion
 
-__all__ = ["InspectModelClient", "tool_infos"]
+__all__ = ["InspectModelClient", "response_schema", "tool_infos"]
 
 # What an OpenAI tool_choice becomes in inspect.
 _TOOL_CHOICE: dict[str, Literal["auto", "any", "none"]] = {"auto": "auto", "required": "any", "none": "none"}
@@ -100,16 +106,31 @@ _FINISH = {"stop": "stop", "max_tokens": "length", "tool_calls": "tool_calls", "
            "model_length": "length"}
 
 
+def response_schema(response_format: Mapping[str, Any]) -> ResponseSchema:
+    """An OpenAI ``json_schema`` response format as inspect's response schema (the only form inspect sends)."""
+    if response_format.get("type") != "json_schema":
+        kind = response_format.get("type")
+        raise ValueError(f"inspect's model API takes a json_schema response format, not {kind!r}")
+    spec = response_format["json_schema"]
+    return ResponseSchema(name=str(spec["name"]), json_schema=JSONSchema.model_validate(spec["schema"]),
+                          description=spec.get("description"), strict=spec.get("strict"))
+
+
 class InspectModelClient:
-    """What the chat agent calls for completions, answered by inspect's active model (see the module doc).
+    """What the chat agent (or the LLM judge) calls for completions, answered by inspect's model (see the module doc).
 
     ``settings``: the model identity the run keys and the traces record (its URL is never used).
     ``cache``: inspect's model-output cache policy for every call, or None for none.
+    ``role``: an inspect model role whose model answers (None: the task's model).
+    ``config``: generation settings sent with every call (None: inspect's own).
     """
 
-    def __init__(self, settings: ModelSettings, cache: CachePolicy | None = None) -> None:
+    def __init__(self, settings: ModelSettings, cache: CachePolicy | None = None, role: str | None = None,
+                 config: GenerateConfig | None = None) -> None:
         self.settings = settings
         self.cache = cache
+        self.role = role
+        self.config = config or GenerateConfig()
         self.calls = 0
         self._identity = settings.identity()
 
@@ -124,12 +145,10 @@ class InspectModelClient:
         session_id: str | None = None,
         temperature: float | None = None,
     ) -> ModelResponse:
-        """One completion from inspect's active model (the signature of :meth:`commitbench.llm.ModelClient.complete`).
+        """One completion from inspect's model (the signature of :meth:`commitbench.llm.ModelClient.complete`).
 
-        ``response_format`` is refused: only the chat agent plays through this client, and it never asks
-        for one. ``session_id`` has no meaning for inspect's providers and is not sent."""
-        if response_format is not None:
-            raise ValueError("the inspect client serves the chat agent only; it takes no response_format")
+        ``response_format``: a ``json_schema`` one only (:func:`response_schema`). ``session_id`` has no
+        meaning for inspect's providers and is not sent."""
         started = time.perf_counter()
         self.calls += 1
         options: dict[str, Any] = {}
@@ -137,10 +156,16 @@ class InspectModelClient:
             options["tool_choice"] = tool_choice
         if temperature is not None:
             options["temperature"] = temperature
+        if response_format is not None:
+            options["response_format"] = dict(response_format)
         key = cache_key(self._identity, messages, tools=tools, options=options, sample_index=sample_index)
         choice = _TOOL_CHOICE.get(tool_choice) if isinstance(tool_choice, str) else None
-        config = GenerateConfig(temperature=temperature) if temperature is not None else GenerateConfig()
-        model = get_model()
+        config = self.config
+        if temperature is not None:
+            config = config.merge(GenerateConfig(temperature=temperature))
+        if response_format is not None:
+            config = config.merge(GenerateConfig(response_schema=response_schema(response_format)))
+        model = get_model(role=self.role, required=True) if self.role is not None else get_model()
         history: list[ChatMessage] = await messages_from_openai(list(messages), model=None)  # type: ignore[arg-type]
         output = await model.generate(
             history, tools=tool_infos(tools or ()), tool_choice=choice, config=config,

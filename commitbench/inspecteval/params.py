@@ -45,6 +45,10 @@ class TaskSettings(BaseModel):
     seed: int = Field(default=0, description="Seed passed to env.reset.")
     n_boot: int = Field(default=1000, ge=1, description="Bootstrap replicates of the cluster intervals in the metrics.")
     cache: bool = Field(default=False, description="Use inspect's model-output cache for every call (no expiry).")
+    grader: str | None = Field(
+        default=None, description="An inspect model (provider/name) for the model role 'grader': the scorer labels "
+        "with the suite's LLM labeller on it (the same as --model-role grader=...; null: the offline labeller).",
+    )
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:

@@ -1,9 +1,12 @@
 """The scorer and the metrics: the suite's signals and labels per sample, its headline metrics per task.
 
 The scorer reads the trace the solver stored, labels it with the suite's offline labeller (the labeller
-``commitbench label`` stores under ``rules``; its labels are what ``commitbench report`` reads by default)
-and builds the run's metric row with the analysis code the report uses: :func:`run_row` for the standing
-suite (signals, judge aggregates, the strict grade, the cell's roles), :func:`response_row` for the
+``commitbench label`` stores under ``rules``; its labels are what ``commitbench report`` reads by default),
+or, when the eval names a model for inspect's model role ``grader`` (``--model-role grader=openai/M``, or
+the task parameter ``grader``), with the suite's LLM labeller on that model (:func:`grader_client`: the
+chat agent's client on the grader role, with the judge's pinned settings: temperature 0, the judge's seed
+and reply bound), and builds the run's metric row with the analysis code the report uses: :func:`run_row`
+for the standing suite (signals, judge aggregates, the strict grade, the cell's roles), :func:`response_row` for the
 follow-up suite (the outcome label and the commitment counts). The score's value holds a few of those per
 sample; its metadata holds the signals, the labels and the row.
 
@@ -22,23 +25,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
+from inspect_ai.model import GenerateConfig, model_roles
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
 from commitbench.analysis.followup.metrics import HEADLINE_METRICS, LabelledResponse, rate_table, to_frame
 from commitbench.analysis.followup.report import response_row
 from commitbench.analysis.standing.metrics import compute_metrics, run_row
-from commitbench.inspecteval.play import TRACE_KEY, TaskPlan
+from commitbench.inspecteval.client import InspectModelClient
+from commitbench.inspecteval.play import TRACE_KEY, TaskPlan, model_entry_of
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, OutcomeLabel
+from commitbench.judges.labelling import pin_judge_settings
 from commitbench.judges.standing.labellers import StandingLabelRecord
 from commitbench.judges.standing.signals import compute_signals
+from commitbench.llm import ModelClient
 from commitbench.traces import EpisodeTrace
 
-__all__ = ["SCORED_SUITES", "followup_metrics", "score_episode", "standing_metrics"]
+__all__ = ["GRADER_ROLE", "SCORED_SUITES", "followup_metrics", "grader_client", "score_episode", "standing_metrics"]
+
+# The inspect model role whose model, when an eval names one, labels the runs with the suite's LLM labeller.
+GRADER_ROLE = "grader"
 
 ROWS_KEY = "rows"
 
@@ -174,27 +184,46 @@ SCORED_SUITES: dict[str, Callable[[TaskPlan, EpisodeTrace, Any], ScoredRun]] = {
 }
 
 
-async def score_episode(plan: TaskPlan, trace: EpisodeTrace, judge: str) -> ScoredRun:
-    """Label a trace with the suite's labeller ``judge`` and grade it."""
+def grader_client() -> InspectModelClient | None:
+    """The LLM judge's client on inspect's ``grader`` model role, or None when the eval names no grader."""
+    grader = model_roles().get(GRADER_ROLE)
+    if grader is None:
+        return None
+    model = grader[0] if isinstance(grader, list) else grader
+    settings = pin_judge_settings(model_entry_of(model).model_settings())
+    config = GenerateConfig(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
+    return InspectModelClient(settings, role=GRADER_ROLE, config=config)
+
+
+async def score_episode(plan: TaskPlan, trace: EpisodeTrace, judge: str,
+                        client: InspectModelClient | None = None) -> tuple[str, ScoredRun]:
+    """Label a trace with the suite's labeller ``judge`` (with ``client``: its LLM labeller on that client) and
+    grade it; (the labeller's name, the grade)."""
     grade = SCORED_SUITES.get(plan.suite.name)
     if grade is None:
         raise ValueError(f"the {plan.suite.name} suite has no inspect scorer (known: {', '.join(SCORED_SUITES)})")
-    labeller = plan.suite.labeller(judge)
-    return grade(plan, trace, await labeller.label(trace))
+    # The chat agent's client answers the judge's calls as a ModelClient would (complete and settings).
+    if client is not None:
+        labeller = plan.suite.labeller("llm", cast(ModelClient, client))
+    else:
+        labeller = plan.suite.labeller(judge)
+    return labeller.name, grade(plan, trace, await labeller.label(trace))
 
 
 @scorer(metrics=[])
 def label_episode(plan: TaskPlan, judge: str = "rules") -> Scorer:
-    """Score a played episode: the suite's signals and its offline labeller's labels (see the module doc)."""
+    """Score a played episode: the suite's signals and the labels of its offline labeller, or of its LLM
+    labeller on the ``grader`` model role when the eval names one (see the module doc)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         stored = state.store.get(TRACE_KEY)
         if stored is None:
             raise ValueError("the sample holds no trace: the episode was not played")
         trace = EpisodeTrace.model_validate(stored)
-        run = await score_episode(plan, trace, judge)
+        labeller, run = await score_episode(plan, trace, judge, grader_client())
         return Score(value=run.value, answer=run.answer, explanation=run.explanation,
                      metadata={"run_key": trace.run_key, "episode_id": trace.episode_id, "sample": trace.sample,
-                               "signals": run.signals, "labels": run.labels, ROWS_KEY: run.rows})
+                               "labeller": labeller, "signals": run.signals, "labels": run.labels,
+                               ROWS_KEY: run.rows})
 
     return score

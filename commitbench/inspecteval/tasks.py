@@ -22,7 +22,7 @@ from inspect_ai.scorer import Metric
 
 from commitbench.inspecteval.params import TaskSettings, filter_fields, settings_from_parameters
 from commitbench.inspecteval.play import TaskPlan, play_episode
-from commitbench.inspecteval.scoring import followup_metrics, label_episode, standing_metrics
+from commitbench.inspecteval.scoring import GRADER_ROLE, followup_metrics, label_episode, standing_metrics
 from commitbench.suites import AnySuite, get_suite
 
 __all__ = ["build_task", "followup", "standing"]
@@ -49,6 +49,7 @@ def build_task(suite_name: str, parameters: dict[str, Any], suite_metric: Callab
         scorer=label_episode(plan, suite.offline_labeller),
         metrics=[suite_metric(n_boot=settings.n_boot)],
         epochs=Epochs(settings.samples),
+        model_roles={GRADER_ROLE: settings.grader} if settings.grader else None,
         name=suite.name,
         metadata={"suite": suite.name, "env_id": suite.env_id, "episodes": selection.model_dump(mode="json"),
                   "settings": settings.model_dump(mode="json")},
