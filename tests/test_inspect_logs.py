@@ -5,7 +5,10 @@ are refused with exit code 2."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +212,25 @@ def test_the_run_directory_is_rewritten_when_the_logs_change_and_never_over_some
     (taken / "notes.txt").write_text("my own notes\n")
     assert "was not written from inspect logs" in _refused(elsewhere, capsys)
     assert (taken / "notes.txt").read_text() == "my own notes\n" and not (taken / SOURCE_FILE).exists()
+
+
+@pytest.mark.slow
+def test_the_inspect_command_line_writes_a_log_that_report_reads(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    logs = tmp_path / "logs"
+    inspect = Path(sys.executable).with_name("inspect")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "unused-by-the-mock", "NO_COLOR": "1"}
+    argv = [str(inspect), "eval", "commitbench/standing", "--model", "openai/mock-model",
+            "--model-base-url", mock_server.base_url, "-M", "responses_api=false", "-T", "cells=BASE,PEER-DIRECT",
+            "--limit", "2", "--log-dir", str(logs), "--display", "plain", "--max-retries", "2"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (path,) = logs.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.eval.task_registry_name == "commitbench/standing"
+    assert log.samples is not None and len(log.samples) == 2 and all(s.scores for s in log.samples)
+    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 2
+    document, _ = _report(logs, capsys)
+    assert document["runs"] == 2 and document["suite"] == "standing"
