@@ -16,8 +16,9 @@ functions: :func:`commitbench.analysis.standing.metrics.compute_metrics` and
 :func:`commitbench.analysis.followup.metrics.rate_table`, each estimate with its 95% cluster-bootstrap
 interval (``_low``, ``_high``) where the report gives one (clustered by commitment type, resp. request;
 the report gives no interval over fewer than six commitment types). What inspect cannot show is the
-report's grouping (by policy, by arm, by setup) and its paired differences: ``commitbench report`` on a
-run directory of ``commitbench run`` gives every table (it does not read inspect logs).
+report's grouping (by policy, by arm, by setup) and its paired differences: ``commitbench report`` gives
+every table, on a run directory of ``commitbench run`` or on the log directory of these tasks
+(:mod:`commitbench.inspecteval.logs`).
 """
 
 from __future__ import annotations
