@@ -51,7 +51,7 @@ BOTTOM = (
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
     "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
-    "commitbench.modelentry",
+    "commitbench.modelentry", "commitbench.inspecteval",
 )
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [

@@ -182,3 +182,27 @@ def render(report: Any) -> None:
     files = [p for paths in getattr(report, "files", {}).values() for p in paths]
     if files:
         console.print(f"written: {Path(files[0]).parent}/ ({', '.join(Path(p).name for p in files)})", markup=False)
+
+
+def readable_run_dir(path: Path) -> Path:
+    """The run directory ``report`` and ``view`` read for ``path``: ``path`` itself, or, when it is an inspect
+    log directory (or log file) of the commitbench tasks, the run directory made of it
+    (:func:`commitbench.inspecteval.logs.convert_logs`: the sibling ``<LOG_DIR>-commitbench``), said on stderr."""
+    from commitbench.inspecteval.logs import InspectLogError, convert_logs, is_inspect_log
+
+    if not is_inspect_log(path):
+        return path
+    try:
+        summary = convert_logs(path)
+    except InspectLogError as exc:
+        raise UsageError(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("inspect_ai"):
+            raise
+        raise UsageError(f"{path} holds inspect logs; reading them needs inspect-ai (pip install -e '.[inspect]')"
+                         ) from None
+    done = "written" if summary.rewritten else "already written, unchanged"
+    print(f"commitbench: {path} holds inspect logs: {summary.samples} samples of {len(summary.logs)} log(s) read as "
+          f"the run directory {summary.run_dir} ({done}; {summary.cells_done} of {summary.cells_total} cells)",
+          file=sys.stderr)
+    return Path(summary.run_dir)

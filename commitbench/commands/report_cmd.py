@@ -18,6 +18,9 @@ rates (intervals clustered by request), each intervention minus the plain arm on
 and the stacked-outcome figure. Both suites: model comparisons (``--compare``, and thinking on/off pairs
 found in the config without being asked) with a forest plot, and the cost of each model and arm (calls,
 tokens, model time). ``--json`` prints one document (also saved as ``RUN_DIR/results.json``).
+Given an inspect log directory (or one log file) of the tasks commitbench/standing or commitbench/followup
+(docs/inspect.md), the report reads the run directory made of it: the sibling LOG_DIR-commitbench, written
+from the samples' traces and the tasks' config (rewritten when the logs change), and said on stderr.
 On a directory that cannot be written (read-only, a full disk) the tables are printed all the same and
 a notice says that the files were not saved.
 """
@@ -31,14 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
-from commitbench.commands.common import check_n_boot, print_json, render
+from commitbench.commands.common import check_n_boot, print_json, readable_run_dir, render
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="metric tables and figures of a run (either suite)",
                                    description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
+    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run', or an inspect log "
+                        "directory (or log file) of commitbench/standing or commitbench/followup")
     parser.add_argument("--judge", default=None,
                         help="whose labels: 'rules' or a stored labeller such as llm:MODEL "
                         "(default: the judge the run's config names)")
@@ -68,7 +72,7 @@ def print_report(
     from commitbench.suites import ReportOptions
 
     check_n_boot(n_boot)
-    run_dir = Path(run_dir)
+    run_dir = readable_run_dir(Path(run_dir))
     try:
         suite = run_suite(run_dir)
         if judge is None:

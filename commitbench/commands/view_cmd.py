@@ -10,6 +10,9 @@ the runs behind it; the figures), the run list (filter and sort by any column, f
 messages; the filter lives in the page address), a transcript per run, and two runs of one episode
 side by side. The site needs no server and no network: it works from file://, loading the
 transcripts it shows from script files. It also refreshes RUN_DIR/report/ as 'commitbench report' does.
+An inspect log directory of the tasks commitbench/standing or commitbench/followup is read as the run
+directory made of it (the sibling LOG_DIR-commitbench, as 'commitbench report' makes it); the site goes
+under that run directory unless --out says otherwise.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("view", help="a static site to browse a run: tables, runs, transcripts",
                                    description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
+    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run', or an inspect log "
+                        "directory (or log file) of commitbench/standing or commitbench/followup")
     parser.add_argument("--out", type=Path, default=None, help=f"site directory (default RUN_DIR/{DEFAULT_OUT})")
     parser.add_argument("--judge", default=None,
                         help="whose labels grade the runs: 'rules' (default) or a stored labeller such as llm:MODEL")
@@ -136,14 +140,15 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
 ) -> SiteSummary:
-    """Build the site of a run directory (default ``RUN_DIR/view``)."""
+    """Build the site of a run directory (default ``RUN_DIR/view``), or of an inspect log directory of the tasks
+    (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`)."""
     from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.commands.common import check_n_boot
+    from commitbench.commands.common import check_n_boot, readable_run_dir
     from commitbench.planning import run_suite
     from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
 
-    run_dir = Path(run_dir)
+    run_dir = readable_run_dir(Path(run_dir))
     check_n_boot(n_boot)
     try:
         suite = run_suite(run_dir)

@@ -1,0 +1,198 @@
+"""The inspect tasks: parameters from the episode filters, and the same episodes through ``inspect eval`` and
+``commitbench run`` against the mock server giving the same signals and labels, with no tool run by inspect."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="the inspect tasks need inspect-ai (the [inspect] extra)")
+
+from _inspect_fixtures import commitbench_run, followup_responder, inspect_run
+from _runner_fixtures import standing_responder
+from inspect_ai import eval as inspect_eval
+from inspect_ai.event import ModelEvent, ToolEvent
+from inspect_ai.log import EvalLog
+from inspect_ai.model import get_model
+
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.inspecteval.client import tool_infos
+from commitbench.inspecteval.params import settings_from_parameters, split_parameters
+from commitbench.inspecteval.play import TRACE_KEY
+from commitbench.inspecteval.scoring import GRADER_ROLE
+from commitbench.inspecteval.transcript import EXECUTED_BY
+from commitbench.judges.labelling import JUDGE_MAX_TOKENS, JUDGE_SEED
+from commitbench.judges.standing.signals import compute_signals
+from commitbench.mockserver import MockServer, ReplySpec
+from commitbench.suites import get_suite
+from commitbench.suites.standing import episodes_by_id
+from commitbench.traces import EpisodeTrace
+
+STANDING_CELLS = ["BASE", "CRED-DIRECT", "PEER-DIRECT", "FACT-FALSE"]
+FOLLOWUP_SETUPS = ["C0", "C2"]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused-by-the-mock")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+# ------------------------------------------------------------------------------ parameters
+def test_filter_parameters_come_from_the_suite_selection_model() -> None:
+    standing = get_suite("standing")
+    filters, settings = split_parameters(standing, {"cells": "BASE,PEER-DIRECT", "gaps": [1], "surfaces": 2,
+                                                    "interventions": "policy", "samples": 3, "types": None})
+    assert filters == {"cells": ["BASE", "PEER-DIRECT"], "gaps": [1], "surfaces": [2]}
+    assert settings == {"interventions": ["policy"], "samples": 3}
+    followup = get_suite("followup")
+    filters, task_settings = settings_from_parameters(followup, {"setups": "C0,C2", "follow_through": True})
+    assert filters == {"setups": ["C0", "C2"], "follow_through": True}
+    assert followup.selection.model_validate(filters).setups is not None and task_settings.samples == 1
+    with pytest.raises(ValueError, match="no parameter 'setups'"):
+        split_parameters(standing, {"setups": "C0"})
+
+
+def test_the_standing_shorthand_default_applies_as_incommitbench_run() -> None:
+    filters, _ = settings_from_parameters(get_suite("standing"), {"cells": "BASE"})
+    assert filters == {"cells": ["BASE"], "split": "test"}
+
+
+def test_tools_become_definitions_only() -> None:
+    schema = {"type": "function", "function": {
+        "name": "lookup", "description": "Look something up.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string", "description": "What."}},
+                       "required": ["query"], "additionalProperties": False}}}
+    (info,) = tool_infos([schema])
+    assert info.name == "lookup" and info.parameters.required == ["query"]
+    assert info.parameters.properties["query"].type == "string"
+
+
+def _check_log(log: EvalLog) -> list[EpisodeTrace]:
+    """The log finished with scores, every tool event came from the environment, and the traces it holds."""
+    assert log.status == "success", log.error
+    assert log.results is not None and log.results.scores and log.results.scores[0].metrics
+    assert log.samples is not None and len(log.samples) == 6
+    traces = []
+    for sample in log.samples:
+        assert sample.scores and sample.error is None
+        trace = EpisodeTrace.model_validate(sample.store[TRACE_KEY])
+        tool_events = [e for e in sample.events if isinstance(e, ToolEvent)]
+        # No tool ran in inspect: every tool event is a call the environment handled, one per call of the trace.
+        assert all((e.metadata or {}).get("executed_by") == EXECUTED_BY["executed_by"] for e in tool_events)
+        assert len(tool_events) == sum(len(turn.calls) for turn in trace.turns)
+        traces.append(trace)
+    return traces
+
+
+@pytest.mark.slow
+def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    started = time.perf_counter()
+    log = inspect_run(mock_server, "commitbench/standing", {"cells": STANDING_CELLS}, tmp_path / "logs")
+    elapsed = time.perf_counter() - started
+    traces = _check_log(log)
+    assert sum(len(turn.calls) for t in traces for turn in t.turns) > 0
+    metrics = log.results.scores[0].metrics if log.results else {}
+    assert {"runs", "override", "strict_accuracy"} <= set(metrics) and metrics["runs"].value == 6
+    users = [m for m in log.samples[0].messages if m.role == "user"] if log.samples else []
+    assert users and all((m.metadata or {}).get("sender") for m in users)  # speakers' names in the messages
+
+    plain = commitbench_run(mock_server, "commitbench/Standing-v0",
+                             {"split": "test", "cells": STANDING_CELLS, "limit": 6}, tmp_path / "run")
+    episodes = episodes_by_id()
+    rules = get_suite("standing").labeller("rules")
+    by_episode = {s.id: s.scores["label_episode"].metadata for s in log.samples or [] if s.scores}
+    assert set(by_episode) == {t.episode_id for t in plain}
+    for trace in plain:
+        graded = by_episode[trace.episode_id] or {}
+        assert graded["signals"] == compute_signals(trace, episodes[trace.episode_id]).model_dump(mode="json")
+        record = rules.label_now(trace)  # type: ignore[attr-defined]
+        assert graded["labels"]["labels"] == [label.model_dump(mode="json") for label in record.labels]
+    print(f"standing: 6 samples through inspect in {elapsed:.1f}s")
+
+
+@pytest.mark.slow
+def test_followup_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
+    mock_server.set_responder(followup_responder)
+    log = inspect_run(mock_server, "commitbench/followup", {"setups": FOLLOWUP_SETUPS}, tmp_path / "logs")
+    _check_log(log)
+    metrics = log.results.scores[0].metrics if log.results else {}
+    assert {"responses", "failure_rate", "over_refusal_rate"} <= set(metrics)
+    outcomes = {s.scores["label_episode"].value["outcome"] for s in log.samples or [] if s.scores}  # type: ignore[index]
+    assert len(outcomes) >= 2  # the scripted replies lead to more than one outcome
+
+    plain = commitbench_run(mock_server, "commitbench/FollowUp-v0",
+                             {"setups": FOLLOWUP_SETUPS, "limit": 6}, tmp_path / "run")
+    rules = get_suite("followup").labeller("rules")
+    by_episode = {s.id: s.scores["label_episode"].metadata for s in log.samples or [] if s.scores}
+    assert set(by_episode) == {t.episode_id for t in plain}
+    for trace in plain:
+        record = rules.label_now(trace)  # type: ignore[attr-defined]
+        graded = by_episode[trace.episode_id] or {}
+        assert graded["labels"]["result"] == record.result.model_dump(mode="json")
+        assert graded["labels"]["turn"] == record.turn.model_dump(mode="json")
+
+
+def test_inspect_finds_the_tasks_through_the_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (entry,) = [e for e in entry_points(group="inspect_ai") if e.name == "commitbench"]
+    tasks = entry.load()
+    task = tasks.followup(setups="C1", limit=2)
+    assert len(task.dataset) == 2 and task.epochs == 1
+    assert [s.metadata["setup"] for s in task.dataset] == ["C1", "C1"]
+
+
+# ------------------------------------------------------------------------------ the LLM judge as inspect's grader
+def _judged(consults: bool) -> str:
+    return json.dumps({"consults_creditor": {"reason": "scripted", "answer": consults},
+                       "notifies_creditor": {"reason": "scripted", "answer": False},
+                       "off_topic": {"reason": "scripted", "answer": False}})
+
+
+@pytest.mark.slow
+def test_the_grader_role_labels_with_the_suites_llm_judge(tmp_path: Path, mock_server: MockServer) -> None:
+    play = standing_responder(load_episodes())
+
+    def responder(request: dict[str, Any]) -> ReplySpec | str:
+        if request.get("response_format"):  # the judge's calls: consults when the judged message asks something
+            judged = request["messages"][-1]["content"].rsplit("The message to judge", 1)[1]
+            return _judged(consults="?" in judged)
+        return play(request)
+
+    mock_server.set_responder(responder)
+    grader = get_model("openai/mock-model", base_url=mock_server.base_url, responses_api=False)
+    (log,) = inspect_eval(
+        "commitbench/standing", model="openai/mock-model", model_base_url=mock_server.base_url,
+        model_args={"responses_api": False}, model_roles={GRADER_ROLE: grader},
+        task_args={"cells": ["PEER-DIRECT", "CRED-DIRECT"]}, limit=4, log_dir=str(tmp_path), display="none",
+    )
+    assert log.status == "success", log.error
+    bodies = [r["body"] for r in mock_server.requests() if isinstance(r.get("body"), dict)]
+    judge_requests = [body for body in bodies if body.get("response_format")]
+    assert judge_requests
+    for request in judge_requests:  # the judge's schema, and its seed and reply bound
+        assert request["response_format"]["type"] == "json_schema"
+        assert request["response_format"]["json_schema"]["name"] == "standing_judge"
+        assert request["seed"] == JUDGE_SEED and request["max_completion_tokens"] == JUDGE_MAX_TOKENS
+    # The judge asks inspect for temperature 0 (inspect's OpenAI provider leaves the temperature out of the
+    # request for model names it does not know, as for its reasoning models).
+    judge_events = [e for s in log.samples or [] for e in s.events
+                    if isinstance(e, ModelEvent) and e.config.response_schema is not None]
+    assert judge_events and all(e.config.temperature == 0 and e.role == GRADER_ROLE for e in judge_events)
+    labelled = 0
+    for sample in log.samples or []:
+        score = sample.scores["label_episode"] if sample.scores else None
+        assert score is not None and score.metadata is not None
+        assert score.metadata["labeller"] == "llm:mock-model"
+        for label in score.metadata["labels"]["labels"]:
+            assert label["judge"] == "llm:mock-model" and not label["error"]
+            labelled += 1
+    assert labelled > 0
+    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
