@@ -81,6 +81,13 @@ class GatewayProcess:
             raise RuntimeError(f"the gateway did not start; last output {line!r}; stderr: {err[-2000:]}")
         return self
 
+    @property
+    def pid(self) -> int:
+        """The process id of the running gateway."""
+        if self._proc is None:
+            raise RuntimeError("the gateway is not running")
+        return self._proc.pid
+
     def stderr(self) -> str:
         """What the process has written on stderr so far."""
         self._stderr.flush()
