@@ -46,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from commitbench.gateway import jsoncodec
 from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
@@ -112,7 +113,7 @@ def parse_request(body: bytes, max_depth: int) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RequestProblem(f"the request body is not UTF-8 (invalid byte at position {exc.start})") from None
     try:
-        data = json.loads(text)
+        data = jsoncodec.loads(text)
     except RecursionError:
         raise RequestProblem(f"the request body is nested deeper than {max_depth} levels") from None
     except ValueError as exc:
@@ -305,11 +306,11 @@ class Gateway:
         text: str | None = None
         try:
             response = await self.upstream.send("POST", self.upstream.url("/v1/chat/completions"),
-                                                json.dumps(body).encode(),
+                                                jsoncodec.dumps(body),
                                                 {**headers, "content-type": "application/json"})
             raw = await self.upstream.read(response)
             if response.status == 200:
-                text = rewritten_text(json.loads(raw))
+                text = rewritten_text(jsoncodec.loads(raw))
             else:
                 errors.append(f"rewrite: the upstream answered {response.status}")
         except (*UPSTREAM_ERRORS, ValueError) as exc:
@@ -397,7 +398,7 @@ class Gateway:
             nudge = self.services.nudges.take(session)
             if nudge is not None:
                 data = with_nudge(data, nudge)
-                body = json.dumps(data, ensure_ascii=False).encode("utf-8")
+                body = jsoncodec.dumps(data)
                 nudged = True
         headers = self.upstream_headers(request, identity=True)
         context = _Context(data=data, body=body, headers=headers, session=session, creditor=creditor,
@@ -418,7 +419,7 @@ class Gateway:
         if response.status != 200:
             return Response(raw, response.status, headers=self.upstream.reply_headers(response))
         try:
-            completion = json.loads(raw)
+            completion = jsoncodec.loads(raw)
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
             return error_response(502, f"the upstream's reply is not JSON ({reason})", "upstream_error")
@@ -430,7 +431,7 @@ class Gateway:
         headers = {k: v for k, v in self.upstream.reply_headers(response).items()
                    if k.lower() != "content-encoding"}
         headers[VERDICT_HEADER] = header_value(outcome.checks)
-        content = json.dumps(completion, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        content = jsoncodec.dumps(completion)
         total_ms = (time.perf_counter() - context.started) * 1000
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
                  creditor=context.creditor, stream=False, status=response.status, upstream_ms=upstream_ms,
@@ -468,7 +469,7 @@ class Gateway:
                         continue
                     if payload:
                         with contextlib.suppress(ValueError, RecursionError):
-                            assembler.feed(json.loads(payload))
+                            assembler.feed(jsoncodec.loads(payload))
                     yield event
             rest = splitter.rest()
             if rest:
@@ -520,7 +521,7 @@ class Gateway:
                         continue
                     if payload:
                         with contextlib.suppress(ValueError, RecursionError):
-                            assembler.feed(json.loads(payload))
+                            assembler.feed(jsoncodec.loads(payload))
                     events.append(event)
             rest = splitter.rest()
             if rest:
