@@ -53,8 +53,10 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def serve(app: object, sock: socket.socket) -> None:
     """Serve ``app`` on ``sock`` until stopped; print the listening line when ready."""
+    # No access log and no X-Forwarded-* rewriting (the gateway never reads the client's address); uvicorn takes
+    # httptools for HTTP/1.1 where it is installed (the [gateway] extra), h11 otherwise.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",  # type: ignore[arg-type]
-                            timeout_keep_alive=75, backlog=2048)
+                            timeout_keep_alive=75, backlog=2048, proxy_headers=False)
     server = uvicorn.Server(config)
     # What is loaded by now (modules, catalogue, patterns: some 100,000 objects) lives as long as the process:
     # out of the collector's reach, a full collection scans only what requests made, not pausing every reply.
