@@ -63,20 +63,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def child_pid(marker: str) -> int:
-    """The pid of this process's child whose command line holds ``marker``."""
+def child_pids() -> set[int]:
+    """The pids of this process's children (Linux ``/proc``)."""
     me = str(os.getpid())
+    found = set()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
         try:
-            ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                found.add(int(entry.name))
         except OSError:
             continue
-        if ppid == me and marker in command:
-            return int(entry.name)
-    raise RuntimeError(f"no child process runs {marker}")
+    return found
 
 
 @dataclass
@@ -164,7 +161,8 @@ def main() -> int:
             with MockServerProcess(latency_ms=latency) as upstream, GatewayProcess(
                 ["--upstream", upstream.base_url, "--log", str(Path(folder) / f"gateway-{latency:g}.jsonl")]
             ) as gateway:
-                pids = {"mock": child_pid("commitbench.mockserver"), "gateway": gateway.pid}
+                (mock,) = child_pids() - {gateway.pid}  # the mock server is the other child
+                pids = {"mock": mock, "gateway": gateway.pid}
                 for clients, requests in ((1, args.requests), (64, args.concurrent_requests)):
                     bodies = [json.dumps(request_body(i)).encode() for i in range(requests)]
                     runs: dict[str, list[Measurement]] = {"direct": [], "gateway": []}
