@@ -2,13 +2,16 @@
 
 Run::
 
-    .venv/bin/python benchmarks/gateway.py [--requests 400] [--concurrent-requests 1280]
+    .venv/bin/python benchmarks/gateway.py [--runs 3] [--requests 400] [--concurrent-requests 1280]
 
 The mock server and the gateway (offline checks, observe mode, a log) each run in a process of their own; the
-client is one ``httpx2.AsyncClient`` in this process. For upstream latencies of 0 and 50 ms and for one client and
-64 concurrent clients it sends the same requests direct and through the gateway, and prints the median and p99
-latency, the throughput, and the ratios. Every request carries tools, a turn with a tool call and its result,
-and a reply (the mock echoes the user's message) that the detectors read: a promise and a claim.
+load comes from this process, one ``aiohttp`` session per measurement with the request bodies serialised
+beforehand, so that the load generator costs little CPU of its own (on a 2-core machine a heavier client is
+itself the bottleneck). For upstream latencies of 0 and 50 ms and for one client and 64 concurrent clients it
+sends the same requests direct and through the gateway, ``--runs`` times each (direct and gateway alternating),
+and prints the medians over the runs of the median and p99 latency and the throughput, the ratios, and the CPU
+milliseconds per request of the load generator, the mock server and the gateway (from ``/proc``, Linux). The
+load average is printed before and after: other work on the machine shows in every figure.
 
 Targets, with the offline checks: for one client, under 2 ms added at the median and under 10 ms at p99; at 64
 concurrent clients and 50 ms upstream latency, at least 0.9 of the direct throughput.
@@ -18,13 +21,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
+import aiohttp
 
 from commitbench.gateway.server import GatewayProcess
 from commitbench.mockserver import MockServerProcess
@@ -32,6 +38,7 @@ from commitbench.mockserver import MockServerProcess
 TOOLS = [{"type": "function", "function": {"name": name, "description": f"The {name} tool.",
                                             "parameters": {"type": "object", "properties": {}}}}
          for name in ("get_current_time", "search_docs", "create_reminder", "create_ticket", "create_post")]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def request_body(i: int) -> dict[str, Any]:
@@ -50,26 +57,65 @@ def request_body(i: int) -> dict[str, Any]:
     }
 
 
-async def run(base_url: str, requests: int, concurrency: int) -> tuple[list[float], float]:
-    """Per-request latencies (ms) and the throughput (requests per second)."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def child_pids() -> set[int]:
+    """The pids of this process's children (Linux ``/proc``)."""
+    me = str(os.getpid())
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class Measurement:
+    """One measurement: its latencies (ms), throughput (requests/s) and CPU ms per request by process."""
+
+    latencies: list[float]
+    rate: float
+    cpu_ms: dict[str, float]
+
+
+async def run(base_url: str, bodies: list[bytes], concurrency: int, pids: dict[str, int]) -> Measurement:
+    """Send ``bodies`` from ``concurrency`` clients; what it took."""
     latencies: list[float] = []
-    queue = iter(range(requests))
-    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx2.AsyncClient(timeout=120, limits=limits) as client:
+    queue = iter(bodies)
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-benchmark"}
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+
+        async def send(body: bytes) -> None:
+            async with session.post(url, data=body, headers=headers) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{url} answered {response.status}")
 
         async def worker() -> None:
-            for i in queue:
+            for body in queue:
                 started = time.perf_counter()
-                response = await client.post(base_url + "/chat/completions", json=request_body(i))
-                response.raise_for_status()
+                await send(body)
                 latencies.append((time.perf_counter() - started) * 1000)
 
-        for i in range(20):  # warm the connections and both servers
-            (await client.post(base_url + "/chat/completions", json=request_body(i))).raise_for_status()
+        await asyncio.gather(*(send(body) for body in bodies[:concurrency]))  # open the connections, warm both ends
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        client_before = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return latencies, requests / elapsed
+        client_cpu = time.process_time() - client_before
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu["client"] = client_cpu
+    return Measurement(latencies, len(bodies) / elapsed, {k: v * 1000 / len(bodies) for k, v in cpu.items()})
 
 
 def p99(values: list[float]) -> float:
@@ -77,28 +123,64 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
+@dataclass
+class Summary:
+    """Medians over the runs of one path's measurements."""
+
+    median: float
+    p99: float
+    rate: float
+    cpu_ms: dict[str, float]
+
+    @classmethod
+    def of(cls, runs: list[Measurement]) -> Summary:
+        return cls(
+            median=statistics.median(statistics.median(m.latencies) for m in runs),
+            p99=statistics.median(p99(m.latencies) for m in runs),
+            rate=statistics.median(m.rate for m in runs),
+            cpu_ms={name: statistics.median(m.cpu_ms[name] for m in runs) for name in runs[0].cpu_ms},
+        )
+
+
+def load_text() -> str:
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="measurements per row; the table shows their medians")
     parser.add_argument("--requests", type=int, default=400, help="requests per one-client measurement")
     parser.add_argument("--concurrent-requests", type=int, default=1280, help="requests per 64-client measurement")
+    parser.add_argument("--latencies", type=float, nargs="+", default=[0.0, 50.0], help="upstream latencies (ms)")
     args = parser.parse_args()
+    print(f"{load_text()}, {os.cpu_count()} cores, {args.runs} runs")
     print(f"{'upstream':>8} {'clients':>7} {'path':<8} {'median ms':>9} {'p99 ms':>8} {'req/s':>8}   "
-          "added median / p99, throughput ratio")
+          f"{'CPU ms/req: client':>18} {'mock':>5} {'gateway':>7}   added median / p99, throughput ratio")
     with tempfile.TemporaryDirectory() as folder:
-        for latency in (0.0, 50.0):
+        for latency in args.latencies:
             with MockServerProcess(latency_ms=latency) as upstream, GatewayProcess(
                 ["--upstream", upstream.base_url, "--log", str(Path(folder) / f"gateway-{latency:g}.jsonl")]
             ) as gateway:
+                (mock,) = child_pids() - {gateway.pid}  # the mock server is the other child
+                pids = {"mock": mock, "gateway": gateway.pid}
                 for clients, requests in ((1, args.requests), (64, args.concurrent_requests)):
-                    direct, direct_rate = asyncio.run(run(upstream.base_url, requests, clients))
-                    through, through_rate = asyncio.run(run(gateway.base_url, requests, clients))
-                    for name, values, rate in (("direct", direct, direct_rate), ("gateway", through, through_rate)):
-                        print(f"{latency:>6g}ms {clients:>7} {name:<8} {statistics.median(values):>9.2f} "
-                              f"{p99(values):>8.2f} {rate:>8.0f}", end="")
+                    bodies = [json.dumps(request_body(i)).encode() for i in range(requests)]
+                    runs: dict[str, list[Measurement]] = {"direct": [], "gateway": []}
+                    for _ in range(args.runs):
+                        runs["direct"].append(asyncio.run(run(upstream.base_url, bodies, clients, pids)))
+                        runs["gateway"].append(asyncio.run(run(gateway.base_url, bodies, clients, pids)))
+                    direct = Summary.of(runs["direct"])
+                    for name in ("direct", "gateway"):
+                        row = Summary.of(runs[name])
+                        cpu = row.cpu_ms
+                        print(f"{latency:>6g}ms {clients:>7} {name:<8} {row.median:>9.2f} {row.p99:>8.2f} "
+                              f"{row.rate:>8.0f}   {cpu['client']:>18.2f} {cpu['mock']:>5.2f} "
+                              f"{cpu['gateway'] if name == 'gateway' else 0.0:>7.2f}", end="")
                         if name == "gateway":
-                            print(f"   +{statistics.median(values) - statistics.median(direct):.2f} ms / "
-                                  f"+{p99(values) - p99(direct):.2f} ms, {rate / direct_rate:.2f}", end="")
-                        print()
+                            print(f"   +{row.median - direct.median:.2f} ms / +{row.p99 - direct.p99:.2f} ms, "
+                                  f"{row.rate / direct.rate:.2f}", end="")
+                        print(flush=True)
+    print(load_text())
     return 0
 
 

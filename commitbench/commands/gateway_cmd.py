@@ -91,7 +91,7 @@ def serve_handler(args: argparse.Namespace) -> int:
     from commitbench.gateway.detectors import Detector, LLMDetector, OfflineDetector
     from commitbench.gateway.logbook import GatewayLog
     from commitbench.gateway.recording import LedgerRecorder
-    from commitbench.gateway.server import bind, serve
+    from commitbench.gateway.server import bind, loop_factory, serve
     from commitbench.ledger import LedgerError
     from commitbench.llm import redact_credentials
 
@@ -139,7 +139,8 @@ def serve_handler(args: argparse.Namespace) -> int:
     print(f"commitbench gateway: {config.mode.value} mode in front of {redact_credentials(config.upstream)}",
           flush=True)
     try:
-        asyncio.run(run())
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(run())
     except KeyboardInterrupt:
         pass
     finally:

@@ -17,6 +17,8 @@ ledger. The modules, one job each:
 * :mod:`~commitbench.gateway.streams`: server-sent events read, assembled and written;
 * :mod:`~commitbench.gateway.logbook` and :mod:`~commitbench.gateway.report`: the log and its rates;
 * :mod:`~commitbench.gateway.app` and :mod:`~commitbench.gateway.server`: the ASGI app and its process;
+* :mod:`~commitbench.gateway.upstream`: the connections to the upstream, their timeouts and faults;
+* :mod:`~commitbench.gateway.jsoncodec`: JSON read and written fast, with the standard library's values;
 * :mod:`~commitbench.gateway.litellm`: the same checks as a LiteLLM proxy guardrail.
 
 ``docs/gateway.md`` is the user's guide.

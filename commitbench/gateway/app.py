@@ -8,9 +8,10 @@ Routes:
 * anything else: passed to the upstream unchanged, method, path, query, headers and body, and its answer
   passed back as it comes.
 
-One ``httpx2.AsyncClient`` talks to the upstream with explicit timeouts (connect, read, write, pool) and
-limits. Headers go upstream as the client sent them (Authorization included) except hop-by-hop headers and
-the gateway's own ``x-commitbench-*`` headers; no header is ever logged or stored.
+One ``aiohttp`` session talks to the upstream, with explicit timeouts (connect, read, pool) and a limit on
+its connections (:mod:`commitbench.gateway.upstream`). Headers go upstream as the client sent them
+(Authorization included) except hop-by-hop headers and the gateway's own ``x-commitbench-*`` headers; no
+header is ever logged or stored.
 
 Bounds and faults (each answer is OpenAI-style, ``{"error": {"message", "type", "code"}}``):
 
@@ -37,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import httpx2
+import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -45,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from commitbench.gateway import jsoncodec
 from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
@@ -53,6 +55,7 @@ from commitbench.gateway.logbook import GatewayLog, TurnRecord, choice_record, n
 from commitbench.gateway.recording import LedgerRecorder, ledger_entries
 from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
+from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
 from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Label, Mode, header_value
 from commitbench.llm import redact_credentials
 from commitbench.protocol import json_value_problem
@@ -61,13 +64,6 @@ VERDICT_HEADER = "x-commitbench-verdict"
 SESSION_HEADER = "x-session-id"
 USER_HEADER = "x-commitbench-user"
 APPROVAL_HEADER = "x-commitbench-approval-pending"
-_HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
-    "transfer-encoding", "upgrade", "host", "content-length",
-})
-# The upstream's connections are spread over a few httpx2 clients: a client's pool looks at every connection it
-# holds for each request it places, so one pool of hundreds of connections costs more than the checks do.
-UPSTREAM_POOLS = 8
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
 THREAD_CHARS = 20_000
 
@@ -117,7 +113,7 @@ def parse_request(body: bytes, max_depth: int) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RequestProblem(f"the request body is not UTF-8 (invalid byte at position {exc.start})") from None
     try:
-        data = json.loads(text)
+        data = jsoncodec.loads(text)
     except RecursionError:
         raise RequestProblem(f"the request body is nested deeper than {max_depth} levels") from None
     except ValueError as exc:
@@ -169,34 +165,15 @@ class Gateway:
         self.config = config
         self.services = services
         self.zone = ZoneInfo(config.time_zone)
-        base = config.upstream.rstrip("/")
-        self.base = base
-        self.origin = base[: -len("/v1")] if base.endswith("/v1") else base
-        self.clients: list[httpx2.AsyncClient] = []
-        self._turn = 0
+        self.upstream = Upstream(config.upstream, connect_s=config.connect_timeout_s,
+                                 read_s=config.upstream_timeout_s, max_connections=config.max_connections,
+                                 max_reply_bytes=config.max_reply_bytes)
 
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        timeout = httpx2.Timeout(
-            connect=self.config.connect_timeout_s, read=self.config.upstream_timeout_s, write=60.0, pool=60.0
-        )
-        per_pool = max(1, self.config.max_connections // UPSTREAM_POOLS)
-        limits = httpx2.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
-        async with contextlib.AsyncExitStack() as stack:
-            self.clients = [
-                await stack.enter_async_context(httpx2.AsyncClient(timeout=timeout, limits=limits,
-                                                                   follow_redirects=False))
-                for _ in range(UPSTREAM_POOLS)
-            ]
+        async with self.upstream:
             yield
-        self.clients = []
-
-    @property
-    def client(self) -> httpx2.AsyncClient:
-        """One of the upstream connection pools, in turn (see ``UPSTREAM_POOLS``)."""
-        self._turn = (self._turn + 1) % len(self.clients)
-        return self.clients[self._turn]
 
     def app(self) -> Starlette:
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
@@ -209,21 +186,13 @@ class Gateway:
         return Starlette(routes=routes, lifespan=self.lifespan)
 
     # ------------------------------------------------------------------ helpers
-    def upstream_url(self, path: str, query: str = "") -> str:
-        url = self.base + path[len("/v1"):] if path.startswith("/v1/") else self.origin + path
-        return f"{url}?{query}" if query else url
-
     @staticmethod
     def upstream_headers(request: Request, identity: bool) -> dict[str, str]:
         headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in _HOP_BY_HOP and not k.lower().startswith("x-commitbench-")}
+                   if k.lower() not in HOP_BY_HOP and not k.lower().startswith("x-commitbench-")}
         if identity:
             headers["accept-encoding"] = "identity"
         return headers
-
-    @staticmethod
-    def reply_headers(response: httpx2.Response) -> dict[str, str]:
-        return {k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP}
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.config.max_request_bytes
@@ -238,23 +207,11 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def upstream_failure(self, exc: Exception) -> JSONResponse:
-        if isinstance(exc, httpx2.TimeoutException):
-            return error_response(
-                504, f"the upstream did not answer within {self.config.upstream_timeout_s:g} s", "timeout"
-            )
-        reason = redact_credentials(f"{type(exc).__name__}: {exc}")[:300]
-        return error_response(502, f"the upstream could not be reached ({reason})", "upstream_error")
-
-    async def read_reply(self, response: httpx2.Response) -> bytes:
-        limit = self.config.max_reply_bytes
-        chunks, size = [], 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise ReplyTooLarge(limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
+    def upstream_failure(self, exc: BaseException) -> JSONResponse:
+        """A failed upstream call as the client's answer: 504 for a timeout, 502 for the rest."""
+        if isinstance(exc, ReplyTooLarge):
+            return error_response(502, str(exc), "upstream_error")
+        return error_response(*self.upstream.failure(exc))
 
     # ------------------------------------------------------------------ checks
     def _check_sync(self, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> ChoiceCheck:
@@ -348,12 +305,15 @@ class Gateway:
         body = rewrite_request(str(request_data.get("model") or ""), turn, choice, deployment)
         text: str | None = None
         try:
-            response = await self.client.post(self.upstream_url("/v1/chat/completions"), json=body, headers=headers)
-            if response.status_code == 200:
-                text = rewritten_text(response.json())
+            response = await self.upstream.send("POST", self.upstream.url("/v1/chat/completions"),
+                                                jsoncodec.dumps(body),
+                                                {**headers, "content-type": "application/json"})
+            raw = await self.upstream.read(response)
+            if response.status == 200:
+                text = rewritten_text(jsoncodec.loads(raw))
             else:
-                errors.append(f"rewrite: the upstream answered {response.status_code}")
-        except (httpx2.HTTPError, ValueError) as exc:
+                errors.append(f"rewrite: the upstream answered {response.status}")
+        except (*UPSTREAM_ERRORS, ValueError) as exc:
             errors.append(f"rewrite: {type(exc).__name__}: {redact_credentials(str(exc))[:200]}")
         if text is None:
             return self._fallback(check, completion, session), None
@@ -438,7 +398,7 @@ class Gateway:
             nudge = self.services.nudges.take(session)
             if nudge is not None:
                 data = with_nudge(data, nudge)
-                body = json.dumps(data, ensure_ascii=False).encode("utf-8")
+                body = jsoncodec.dumps(data)
                 nudged = True
         headers = self.upstream_headers(request, identity=True)
         context = _Context(data=data, body=body, headers=headers, session=session, creditor=creditor,
@@ -449,27 +409,17 @@ class Gateway:
         return await self.chat(context)
 
     async def chat(self, context: _Context) -> Response:
-        url = self.upstream_url("/v1/chat/completions")
         try:
-            client = self.client
-            response = await client.send(
-                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
-            )
-        except httpx2.HTTPError as exc:
+            response = await self.upstream.send("POST", self.upstream.url("/v1/chat/completions"), context.body,
+                                                context.headers)
+            raw = await self.upstream.read(response)
+        except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
             return self.upstream_failure(exc)
-        try:
-            raw = await self.read_reply(response)
-        except ReplyTooLarge as exc:
-            return error_response(502, str(exc), "upstream_error")
-        except httpx2.HTTPError as exc:
-            return self.upstream_failure(exc)
-        finally:
-            await response.aclose()
         upstream_ms = (time.perf_counter() - context.started) * 1000
-        if response.status_code != 200:
-            return Response(raw, response.status_code, headers=self.reply_headers(response))
+        if response.status != 200:
+            return Response(raw, response.status, headers=self.upstream.reply_headers(response))
         try:
-            completion = json.loads(raw)
+            completion = jsoncodec.loads(raw)
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
             return error_response(502, f"the upstream's reply is not JSON ({reason})", "upstream_error")
@@ -478,48 +428,40 @@ class Gateway:
         outcome = await self.process(context.data, completion, context.headers, context.session, context.creditor,
                                      context.approval, context.digest)
         completion["commitbench"] = outcome.report(self.config.mode, context.digest, self.services.detector.name)
-        headers = {k: v for k, v in self.reply_headers(response).items() if k.lower() != "content-encoding"}
+        headers = {k: v for k, v in self.upstream.reply_headers(response).items()
+                   if k.lower() != "content-encoding"}
         headers[VERDICT_HEADER] = header_value(outcome.checks)
-        content = json.dumps(completion, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        content = jsoncodec.dumps(completion)
         total_ms = (time.perf_counter() - context.started) * 1000
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
-                 creditor=context.creditor, stream=False, status=response.status_code, upstream_ms=upstream_ms,
+                 creditor=context.creditor, stream=False, status=response.status, upstream_ms=upstream_ms,
                  total_ms=total_ms, nudged=context.nudged)
         return Response(content, 200, headers=headers, media_type="application/json")
 
     async def chat_stream(self, context: _Context) -> Response:
-        url = self.upstream_url("/v1/chat/completions")
         try:
-            client = self.client
-            response = await client.send(
-                client.build_request("POST", url, content=context.body, headers=context.headers), stream=True
-            )
-        except httpx2.HTTPError as exc:
+            response = await self.upstream.send("POST", self.upstream.url("/v1/chat/completions"), context.body,
+                                                context.headers)
+            raw = await self.upstream.read(response) if response.status != 200 else b""
+        except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
             return self.upstream_failure(exc)
-        if response.status_code != 200:
-            try:
-                raw = await self.read_reply(response)
-            except (ReplyTooLarge, httpx2.HTTPError) as exc:
-                return self.upstream_failure(exc) if isinstance(exc, httpx2.HTTPError) else error_response(
-                    502, str(exc), "upstream_error")
-            finally:
-                await response.aclose()
-            return Response(raw, response.status_code, headers=self.reply_headers(response))
-        headers = {k: v for k, v in self.reply_headers(response).items()
+        if response.status != 200:
+            return Response(raw, response.status, headers=self.upstream.reply_headers(response))
+        headers = {k: v for k, v in self.upstream.reply_headers(response).items()
                    if k.lower() not in ("content-encoding", "content-type")}
         if self.config.mode is Mode.OBSERVE:
             return StreamingResponse(self.observe_events(context, response), 200, headers=headers,
                                      media_type="text/event-stream")
         return await self.held_stream(context, response, headers)
 
-    async def observe_events(self, context: _Context, response: httpx2.Response) -> AsyncIterator[bytes]:
+    async def observe_events(self, context: _Context, response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         """Pass every event on as it comes; the verdicts go in a last event before ``[DONE]``."""
         splitter = EventSplitter()
         assembler = Assembler(self.config.max_check_chars)
         done = False
         broken: str | None = None
         try:
-            async for data in response.aiter_bytes():
+            async for data in self.upstream.chunks(response):
                 for event in splitter.feed(data):
                     payload = event_data(event)
                     if payload is not None and payload.strip() == "[DONE]":
@@ -527,15 +469,15 @@ class Gateway:
                         continue
                     if payload:
                         with contextlib.suppress(ValueError, RecursionError):
-                            assembler.feed(json.loads(payload))
+                            assembler.feed(jsoncodec.loads(payload))
                     yield event
             rest = splitter.rest()
             if rest:
                 yield rest
-        except httpx2.HTTPError as exc:
+        except UPSTREAM_ERRORS as exc:
             broken = f"the upstream's stream broke off: {type(exc).__name__}"
         finally:
-            await response.aclose()
+            response.release()
         upstream_ms = (time.perf_counter() - context.started) * 1000
         completion = assembler.completion()
         outcome = await self.stream_outcome(context, completion, assembler, broken)
@@ -558,7 +500,9 @@ class Gateway:
         return await self.process(context.data, completion, context.headers, context.session, context.creditor,
                                   context.approval, context.digest)
 
-    async def held_stream(self, context: _Context, response: httpx2.Response, headers: dict[str, str]) -> Response:
+    async def held_stream(
+        self, context: _Context, response: aiohttp.ClientResponse, headers: dict[str, str]
+    ) -> Response:
         """Enforce and rewrite: read the whole stream, check it, then send it (changed or as it came)."""
         splitter = EventSplitter()
         assembler = Assembler(self.config.max_check_chars)
@@ -566,7 +510,7 @@ class Gateway:
         size = 0
         done = False
         try:
-            async for data in response.aiter_bytes():
+            async for data in self.upstream.chunks(response):
                 size += len(data)
                 if size > self.config.max_reply_bytes:
                     raise ReplyTooLarge(self.config.max_reply_bytes)
@@ -577,17 +521,15 @@ class Gateway:
                         continue
                     if payload:
                         with contextlib.suppress(ValueError, RecursionError):
-                            assembler.feed(json.loads(payload))
+                            assembler.feed(jsoncodec.loads(payload))
                     events.append(event)
             rest = splitter.rest()
             if rest:
                 events.append(rest)
-        except ReplyTooLarge as exc:
-            return error_response(502, str(exc), "upstream_error")
-        except httpx2.HTTPError as exc:
+        except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
             return self.upstream_failure(exc)
         finally:
-            await response.aclose()
+            response.release()
         upstream_ms = (time.perf_counter() - context.started) * 1000
         completion = assembler.completion()
         outcome = await self.stream_outcome(context, completion, assembler, None)
@@ -622,29 +564,27 @@ class Gateway:
             body = await self.read_body(request)
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
-        url = self.upstream_url(request.url.path, request.url.query)
-        client = self.client
-        upstream = client.build_request(request.method, url, content=body,
-                                        headers=self.upstream_headers(request, identity=False))
+        url = self.upstream.url(request.url.path, request.url.query)
         try:
-            response = await client.send(upstream, stream=True)
-        except httpx2.HTTPError as exc:
+            response = await self.upstream.send(request.method, url, body,
+                                                self.upstream_headers(request, identity=False))
+        except UPSTREAM_ERRORS as exc:
             return self.upstream_failure(exc)
 
         async def relay() -> AsyncIterator[bytes]:
             try:
-                async for chunk in response.aiter_raw():
+                async for chunk in self.upstream.chunks(response):
                     yield chunk
-            except httpx2.HTTPError:
+            except UPSTREAM_ERRORS:
                 return
+            finally:
+                response.release()
 
-        return StreamingResponse(relay(), response.status_code, headers=self.reply_headers(response),
-                                 background=BackgroundTask(response.aclose))
+        async def release() -> None:  # the client went away before the reply was relayed
+            response.release()
 
-
-class ReplyTooLarge(ValueError):
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the upstream's reply is larger than the limit of {limit:,} bytes")
+        return StreamingResponse(relay(), response.status, headers=self.upstream.reply_headers(response),
+                                 background=BackgroundTask(release))
 
 
 @dataclass

@@ -12,7 +12,6 @@ sent instead) is written only with ``--log-text``. Headers are never written: no
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
+from commitbench.gateway import jsoncodec
 from commitbench.gateway.verdicts import ChoiceCheck
 from commitbench.llm import redact_credentials
 
@@ -94,7 +94,7 @@ class GatewayLog:
         self._file: TextIO = self.path.open("a", encoding="utf-8", errors="backslashreplace")
 
     def write(self, record: TurnRecord) -> None:
-        line = json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+        line = jsoncodec.dumps(record.model_dump(mode="json", exclude_none=True)).decode("utf-8", "surrogatepass")
         line = redact_credentials(line)
         with self._lock:
             self._file.write(line + "\n")

@@ -164,13 +164,23 @@ _EMAIL = re.compile(r"\b(e-?mail)\b", _I)
 _SMS = re.compile(r"\b(text you|text message|sms)\b", _I)
 _PHONE = re.compile(r"\b(call|ring|phone)\b", _I)
 _FILE = re.compile(r"\bsend you (?:the|a|an|your) (?:\w+ )?(?:file|pdf|document|spreadsheet|attachment|copy)\b", _I)
+_CALL_YOU = re.compile(r"\b(call|ring|phone) you\b", _I)
+_BE_HERE = re.compile(r"\b(I'll|I will) be here\b", _I)
+_I_CAN = re.compile(r"\bI (?:can|could)\b", _I)
+_YOU = re.compile(r"\b(you|your)\b", _I)
+_GOING_TO = re.compile(r"I(?:'m| am) going to", _I)
+_REACH_VERB = re.compile(r"\b(call|contact|reach|email|write)\b", _I)
+_LETTER = re.compile(r"[a-z]", _I)
+_NOT_NEWLINE = re.compile(r"[^\n]")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_WORD = re.compile(r"[\w'-]+")
 
 
 def mask_text_for_user(reply: str) -> str:
     """Blank out what the assistant wrote for the user (quotes, code, drafts), keeping offsets."""
 
     def blank(match: re.Match[str]) -> str:
-        return re.sub(r"[^\n]", " ", match.group(0))
+        return _NOT_NEWLINE.sub(" ", match.group(0))
 
     masked = _CODE_BLOCK.sub(blank, reply)
     masked = _BLOCK_QUOTE.sub(blank, masked)
@@ -183,7 +193,7 @@ def mask_text_for_user(reply: str) -> str:
     while salutation:
         sign_off = _SIGN_OFF.search(masked, salutation.end())
         end = sign_off.end() if sign_off else len(masked)
-        pieces += [masked[copied : salutation.start()], re.sub(r"[^\n]", " ", masked[salutation.start() : end])]
+        pieces += [masked[copied : salutation.start()], _NOT_NEWLINE.sub(" ", masked[salutation.start() : end])]
         copied = end
         salutation = _SALUTATION.search(masked, end)
     return "".join(pieces) + masked[copied:]
@@ -197,7 +207,7 @@ class _Sentence:
 
 def _sentences(text: str) -> list[_Sentence]:
     out = []
-    for match in re.finditer(r"[^.!?\n]+[.!?]*", text):
+    for match in _SENTENCE.finditer(text):
         chunk = match.group(0)
         stripped = chunk.strip()
         if stripped:
@@ -206,7 +216,7 @@ def _sentences(text: str) -> list[_Sentence]:
 
 
 def _action(sentence: str, marker_end: int) -> str:
-    words = re.findall(r"[\w'-]+", sentence[marker_end:])
+    words = _WORD.findall(sentence[marker_end:])
     return " ".join(words[:8]) or sentence
 
 
@@ -237,7 +247,7 @@ def _capabilities(sentence: str, performer: Performer, trigger: TriggerType) -> 
         add(Capability.SEND_EMAIL)
     if _SMS.search(sentence):
         add(Capability.SEND_SMS)
-    if re.search(r"\b(call|ring|phone) you\b", sentence, _I):
+    if _CALL_YOU.search(sentence):
         add(Capability.PHONE_CALL)
     if _FILE.search(sentence):
         add(Capability.SEND_FILE)
@@ -281,7 +291,7 @@ def _points_past_turn(sentence: str, after_marker: str) -> bool:
 def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
     if _PHATIC.search(sentence) and not _TIME_EXPRESSION.search(sentence) and not _EVENT.search(sentence):
         return None
-    if _PHATIC.search(sentence) and re.search(r"\b(I'll|I will) be here\b", sentence, _I):
+    if _PHATIC.search(sentence) and _BE_HERE.search(sentence):
         return None
     if _NEGATED.search(sentence):
         return None
@@ -292,7 +302,7 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
         return None  # "What shall I call him?" asks for information; it offers nothing
     if offer is not None:
         after = sentence[offer.end() :]
-        if not re.search(r"[a-z]", after, _I):
+        if not _LETTER.search(after):
             return None
         trigger, time_text = TriggerType.USER_NEXT_MESSAGE, time_expression(after)
         return DetectedCommitment(
@@ -310,7 +320,7 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
     own = _SELF.search(sentence)
     if own is None and third is None:
         # "If you'd like, I can ..." is an offer even without a question mark.
-        can = re.search(r"\bI (?:can|could)\b", sentence, _I)
+        can = _I_CAN.search(sentence)
         if can and _IF_YOU_WANT.search(sentence):
             return DetectedCommitment(
                 span=sentence,
@@ -330,8 +340,8 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
     after = sentence[marker.end() :]
     # "I'm going to the store this afternoon" states a plan; it promises the listener something only when
     # the listener is in it or the verb is one of the deferred ones.
-    plan_only = not (re.search(r"\b(you|your)\b", after, _I) or _DEFERRED_VERB.search(after))
-    if performer is Performer.SELF and re.fullmatch(r"I(?:'m| am) going to", marker.group(0), _I) and plan_only:
+    plan_only = not (_YOU.search(after) or _DEFERRED_VERB.search(after))
+    if performer is Performer.SELF and _GOING_TO.fullmatch(marker.group(0)) and plan_only:
         return None
 
     waits = _WAITS_FOR_USER.search(sentence)
@@ -355,7 +365,7 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
             return None  # plan narration or an in-turn action
         if _NOW.search(after) and not _TIME_EXPRESSION.search(after) and not _NEXT_SESSION.search(sentence):
             return None
-    elif not (_points_past_turn(sentence, after) or re.search(r"\b(call|contact|reach|email|write)\b", after, _I)):
+    elif not (_points_past_turn(sentence, after) or _REACH_VERB.search(after)):
         return None
 
     trigger, time_text = _trigger(sentence, after)
