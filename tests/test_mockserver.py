@@ -14,7 +14,7 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from commitbench.mockserver import (
+from commitbench.mock import (
     FaultConfig,
     FaultKind,
     MockServer,
@@ -319,7 +319,7 @@ def test_keep_alive_and_chunked_bodies_on_one_connection(mock_server: MockServer
         second = _raw_exchange(sock, chunked)
     for response in (first, second):
         assert response.startswith(b"HTTP/1.1 200 OK")
-        assert b"connection: keep-alive" in response
+        assert b"connection: close" not in response.lower()  # HTTP/1.1: the connection stays open
         assert b'"echo: please book the room"' in response
     assert mock_server.stats().outcomes == {"ok": 2}
 
