@@ -495,6 +495,15 @@ def test_serve_mock_refuses_bad_options_with_a_usage_error(
     assert message in capsys.readouterr().err
 
 
+def test_serve_mock_on_a_port_in_use_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli_main(["serve-mock", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
 PARENT = textwrap.dedent(
     """
     import time
