@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import socket
@@ -343,6 +344,18 @@ def test_a_body_over_the_bound_gets_a_413_and_nothing_is_kept(mock_server: MockS
             answer += sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413 ")
     assert mock_server.stats().chat_completions == 0 and mock_server.requests() == []
+
+
+def test_a_client_that_leaves_mid_body_is_no_error(mock_server: MockServer, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.create_connection(("127.0.0.1", mock_server.port), timeout=5) as sock:
+        sock.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"model"')
+        deadline = time.monotonic() + 5
+        while mock_server.stats().total == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    time.sleep(0.2)  # the server sees the connection go
+    assert mock_server.stats().total == 1 and mock_server.stats().chat_completions == 0
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert chat(mock_server).choices[0].message.content.startswith("echo:")  # still serving
 
 
 def test_latency_is_applied(mock_server: MockServer) -> None:
