@@ -462,11 +462,17 @@ def test_requests_are_recorded_with_headers(mock_server: MockServer) -> None:
 def test_server_as_a_separate_process() -> None:
     with MockServerProcess(latency_ms=5, capacity=3) as server:
         server.script(ReplySpec(text="from the process"))
-        server.set_faults(sequence=[FaultKind.HTTP_500])
+        server.set_faults(sequence=[FaultKind.HTTP_500, FaultKind.DISCONNECT, FaultKind.TIMEOUT], timeout_hold_s=30)
         with pytest.raises(openai.InternalServerError):
             chat(server)
+        with pytest.raises(openai.APIConnectionError):
+            chat(server)
+        started = time.perf_counter()
+        with pytest.raises(openai.APITimeoutError):
+            chat(server, timeout=0.3)
+        assert time.perf_counter() - started < 5.0
         assert chat(server).choices[0].message.content == "from the process"
-        assert server.stats().outcomes == {"http_500": 1, "ok": 1}
+        assert server.stats().outcomes == {"http_500": 1, "disconnect": 1, "timeout": 1, "ok": 1}
         assert server.stats().capacity == 3
         server.reset()
         assert server.stats().total == 1  # the /stats request after the reset
