@@ -25,24 +25,26 @@ OpenAI-style JSON body.
 Measured against the hand-written HTTP/1.1 server it replaced
 ----------------------------------------------------------------
 ``benchmarks/harness_overhead.py``'s two loops (3,000 bare calls, 400 standing episodes through the
-runner), each server in its own process, the two interleaved at every setting, on the 2-core machine
-under a load average of 2.2 to 4.1 from other work; CPU is per chat request for the mock, per call for
-the client::
+runner), each server in its own process (``commitbench serve-mock``, here on uvloop), the two servers
+interleaved at every setting, on the 2-core machine under a load average of 2.0 to 2.3 from other work;
+CPU is per call for the client, per chat request for the mock::
 
     mock          latency conc | bare/s cpu ms | runner/s cpu ms | mock cpu ms/request
-    hand-written      0ms   64 |    306   3.02 |      331   2.74 | 0.32
-    aiohttp           0ms   64 |    289   3.26 |      267   3.14 | 0.52
-    hand-written      0ms  256 |    210   4.24 |      274   3.08 | 0.29
-    aiohttp           0ms  256 |    154   5.73 |      259   3.06 | 0.53
-    hand-written     50ms   64 |    307   2.78 |      290   2.72 | 0.41
-    aiohttp          50ms   64 |    210   4.02 |      223   3.40 | 0.73
-    hand-written     50ms  256 |    165   5.34 |      280   2.88 | 0.43
-    aiohttp          50ms  256 |    167   5.20 |      250   2.96 | 0.67
+    hand-written      0ms   64 |    375   2.46 |      435   2.06 | 0.23
+    aiohttp           0ms   64 |    318   2.85 |      345   2.49 | 0.37
+    hand-written      0ms  256 |    197   4.77 |      335   2.74 | 0.27
+    aiohttp           0ms  256 |    232   3.97 |      285   3.03 | 0.43
+    hand-written     50ms   64 |    292   3.05 |      297   2.91 | 0.43
+    aiohttp          50ms   64 |    287   3.04 |      272   3.01 | 0.58
+    hand-written     50ms  256 |    185   5.01 |      287   3.00 | 0.44
+    aiohttp          50ms  256 |    172   5.26 |      281   2.87 | 0.65
 
-aiohttp spends about 0.2 to 0.3 ms more CPU per request than the hand-written parser did, and still
-five to six times less than the client spends per call: at these rates the mock keeps at most a sixth
-of a core busy while the client process keeps 0.8 to 0.95 of one busy, so the harness, not the mock, is
-what a run against it measures. The rates move by a third from run to run under that load, both servers alike.
+aiohttp spends 0.15 to 0.2 ms more CPU per request than the hand-written parser did, and still four to
+seven times less than the client spends per call: the mock keeps at most a fifth of a core busy (0.12 to
+0.18) while the client process keeps 0.8 to 0.9 of one busy, so the harness, not the mock, is what a run
+against it measures. The rates move by a fifth or more from run to run under that load, both servers
+alike (three more such runs, two without uvloop, agree). uvloop takes some 5 to 10% off the mock's CPU;
+the tests' in-thread server runs on asyncio's loop.
 """
 
 from __future__ import annotations
