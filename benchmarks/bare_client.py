@@ -23,7 +23,7 @@ from openai import AsyncOpenAI
 
 from commitbench.cache import CallCache
 from commitbench.llm import ModelClient, ModelSettings
-from commitbench.mockserver import MockServerProcess
+from commitbench.mock import MockServerProcess
 
 MODEL = "mock-model"
 SYSTEM_PROMPT = (

@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 
 from commitbench.gateway.server import GatewayProcess
-from commitbench.mockserver import MockServerProcess
+from commitbench.mock import MockServerProcess
 
 TOOLS = [{"type": "function", "function": {"name": name, "description": f"The {name} tool.",
                                             "parameters": {"type": "object", "properties": {}}}}

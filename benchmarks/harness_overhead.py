@@ -35,7 +35,7 @@ from bare_client import bare_loop
 from mock_player import mock_model, scripted_replies
 
 from commitbench.config import ExperimentConfig
-from commitbench.mockserver import MockServerProcess
+from commitbench.mock import MockServerProcess
 from commitbench.runner import run_experiment
 
 TARGET_RATIO = 0.8

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from commitbench.mockserver import ReplySpec, ToolCallSpec
+from commitbench.mock import ReplySpec, ToolCallSpec
 
 MOCK_MODEL = "mock-model"
 

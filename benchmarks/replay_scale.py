@@ -48,7 +48,7 @@ def config_data(base_url: str, cache: Path, episodes: int, samples: int, concurr
 def fill(cache: Path, out: Path, episodes: int, samples: int, concurrency: int) -> int:
     """Play every call once against the mock server; returns the number of model calls."""
     from commitbench.config import ExperimentConfig
-    from commitbench.mockserver import MockServerProcess
+    from commitbench.mock import MockServerProcess
     from commitbench.runner import run_experiment
 
     with MockServerProcess(record_requests=0) as server:

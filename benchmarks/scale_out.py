@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mock_player import mock_model, scripted_replies
 
 from commitbench.config import ExperimentConfig
-from commitbench.mockserver import MockServerProcess
+from commitbench.mock import MockServerProcess
 from commitbench.runner import RunSummary, run_experiment
 
 REPLICAS = (1, 2, 4)

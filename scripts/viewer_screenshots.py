@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from commitbench.commands.view_cmd import build_site
-    from commitbench.mockserver import MockServer
+    from commitbench.mock import MockServer
     from commitbench.traces import latest_traces
 
     with tempfile.TemporaryDirectory(prefix="viewer-shots-") as scratch:

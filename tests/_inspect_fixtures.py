@@ -10,7 +10,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 
 from commitbench.config import ExperimentConfig
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 from commitbench.rundir import RunStatus
 from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace, latest_traces

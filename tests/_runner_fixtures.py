@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from commitbench.episodes.standing.episode import Episode, ScriptAct
-from commitbench.mockserver import ReplySpec, ToolCallSpec
+from commitbench.mock import ReplySpec, ToolCallSpec
 
 _LINE = re.compile(r"^\[(?P<channel>[^\]]*)\] (?P<sender>[^(:]*?)(?: \((?P<role>[^)]*)\))?: (?P<text>.*)$")
 

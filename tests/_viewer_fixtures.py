@@ -21,7 +21,7 @@ from _runner_fixtures import parse_line, standing_responder
 from commitbench.config import ExperimentConfig, JudgeConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.labeljob import label_directory
-from commitbench.mockserver import MockServer, ReplySpec
+from commitbench.mock import MockServer, ReplySpec
 from commitbench.rundir import RunStatus
 from commitbench.runner import run_experiment
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from commitbench.llm import ModelSettings
-from commitbench.mockserver import DEFAULT_MODEL, MockServer
+from commitbench.mock import DEFAULT_MODEL, MockServer
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def _mock_server_process_wide() -> Iterator[MockServer]:
 
 @pytest.fixture
 def mock_server(_mock_server_process_wide: MockServer) -> Iterator[MockServer]:
-    """A running :class:`~commitbench.mockserver.MockServer`, reset before and after each test.
+    """A running :class:`~commitbench.mock.MockServer`, reset before and after each test.
 
     Handle: ``.base_url``, ``.stats()``, ``.script(...)``, ``.set_responder(fn)``,
     ``.set_faults(...)``, ``.set_latency(ms)``, ``.requests()``, ``.reset()``.

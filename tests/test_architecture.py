@@ -101,11 +101,12 @@ def _named_modules(rows: str) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize(("layer", "entries"), [(0, "BOTTOM"), (6, "ORCHESTRATION")])
+@pytest.mark.parametrize(("layer", "entries"), [(0, "BOTTOM"), (6, "ORCHESTRATION"), (7, "TEST_TOOLS")])
 def test_the_diagram_names_the_entries_the_layer_test_enforces(layer: int, entries: str) -> None:
-    from test_layers import BOTTOM, ORCHESTRATION
+    from test_layers import BOTTOM, ORCHESTRATION, TEST_TOOLS
 
-    enforced = {"BOTTOM": set(BOTTOM), "ORCHESTRATION": set(ORCHESTRATION)}[entries] - {"commitbench"}
+    layers = {"BOTTOM": set(BOTTOM), "ORCHESTRATION": set(ORCHESTRATION), "TEST_TOOLS": set(TEST_TOOLS)}
+    enforced = layers[entries] - {"commitbench"}
     assert _named_modules(_diagram_rows(layer)) == enforced
 
 

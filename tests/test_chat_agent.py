@@ -16,7 +16,7 @@ from commitbench.agents.chat import NOT_RUN_TEXT, UNPARSED_KEY, ChatAgent, forma
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
-from commitbench.mockserver import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
 from commitbench.traces import EpisodeTrace
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.005, seed=1)

@@ -26,7 +26,7 @@ from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ExperimentConfig, JudgeConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.labeljob import label_directory
-from commitbench.mockserver import DEFAULT_MODEL, MockServer
+from commitbench.mock import DEFAULT_MODEL, MockServer
 from commitbench.planning import expand_cells, select_config_episodes
 from commitbench.rundir import RunStatus, read_manifest
 from commitbench.runner import run_experiment

@@ -15,7 +15,7 @@ from commitbench.cli import main
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 from commitbench.modelentry import thinking_pairs
 
 EPISODES = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.gap == 1

@@ -11,7 +11,7 @@ import pytest
 from commitbench.analysis.cost import cost_table, run_cost
 from commitbench.cache import CacheMode, CallCache
 from commitbench.llm import ModelClient, ModelSettings, reasoning_token_count
-from commitbench.mockserver import MockServer, ReplySpec
+from commitbench.mock import MockServer, ReplySpec
 from commitbench.traces import EpisodeTrace, ModelCallRecord
 
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -22,7 +22,7 @@ from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.llm import parse_completion, parse_tool_arguments
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
 from commitbench.protocol import MAX_JSON_DEPTH, ActionKind, ToolCallRecord, parse_action

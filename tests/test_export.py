@@ -32,7 +32,7 @@ from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.labelling import labels_path
 from commitbench.judges.standing.rules import rule_judge_version
 from commitbench.labeljob import label_directory
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 from commitbench.planning import run_suite
 from commitbench.rundir import RunStatus, read_manifest
 from commitbench.runner import run_experiment

@@ -34,7 +34,7 @@ from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.labeljob import label_directory
 from commitbench.ledger import AuditEventKind
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 from commitbench.rundir import RunStatus
 from commitbench.runner import run_experiment
 from commitbench.traces import latest_traces

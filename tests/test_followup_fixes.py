@@ -14,7 +14,7 @@ from commitbench.envs.followup.env import FollowUpEnv
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
-from commitbench.mockserver import FaultKind, MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import FaultKind, MockServer, ReplySpec, ToolCallSpec
 from commitbench.oracles.base import InterventionError, intervention_names, play_step
 from commitbench.oracles.claim_guard import ClaimGuard
 from commitbench.oracles.followup.fixes import (

@@ -15,7 +15,7 @@ from commitbench.judges.followup.outcomes import OutcomeLabel
 from commitbench.judges.followup.schemas import DetectorOutput, ResponseJudgeOutput
 from commitbench.judges.followup.turn import FollowUpTurn, TurnToolCall, render_turn
 from commitbench.llm import ModelClient, ModelSettings
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 
 
 def turn(

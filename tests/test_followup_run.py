@@ -27,7 +27,7 @@ from commitbench.judges.followup.outcomes import PAPER_LABELS, OutcomeLabel
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.labeljob import label_directory
-from commitbench.mockserver import MockServer, MockServerProcess, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, MockServerProcess, ReplySpec, ToolCallSpec
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
 from commitbench.planning import expand_cells, select_config_episodes

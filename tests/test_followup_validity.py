@@ -29,7 +29,7 @@ from commitbench.episodes.followup.vocabulary import Doability, SetupId
 from commitbench.episodes.standing.profile import STANDING_CHOICES
 from commitbench.judges.followup.llm import load_prompt
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
-from commitbench.mockserver import ReplySpec, ToolCallSpec
+from commitbench.mock import ReplySpec, ToolCallSpec
 from commitbench.oracles.followup.fixes import render_capability_card
 from commitbench.planning import expand_cells, select_config_episodes
 from commitbench.profiles import ProfileError, profile_table

@@ -16,7 +16,7 @@ import pytest
 from commitbench.claimguard.guard import HONEST_REPLACEMENT, Language, looks_like_write_claim
 from commitbench.cli import main
 from commitbench.gateway.server import GatewayProcess
-from commitbench.mockserver import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from commitbench.claimguard.guard import HONEST_REPLACEMENT, Language
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 from commitbench.processes import die_with_parent
 
 pytest.importorskip("litellm", reason="LiteLLM is not installed (the [litellm] extra, not part of dev: see "

@@ -26,7 +26,7 @@ from inspect_ai.log import read_eval_log, write_eval_log
 from commitbench.cli import main
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.inspecteval.logs import SOURCE_FILE, convert_logs, default_run_dir, is_inspect_log
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 from commitbench.rundir import RunStatus, read_manifest
 from commitbench.suites import get_suite
 from commitbench.traces import latest_traces

@@ -27,7 +27,7 @@ from commitbench.inspecteval.scoring import GRADER_ROLE
 from commitbench.inspecteval.transcript import EXECUTED_BY
 from commitbench.judges.labelling import JUDGE_MAX_TOKENS, JUDGE_SEED
 from commitbench.judges.standing.signals import compute_signals
-from commitbench.mockserver import MockServer, ReplySpec
+from commitbench.mock import MockServer, ReplySpec
 from commitbench.suites import get_suite
 from commitbench.suites.standing import episodes_by_id
 from commitbench.traces import EpisodeTrace

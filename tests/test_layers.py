@@ -4,7 +4,8 @@ Bottom to top (``docs/architecture.md`` draws it):
 
 0. the shared vocabulary and the infrastructure that knows nothing of the suites;
 1. episodes; 2. environments; 3. agents | oracles (independent of each other); 4. judges;
-5. analysis; 6. orchestration (config, suites, runner, labelling jobs); 7. the command line.
+5. analysis; 6. orchestration (config, suites, runner, labelling jobs); 7. the test tools (the mock
+server); 8. the command line.
 
 Imports are read with :mod:`ast` from every module of the package, wherever they stand (module
 level or inside a function), so a lazy import cannot slip past the contract. Within a layer, imports
@@ -32,7 +33,6 @@ BOTTOM = (
     "commitbench.llm",
     "commitbench.cache",
     "commitbench.ledger",
-    "commitbench.mockserver",
     "commitbench.processes",
     "commitbench.profiles",
     "commitbench.claimguard",
@@ -53,6 +53,9 @@ ORCHESTRATION = (
     "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
     "commitbench.modelentry", "commitbench.inspecteval",
 )
+# The mock chat server of the tests and benchmarks: no part of a run, so nothing below the command line
+# may import it.
+TEST_TOOLS = ("commitbench.mock",)
 COMMANDS = ("commitbench.cli", "commitbench.commands")
 LAYERS: list[tuple[str, ...]] = [
     BOTTOM,
@@ -62,6 +65,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("commitbench.judges",),
     ("commitbench.analysis",),
     ORCHESTRATION,
+    TEST_TOOLS,
     COMMANDS,
 ]
 INDEPENDENT = {("commitbench.agents", "commitbench.oracles"), ("commitbench.oracles", "commitbench.agents")}

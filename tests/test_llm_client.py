@@ -25,7 +25,7 @@ from commitbench.llm import (
     parse_completion,
     parse_tool_arguments,
 )
-from commitbench.mockserver import FaultKind, MockServer, ReasoningField, ReplySpec, ToolCallSpec
+from commitbench.mock import FaultKind, MockServer, ReasoningField, ReplySpec, ToolCallSpec
 
 USER = [{"role": "user", "content": "Book room A once the agenda is final."}]
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.01, seed=3)

@@ -21,7 +21,7 @@ from commitbench.judges.labelling import read_label_records as read_records
 from commitbench.judges.standing.labellers import LLMLabeller, StandingLabelRecord
 from commitbench.judges.standing.llm import LLMJudge, judge_cases, judge_prompt_hash, render_case
 from commitbench.llm import ModelClient, ModelSettings, RetryPolicy
-from commitbench.mockserver import DEFAULT_MODEL, FaultKind
+from commitbench.mock import DEFAULT_MODEL, FaultKind
 from commitbench.protocol import tool_call
 from commitbench.runner import run_experiment
 from commitbench.traces import append_traces, latest_traces

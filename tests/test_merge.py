@@ -16,7 +16,7 @@ from commitbench.config import CacheConfig, ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.identity import in_shard
 from commitbench.merge import MergeError, merge_runs
-from commitbench.mockserver import DEFAULT_MODEL, MockServer
+from commitbench.mock import DEFAULT_MODEL, MockServer
 from commitbench.planning import expand_cells, select_config_episodes
 from commitbench.rundir import MANIFEST_FILE, RunStatus, read_manifest
 from commitbench.runner import run_experiment

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +20,9 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from commitbench.mockserver import (
+from commitbench.cli import build_parser
+from commitbench.cli import main as cli_main
+from commitbench.mock import (
     FaultConfig,
     FaultKind,
     MockServer,
@@ -23,6 +31,8 @@ from commitbench.mockserver import (
     ReplySpec,
     ToolCallSpec,
 )
+from commitbench.mock.app import MAX_BODY_BYTES
+from commitbench.mock.cli import ServeOptions, command_line, options_from_args
 
 USER = [{"role": "user", "content": "please book the room"}]
 
@@ -173,7 +183,11 @@ def test_models_stats_reset_and_unknown_routes(mock_server: MockServer) -> None:
     status, stats = http(mock_server, "GET", "/stats")
     assert status == 200
     assert stats["chat_completions"] == 1 and stats["outcomes"] == {"ok": 1} and stats["queued_replies"] == 1
-    assert http(mock_server, "GET", "/nope")[0] == 404
+    assert http(mock_server, "GET", "/nope") == (
+        404, {"error": {"message": "no route for GET /nope", "type": "not_found_error", "code": 404}}
+    )
+    status, wrong_method = http(mock_server, "GET", "/v1/chat/completions")
+    assert status == 405 and "POST" in wrong_method["error"]["message"]
     assert http(mock_server, "POST", "/reset", {})[0] == 200
     after = mock_server.stats()
     assert after.total == 0 and after.queued_replies == 0
@@ -278,6 +292,72 @@ def test_fault_config_rejects_impossible_rates() -> None:
         FaultConfig(rates={"no_such_fault": 0.1})
 
 
+def test_a_streamed_reply_cut_short_ends_without_its_last_chunk() -> None:
+    async def go(server: MockServer) -> tuple[list[Any], BaseException | None]:
+        chunks: list[Any] = []
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0) as client:
+            try:
+                stream = await client.chat.completions.create(model="m", messages=USER, stream=True)
+                async for chunk in stream:
+                    chunks.append(chunk)
+            except openai.APIConnectionError as exc:
+                return chunks, exc
+        return chunks, None
+
+    full = "one two three four five six seven eight nine ten eleven twelve"
+    with MockServer(streaming=True, faults=FaultConfig(sequence=[FaultKind.TRUNCATED_BODY])) as server:
+        server.script(ReplySpec(text=full))
+        chunks, error = asyncio.run(go(server))
+        assert error is not None  # the chunked body ended without its terminating chunk
+        assert chunks and chunks[0].choices[0].delta.role == "assistant"
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+        assert text and full.startswith(text) and len(text) < len(full)  # the first events came, then nothing
+        assert server.stats().queued_replies == 1  # no completion reached the client: the reply stays
+
+
+def test_stopping_the_server_ends_a_hold_at_once() -> None:
+    server = MockServer(faults=FaultConfig(sequence=[FaultKind.TIMEOUT], timeout_hold_s=60)).start()
+    body = json.dumps({"model": "m", "messages": USER}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+        deadline = time.monotonic() + 5
+        while server.stats().outcomes != {"timeout": 1} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.stats().outcomes == {"timeout": 1}
+        started = time.perf_counter()
+        server.stop()
+        assert time.perf_counter() - started < 5.0
+        assert sock.recv(100) == b""  # closed, never answered
+
+
+def test_a_body_over_the_bound_gets_a_413_and_nothing_is_kept(mock_server: MockServer) -> None:
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1)
+    with socket.create_connection(("127.0.0.1", mock_server.port), timeout=30) as sock:
+        sock.sendall(head)
+        block = b" " * (1 << 20)
+        for _ in range(MAX_BODY_BYTES // len(block)):
+            sock.sendall(block)
+        sock.sendall(b" ")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert mock_server.stats().chat_completions == 0 and mock_server.requests() == []
+
+
+def test_a_client_that_leaves_mid_body_is_no_error(mock_server: MockServer, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.create_connection(("127.0.0.1", mock_server.port), timeout=5) as sock:
+        sock.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"model"')
+        deadline = time.monotonic() + 5
+        while mock_server.stats().total == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    time.sleep(0.2)  # the server sees the connection go
+    assert mock_server.stats().total == 1 and mock_server.stats().chat_completions == 0
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert chat(mock_server).choices[0].message.content.startswith("echo:")  # still serving
+
+
 def test_latency_is_applied(mock_server: MockServer) -> None:
     mock_server.set_latency(60)
     started = time.perf_counter()
@@ -319,7 +399,7 @@ def test_keep_alive_and_chunked_bodies_on_one_connection(mock_server: MockServer
         second = _raw_exchange(sock, chunked)
     for response in (first, second):
         assert response.startswith(b"HTTP/1.1 200 OK")
-        assert b"connection: keep-alive" in response
+        assert b"connection: close" not in response.lower()  # HTTP/1.1: the connection stays open
         assert b'"echo: please book the room"' in response
     assert mock_server.stats().outcomes == {"ok": 2}
 
@@ -382,11 +462,101 @@ def test_requests_are_recorded_with_headers(mock_server: MockServer) -> None:
 def test_server_as_a_separate_process() -> None:
     with MockServerProcess(latency_ms=5, capacity=3) as server:
         server.script(ReplySpec(text="from the process"))
-        server.set_faults(sequence=[FaultKind.HTTP_500])
+        server.set_faults(sequence=[FaultKind.HTTP_500, FaultKind.DISCONNECT, FaultKind.TIMEOUT], timeout_hold_s=30)
         with pytest.raises(openai.InternalServerError):
             chat(server)
+        with pytest.raises(openai.APIConnectionError):
+            chat(server)
+        started = time.perf_counter()
+        with pytest.raises(openai.APITimeoutError):
+            chat(server, timeout=0.3)
+        assert time.perf_counter() - started < 5.0
         assert chat(server).choices[0].message.content == "from the process"
-        assert server.stats().outcomes == {"http_500": 1, "ok": 1}
+        assert server.stats().outcomes == {"http_500": 1, "disconnect": 1, "timeout": 1, "ok": 1}
         assert server.stats().capacity == 3
         server.reset()
         assert server.stats().total == 1  # the /stats request after the reset
+
+
+# ------------------------------------------------------------------------------------------ the command line
+def test_serve_mock_reads_back_the_options_it_is_started_with() -> None:
+    options = ServeOptions(
+        port=8123, latency_ms=12.5, latency_jitter_ms=0.3, record_requests=0, capacity=3, streaming=True,
+        models=["a", "b"],
+        faults=FaultConfig(seed=9, rates={FaultKind.HTTP_500: 0.05, FaultKind.TIMEOUT: 0.125}, retry_after_s=1.5,
+                           timeout_hold_s=2.0),
+    )
+    args = build_parser().parse_args(["serve-mock", *command_line(options)])
+    assert options_from_args(args) == options
+    assert options_from_args(build_parser().parse_args(["serve-mock"])) == ServeOptions()
+    with pytest.raises(ValueError, match="fault sequence"):
+        command_line(ServeOptions(faults=FaultConfig(sequence=[FaultKind.HTTP_500])))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--capacity", "0"], "--capacity: Input should be greater than or equal to 1"),
+        (["--fault", "http_500=0.7", "--fault", "timeout=0.6"], "--fault: Value error, fault rates sum to 1.300"),
+        (["--port", "70000"], "--port: Input should be less than or equal to 65535"),
+        (["--fault", "nope=0.1"], "expected KIND=RATE with KIND one of http_500"),
+        (["--fault", "http_500=lots"], "the rate must be a number between 0 and 1"),
+    ],
+)
+def test_serve_mock_refuses_bad_options_with_a_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = cli_main(["serve-mock", *argv])
+    except SystemExit as exc:  # argparse's own refusal
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_serve_mock_on_a_port_in_use_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli_main(["serve-mock", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+PARENT = textwrap.dedent(
+    """
+    import time
+    from commitbench.mock import MockServerProcess
+
+    server = MockServerProcess().start()
+    print(server.base_url, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_server_process_dies_with_the_process_that_started_it() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        base_url = parent.stdout.readline().strip()
+        root = base_url.rsplit("/v1", 1)[0]
+        with urllib.request.urlopen(root + "/stats", timeout=10) as response:
+            assert json.loads(response.read())["total"] == 1
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        refused = False
+        while not refused and time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(root + "/stats", timeout=1).close()
+                time.sleep(0.1)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                refused = True
+        assert refused, "the mock server outlived the process that started it"
+    finally:
+        parent.kill()
+        parent.wait(10)
+        if parent.stdout is not None:
+            parent.stdout.close()

@@ -36,7 +36,7 @@ from commitbench.analysis.standing.results import load_rows
 from commitbench.config import ExperimentConfig
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
-from commitbench.mockserver import ReplySpec, ToolCallSpec
+from commitbench.mock import ReplySpec, ToolCallSpec
 from commitbench.oracles.standing.ledger import render_ledger, replay_ledger
 from commitbench.oracles.standing.policy import policy_paragraph
 from commitbench.runner import run_experiment

@@ -25,7 +25,7 @@ from commitbench.analysis.followup.prevalence import (
 from commitbench.cli import main
 from commitbench.judges.followup.llm import load_prompt
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 
 EMPTY = PrevalenceMetric.EMPTY_COMMITMENTS
 FALSE = PrevalenceMetric.FALSE_CLAIMS

@@ -15,7 +15,7 @@ from _runner_fixtures import standing_responder
 from commitbench.config import ConfigError, ExperimentConfig, load_config
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.llm import ModelClient, ModelError, ModelErrorKind, ModelSettings, ReplicaPolicy, ReplicaPool
-from commitbench.mockserver import DEFAULT_MODEL, MockServer
+from commitbench.mock import DEFAULT_MODEL, MockServer
 from commitbench.modelentry import ModelEntry
 from commitbench.rundir import RunStatus, read_manifest
 from commitbench.runner import run_experiment

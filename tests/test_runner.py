@@ -21,7 +21,7 @@ from commitbench.cli import main as cli_main
 from commitbench.config import CacheConfig, ConfigError, ExperimentConfig, load_config
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.mockserver import FaultConfig, FaultKind, MockServer, MockServerProcess
+from commitbench.mock import FaultConfig, FaultKind, MockServer, MockServerProcess
 from commitbench.oracles import registry
 from commitbench.oracles.base import Intervention, InterventionEntry
 from commitbench.planning import expand_cells, select_config_episodes

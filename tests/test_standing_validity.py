@@ -31,7 +31,7 @@ from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, load_spec
 from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.judges.standing.labellers import StandingLabelRecord, labeller_version
 from commitbench.judges.standing.rules import RuleJudge
-from commitbench.mockserver import DEFAULT_MODEL, ReplySpec, ToolCallSpec
+from commitbench.mock import DEFAULT_MODEL, ReplySpec, ToolCallSpec
 from commitbench.profiles import ProfileError, profile_table
 from commitbench.protocol import tool_call
 from commitbench.rundir import RunStatus

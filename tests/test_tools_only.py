@@ -10,7 +10,7 @@ from commitbench.agents.chat import ENDED_TEXT, POSTED_TEXT, REPLY_TOOL, TOOLS_O
 from commitbench.envs.followup.env import FollowUpEnv
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.llm import ModelClient, ModelSettings
-from commitbench.mockserver import MockServer, ReplySpec, ToolCallSpec
+from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 
 
 def _names(tools: list[dict]) -> list[str]:

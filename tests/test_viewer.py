@@ -39,7 +39,7 @@ from commitbench.commands.view_cmd import build_site
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.labelling import labels_path, one_labeller_labels
 from commitbench.judges.standing.labellers import StandingLabelRecord
-from commitbench.mockserver import MockServer
+from commitbench.mock import MockServer
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 from commitbench.suites.standing import episodes_by_id
 from commitbench.traces import EpisodeTrace, ModelCallRecord, TurnRecord, latest_traces

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from commitbench.agents.local_model import LOCAL_N_CTX
+from commitbench.mock.cli import add_arguments as add_mock_arguments
+from commitbench.mock.cli import options_from_args as mock_options_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -29,14 +31,10 @@ def register(subparsers: Any) -> None:
     mock = subparsers.add_parser(
         "serve-mock",
         help="serve the scripted mock OpenAI-compatible server until Ctrl-C",
-        description="Run the mock chat-completions server (echo replies, optional latency and faults).",
+        description="Run the mock chat-completions server (echo replies, optional latency, capacity and faults) "
+        "and print 'listening on http://HOST:PORT/v1' once it accepts connections. Needs the [dev] extra.",
     )
-    mock.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
-    mock.add_argument("--latency-ms", type=float, default=0.0, help="latency of each reply")
-    mock.add_argument("--fault", action="append", default=[], metavar="KIND=RATE", help="fault rate per request")
-    mock.add_argument("--seed", type=int, default=0, help="seed of the fault RNG")
-    mock.add_argument("--capacity", type=int, default=None,
-                      help="serve at most this many requests at once, each taking the latency (default: no limit)")
+    add_mock_arguments(mock)
     mock.set_defaults(func=serve_mock_handler)
 
 
@@ -77,15 +75,18 @@ def serve_local_handler(args: argparse.Namespace) -> int:
 
 
 def serve_mock_handler(args: argparse.Namespace) -> int:
-    from commitbench import mockserver
+    from commitbench.cli import UsageError
 
-    argv = ["--port", str(args.port), "--latency-ms", str(args.latency_ms), "--seed", str(args.seed)]
-    for fault in args.fault:
-        argv += ["--fault", fault]
-    if args.capacity is not None:
-        if args.capacity < 1:
-            from commitbench.cli import UsageError
-
-            raise UsageError("--capacity must be at least 1")
-        argv += ["--capacity", str(args.capacity)]
-    return mockserver.main(argv)
+    try:
+        options = mock_options_from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        from commitbench.mock.app import serve
+    except ImportError as exc:
+        raise UsageError(f"serve-mock needs the [dev] extra (pip install -e '.[dev]'): {exc}") from None
+    try:
+        serve(options, announce=lambda line: print(line, flush=True))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
+    return 0
