@@ -382,12 +382,14 @@ def test_two_hundred_episodes_through_twenty_percent_faults(tmp_path: Path, mock
         FaultKind.TRUNCATED_BODY: 0.03, FaultKind.EMPTY_CHOICES: 0.02, FaultKind.MALFORMED_TOOL_ARGS: 0.03,
         FaultKind.REFUSAL: 0.01,
     }
-    mock_server.set_faults(FaultConfig(seed=11, rates=rates, timeout_hold_s=1.5))
+    # A held answer outlasts the client's timeout; the timeout leaves a busy machine's slowest ordinary answers
+    # room, so every retry is one of the faults the mock counted.
+    mock_server.set_faults(FaultConfig(seed=11, rates=rates, timeout_hold_s=4.0))
     mock_server.set_responder(standing_responder(load_episodes()))
     config = chat_config(
         mock_server.base_url, 200, concurrency=32, cache={"mode": "off"},
         models=[{"name": "mock", "base_url": mock_server.base_url, "api_key_env": None,
-                 "settings": {"model": "mock-model", "timeout": 1.0}, "retry": FAST_RETRY}],
+                 "settings": {"model": "mock-model", "timeout": 3.0}, "retry": FAST_RETRY}],
     )
     summary = run_experiment(config, tmp_path)
     assert summary.status is RunStatus.COMPLETE, summary.failures
