@@ -91,7 +91,6 @@ class ProgressBar:
             Progress,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
 
         self.source = source
@@ -100,18 +99,30 @@ class ProgressBar:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("left"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[left]}"),
             TextColumn("{task.fields[status]}"),
             auto_refresh=False,
             transient=False,
             console=Console(stderr=True),
         )
-        self.task = self.progress.add_task(source.name, total=total, status="")
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.task = self.progress.add_task(source.name, total=total, status="", left=self.left_text())
         self.progress.start()
 
     def advance(self) -> None:
+        self.done += 1
         self.progress.advance(self.task)
+
+    def left_text(self) -> str:
+        """The estimate of the time left, at the mean pace since the run started (the same estimate as the
+        progress lines': steadier than a recent-speed estimate when a cell takes longer than a few seconds,
+        as with a local model)."""
+        left = time_left(self.done, self.total, time.monotonic() - self.started)
+        if left is None:
+            return "time left: after the first cell"
+        return f"about {_clock(left)} left" if self.done < self.total else "done"
 
     def status_text(self) -> str:
         """The counters shown beside the bar."""
@@ -128,12 +139,12 @@ class ProgressBar:
 
     async def tick(self) -> None:
         while True:
-            self.progress.update(self.task, status=self.status_text())
+            self.progress.update(self.task, status=self.status_text(), left=self.left_text())
             self.progress.refresh()
             await asyncio.sleep(0.25)
 
     def close(self) -> None:
-        self.progress.update(self.task, status=self.status_text())
+        self.progress.update(self.task, status=self.status_text(), left=self.left_text())
         self.progress.refresh()
         self.progress.stop()
 
