@@ -229,6 +229,10 @@ class LocalModelServer:
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads),
+            # Logits of the last token only: the server's default keeps every prompt token's (49,152 floats each),
+            # which costs prompt evaluation time and up to n_ctx x vocabulary floats of memory, for log
+            # probabilities nothing here asks for.
+            "--logits_all", "False",
             "--verbose", "False",
             *self.extra_args,
         ]
