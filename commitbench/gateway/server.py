@@ -11,12 +11,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 
 import uvicorn
 
-from commitbench.processes import die_with_parent
+from commitbench.processes import die_with_parent, wait_for_line
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -85,19 +84,12 @@ class GatewayProcess:
             self._args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
             preexec_fn=die_with_parent(),
         )
-        assert self._proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        line = ""
-        while time.monotonic() < deadline:
-            line = self._proc.stdout.readline()
-            if line.startswith("listening on "):
-                self.base_url = line.split("listening on ", 1)[1].strip()
-                break
-            if not line and self._proc.poll() is not None:
-                break
-        if not self.base_url:
+        ready = wait_for_line(self._proc, "listening on ", timeout_s)
+        if ready.value is None:
             err = self.stop()
-            raise RuntimeError(f"the gateway did not start; last output {line!r}; stderr: {err[-2000:]}")
+            raise RuntimeError(f"the gateway did not start within {timeout_s:g} s; last output {ready.last_line!r}; "
+                               f"stderr: {err[-2000:]}")
+        self.base_url = ready.value
         return self
 
     @property

@@ -10,14 +10,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from typing import IO, Any
 
 from commitbench.mock.cli import ServeOptions, command_line
 from commitbench.mock.replies import json_bytes
 from commitbench.mock.specs import FaultConfig, ReplySpec, ServerStats, coerce_reply
-from commitbench.processes import die_with_parent
+from commitbench.processes import die_with_parent, wait_for_line
 
 __all__ = ["MockServerProcess"]
 
@@ -59,20 +58,13 @@ class MockServerProcess:
             self._args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
             preexec_fn=die_with_parent(),  # the server ends with this process, however it ends
         )
-        deadline = time.monotonic() + timeout_s
-        assert self._proc.stdout is not None
-        line = ""
-        while time.monotonic() < deadline:
-            line = self._proc.stdout.readline()
-            if line.startswith("listening on "):
-                self.base_url = line.split("listening on ", 1)[1].strip()
-                break
-            if not line and self._proc.poll() is not None:
-                break
-        if not self.base_url:
+        ready = wait_for_line(self._proc, "listening on ", timeout_s)
+        if ready.value is None:
             err = self._read_stderr() if self._proc.poll() is not None else ""
             self.stop()
-            raise RuntimeError(f"mock server process did not start; last output {line!r}; stderr: {err}")
+            raise RuntimeError(f"mock server process did not start within {timeout_s:g} s; last output "
+                               f"{ready.last_line!r}; stderr: {err}")
+        self.base_url = ready.value
         if self._faults is not None:
             self.set_faults(self._faults)
         return self
