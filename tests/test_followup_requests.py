@@ -73,6 +73,15 @@ def test_every_row_has_a_source() -> None:
     assert datasets[SourceDataset.SLURP] >= 100 and datasets[SourceDataset.BITEXT] >= 10
 
 
+def test_the_attribution_counts_the_rows_of_each_source() -> None:
+    rows = {}
+    for line in (Path(PACKAGE_DATA) / "ATTRIBUTION.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[1].isdigit():
+            rows[cells[0].strip("`")] = int(cells[1])
+    assert rows == {dataset.value: n for dataset, n in Counter(r.source.dataset for r in REQUESTS).items()}
+
+
 def test_mined_sources_are_unique() -> None:
     mined = [(r.source.dataset, r.source.source_id) for r in REQUESTS if r.source.dataset is not SourceDataset.TEMPLATE]
     assert len(mined) == len(set(mined))
