@@ -39,7 +39,7 @@ from commitbench.llm.stats import ClientStats
 from commitbench.protocol import escape_surrogates
 from commitbench.secrets import Secrets
 
-__all__ = ["MAX_ERROR_CHARS", "ModelClient"]
+__all__ = ["MAX_ERROR_CHARS", "ModelClient", "default_http_client"]
 
 
 # What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
@@ -126,9 +126,8 @@ class ModelClient:
         # Credentials in a base URL are sent as HTTP basic authentication, and the URL the SDK and
         # the HTTP client see (and may log or put in an error) holds none. Replicas share the HTTP
         # client (its pool keys connections by host), except one with credentials of its own.
-        # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
-        # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
-        # reconnects it saves.
+        # A client made here has the SDK's default pool size (default_http_client); the runner gives
+        # each client a pool as large as its share of the requests in flight (cellplayer.http_client_for).
         # Every secret the client holds, in every form a server could send back, is scrubbed from what it returns.
         self._secrets = Secrets()
         self._secrets.add(settings.api_key())
@@ -139,7 +138,7 @@ class ModelClient:
         for replica in replicas.replicas:
             client_for_replica = http_client
             if client_for_replica is None or (replica.credentials is not None and not self._single):
-                client_for_replica = openai.DefaultAsyncHttpxClient()
+                client_for_replica = default_http_client()
             if replica.credentials is not None:
                 client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
             bound_response_bodies(client_for_replica, settings.max_response_bytes)
@@ -487,6 +486,9 @@ class ModelClient:
                 message=f"no complete answer within {deadline:g} s (connecting, headers and body together)",
             ))
         except openai.APITimeoutError as exc:
+            broken = _broken_connection(exc)
+            if broken is not None:
+                return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc} ({broken})"))
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=str(exc)))
         except openai.APIConnectionError as exc:
             cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
@@ -494,6 +496,11 @@ class ModelClient:
         except openai.APIStatusError as exc:
             return self._status_error(exc, replica.url)
         except httpx2.TimeoutException as exc:  # a wait for a byte of the body ran out
+            broken = _broken_connection(exc)
+            if broken is not None:
+                return _Attempt(error=ModelError(
+                    kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {broken}"
+                ))
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=f"{type(exc).__name__}: {exc}"))
         except httpx2.HTTPError as exc:  # the connection broke while the body was read
             return _Attempt(error=ModelError(
@@ -545,6 +552,34 @@ class ModelClient:
             retry_after=_retry_after(exc.response),
             status=status,
         )
+
+
+def _broken_connection(exc: BaseException) -> str | None:
+    """What broke, when an error reported as a timeout was a broken connection; None for a real timeout.
+
+    The SDK's aiohttp transport reports every broken connection (a server that closes it before it
+    answers, say) as a connect timeout; the aiohttp error it was raised from says what happened.
+    """
+    cause = exc.__cause__ or exc.__context__
+    for _ in range(8):  # the chain is short: the SDK's error, httpx's, aiohttp's
+        if cause is None:
+            return None
+        if type(cause).__module__.partition(".")[0] == "aiohttp":
+            return None if isinstance(cause, TimeoutError) else f"{type(cause).__name__}: {cause}"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def default_http_client(limits: httpx2.Limits | None = None) -> httpx2.AsyncClient:
+    """The HTTP client the ``openai`` SDK sends a model's calls through: the SDK's own, on aiohttp.
+
+    The SDK's aiohttp transport (``openai.DefaultAioHttpClient``) costs about half the CPU per call of
+    its default one (httpx's connection pool and streams), which was most of what a call cost the
+    harness; requests, responses, hooks and errors stay the SDK's and httpx's types.
+    """
+    if limits is None:
+        return openai.DefaultAioHttpClient()
+    return openai.DefaultAioHttpClient(limits=limits)
 
 
 def _scrubbed_fields(fields: dict[str, Any], secrets: Secrets, max_argument_bytes: int) -> dict[str, Any]:
