@@ -1,9 +1,12 @@
-"""What the benchmarks that play the chat agent against the mock server share: the model entry of a
-config, the repeating script of model moves the server answers with, and the same script served without
-a server (:class:`ScriptedBroker`), to fill a cache for a replay."""
+"""What the benchmarks that play against the mock server share: the model entry of a config, the repeating
+script of model moves the server answers with, the same script served without a server
+(:class:`ScriptedBroker`, to fill a cache for a replay), and how a process's CPU time and the machine's
+load are read (Linux ``/proc``)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from commitbench.llm import ModelResponse
@@ -12,6 +15,18 @@ from commitbench.mock import ReplySpec, ToolCallSpec
 from commitbench.mock.replies import completion_json
 
 MOCK_MODEL = "mock-model"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (all its threads; Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def load_text() -> str:
+    """The load average (1, 5 and 15 minutes), to print beside every figure: other work shows in all of them."""
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def mock_model(urls: list[str], timeout: float = 60.0) -> dict[str, Any]:
