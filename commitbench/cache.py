@@ -9,7 +9,9 @@ The key of a call is the sha256 of the canonical JSON (sorted keys, no whitespac
 where the model identity holds the model name, the sampling settings and ``extra_body``
 (see :meth:`commitbench.llm.ModelSettings.identity`). The endpoint URL and the API key are never
 part of the key and never stored, so the same cache serves a local vLLM, a router in front of many
-replicas, or a hosted API. Entries never expire.
+replicas, or a hosted API. Entries never expire. The JSON is written by orjson wherever it gives the
+same bytes as the ``json`` module (:func:`commitbench.jsoncodec.canonical`), so the keys are those the
+cache has always had; entries are read with orjson too.
 
 Modes (:class:`CacheMode`): ``read_write`` (default), ``off`` (no reads, no writes) and
 ``replay_only`` (a miss raises :class:`CacheMiss`, so a whole analysis can be rebuilt with zero
