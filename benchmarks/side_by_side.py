@@ -194,7 +194,7 @@ def main() -> int:
     sizes = {"bare": args.calls, "runner": args.episodes, "inspect": args.inspect_samples,
              "inspect-standing": args.episodes}
     print(f"{load_text()}, {os.cpu_count()} cores; concurrency {args.concurrency}; runner and inspect task on "
-          f"{args.episodes} standing episodes" + ("" if with_inspect else "; inspect-ai is not installed"), flush=True)
+          f"{args.episodes} standing episodes" + ("" if with_inspect else "; without inspect-ai"), flush=True)
     print(f"{'latency':>7} {'side':<17} {'calls':>6} {'calls/s':>8} {'CPU ms/call':>11} {'mock CPU ms/call':>16}",
           flush=True)
     profile = args.profile_runner
