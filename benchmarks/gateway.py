@@ -11,7 +11,8 @@ itself the bottleneck). For upstream latencies of 0 and 50 ms and for one client
 sends the same requests direct and through the gateway, ``--runs`` times each (direct and gateway alternating),
 and prints the medians over the runs of the median and p99 latency and the throughput, the ratios, and the CPU
 milliseconds per request of the load generator, the mock server and the gateway (from ``/proc``, Linux). The
-load average is printed before and after: other work on the machine shows in every figure.
+load average is printed beside every row: other work on the machine shows in every figure.
+``benchmarks/side_by_side.py`` prints the same rows against its own mock server (``measure``).
 
 Targets, with the offline checks: for one client, under 2 ms added at the median and under 10 ms at p99; at 64
 concurrent clients and 50 ms upstream latency, at least 0.9 of the direct throughput.
@@ -24,6 +25,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,13 +34,16 @@ from typing import Any
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_player import cpu_seconds, load_text
+
 from commitbench.gateway.server import GatewayProcess
 from commitbench.mock import MockServerProcess
 
 TOOLS = [{"type": "function", "function": {"name": name, "description": f"The {name} tool.",
                                             "parameters": {"type": "object", "properties": {}}}}
          for name in ("get_current_time", "search_docs", "create_reminder", "create_ticket", "create_post")]
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def request_body(i: int) -> dict[str, Any]:
@@ -55,25 +60,6 @@ def request_body(i: int) -> dict[str, Any]:
             {"role": "tool", "tool_call_id": "t1", "content": "Meter readings are taken every quarter."},
         ],
     }
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def child_pids() -> set[int]:
-    """The pids of this process's children (Linux ``/proc``)."""
-    me = str(os.getpid())
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
-                found.add(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @dataclass
@@ -142,8 +128,35 @@ class Summary:
         )
 
 
-def load_text() -> str:
-    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
+HEADER = (f"{'upstream':>8} {'clients':>7} {'path':<8} {'median ms':>9} {'p99 ms':>8} {'req/s':>8}   "
+          f"{'CPU ms/req: client':>18} {'mock':>5} {'gateway':>7}   added median / p99, throughput ratio")
+
+
+def measure(upstream: MockServerProcess, latency: float, folder: Path, runs: int, requests: int,
+            concurrent_requests: int) -> None:
+    """Start the gateway in front of ``upstream`` (a mock answering after ``latency`` ms) and print its rows:
+    one client and 64, direct and through the gateway, ``runs`` times each (alternating)."""
+    with GatewayProcess(
+        ["--upstream", upstream.base_url, "--log", str(folder / f"gateway-{latency:g}.jsonl")]
+    ) as gateway:
+        pids = {"mock": upstream.pid, "gateway": gateway.pid}
+        for clients, count in ((1, requests), (64, concurrent_requests)):
+            bodies = [json.dumps(request_body(i)).encode() for i in range(count)]
+            measured: dict[str, list[Measurement]] = {"direct": [], "gateway": []}
+            for _ in range(runs):
+                measured["direct"].append(asyncio.run(run(upstream.base_url, bodies, clients, pids)))
+                measured["gateway"].append(asyncio.run(run(gateway.base_url, bodies, clients, pids)))
+            direct = Summary.of(measured["direct"])
+            for name in ("direct", "gateway"):
+                row = Summary.of(measured[name])
+                cpu = row.cpu_ms
+                print(f"{latency:>6g}ms {clients:>7} {name:<8} {row.median:>9.2f} {row.p99:>8.2f} "
+                      f"{row.rate:>8.0f}   {cpu['client']:>18.2f} {cpu['mock']:>5.2f} "
+                      f"{cpu['gateway'] if name == 'gateway' else 0.0:>7.2f}", end="")
+                if name == "gateway":
+                    print(f"   +{row.median - direct.median:.2f} ms / +{row.p99 - direct.p99:.2f} ms, "
+                          f"{row.rate / direct.rate:.2f}", end="")
+                print(f"   {load_text()}", flush=True)
 
 
 def main() -> int:
@@ -154,32 +167,11 @@ def main() -> int:
     parser.add_argument("--latencies", type=float, nargs="+", default=[0.0, 50.0], help="upstream latencies (ms)")
     args = parser.parse_args()
     print(f"{load_text()}, {os.cpu_count()} cores, {args.runs} runs")
-    print(f"{'upstream':>8} {'clients':>7} {'path':<8} {'median ms':>9} {'p99 ms':>8} {'req/s':>8}   "
-          f"{'CPU ms/req: client':>18} {'mock':>5} {'gateway':>7}   added median / p99, throughput ratio")
+    print(HEADER)
     with tempfile.TemporaryDirectory() as folder:
         for latency in args.latencies:
-            with MockServerProcess(latency_ms=latency) as upstream, GatewayProcess(
-                ["--upstream", upstream.base_url, "--log", str(Path(folder) / f"gateway-{latency:g}.jsonl")]
-            ) as gateway:
-                (mock,) = child_pids() - {gateway.pid}  # the mock server is the other child
-                pids = {"mock": mock, "gateway": gateway.pid}
-                for clients, requests in ((1, args.requests), (64, args.concurrent_requests)):
-                    bodies = [json.dumps(request_body(i)).encode() for i in range(requests)]
-                    runs: dict[str, list[Measurement]] = {"direct": [], "gateway": []}
-                    for _ in range(args.runs):
-                        runs["direct"].append(asyncio.run(run(upstream.base_url, bodies, clients, pids)))
-                        runs["gateway"].append(asyncio.run(run(gateway.base_url, bodies, clients, pids)))
-                    direct = Summary.of(runs["direct"])
-                    for name in ("direct", "gateway"):
-                        row = Summary.of(runs[name])
-                        cpu = row.cpu_ms
-                        print(f"{latency:>6g}ms {clients:>7} {name:<8} {row.median:>9.2f} {row.p99:>8.2f} "
-                              f"{row.rate:>8.0f}   {cpu['client']:>18.2f} {cpu['mock']:>5.2f} "
-                              f"{cpu['gateway'] if name == 'gateway' else 0.0:>7.2f}", end="")
-                        if name == "gateway":
-                            print(f"   +{row.median - direct.median:.2f} ms / +{row.p99 - direct.p99:.2f} ms, "
-                                  f"{row.rate / direct.rate:.2f}", end="")
-                        print(flush=True)
+            with MockServerProcess(latency_ms=latency) as upstream:
+                measure(upstream, latency, Path(folder), args.runs, args.requests, args.concurrent_requests)
     print(load_text())
     return 0
 

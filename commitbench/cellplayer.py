@@ -30,6 +30,7 @@ from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import LabellerUnavailable, pin_judge_settings
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, ReplicaPool, RetryPolicy, merge_client_stats
+from commitbench.llm.client import default_http_client
 from commitbench.oracles.base import play_step
 from commitbench.oracles.registry import apply_interventions
 from commitbench.planning import Cell, PlayerKind
@@ -48,8 +49,9 @@ JUDGE_KEY = "\0judge"
 # A turn has at most a few tool calls and a script a few dozen messages: this bound only stops
 # an environment or agent bug from looping forever.
 MAX_STEPS_PER_EPISODE = 5_000
-# httpx's connection pool scans every connection on every request, so its CPU cost per call grows
-# with the connections open: a model with more requests in flight than this gets several clients.
+# A model with more requests in flight than this gets several clients, each with a pool of its own:
+# httpx's own pool scanned every connection on every request, so its CPU cost per call grew with the
+# connections open (the clients now send through aiohttp, and the shards stay: they cost nothing).
 CONNECTIONS_PER_CLIENT = 64
 
 
@@ -300,8 +302,7 @@ def http_client_for(in_flight: int) -> Any:
     closes a connection and the next request opens a new one, which costs more CPU than the call.
     """
     import httpx2
-    import openai
 
-    return openai.DefaultAsyncHttpxClient(
-        limits=httpx2.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))
+    return default_http_client(
+        httpx2.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))
     )

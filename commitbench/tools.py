@@ -30,7 +30,9 @@ become a :class:`~commitbench.protocol.ToolCallRecord` with ``ok=False`` and an 
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -149,8 +151,28 @@ _PY_TYPES: dict[str, Any] = {
 }
 
 
+# Arguments models built from data, kept by (name, schema): an environment binds an episode's tools at
+# every reset, and building a pydantic model costs about a millisecond. A bound on the models kept.
+SCHEMA_MODELS_KEPT = 1024
+
+
 def args_model_from_schema(name: str, schema: Mapping[str, Any]) -> type[ToolArgs]:
-    """An arguments model equivalent to a flat JSON schema (type object) declared as data."""
+    """An arguments model equivalent to a flat JSON schema (type object) declared as data.
+
+    The same name and schema give the same model class (a model is immutable, so it is shared)."""
+    try:
+        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: built every time, and the checks below say why
+        return _args_model_from_schema(name, schema)
+    return _schema_model(name, text)
+
+
+@functools.lru_cache(maxsize=SCHEMA_MODELS_KEPT)
+def _schema_model(name: str, schema_text: str) -> type[ToolArgs]:
+    return _args_model_from_schema(name, json.loads(schema_text))
+
+
+def _args_model_from_schema(name: str, schema: Mapping[str, Any]) -> type[ToolArgs]:
     if schema.get("type") != "object":
         raise TypeError(f"tool {name!r}: parameters must be a JSON schema of type 'object'")
     required = set(schema.get("required", []))
@@ -270,10 +292,15 @@ class _Declaration:
     write: bool
     meta: Mapping[str, Any]
     function: Callable[..., str]
+    # The schema, derived once when the tool is declared; every spec reads a copy of its own from this text.
+    parameters_json: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters_json", json.dumps(parameters_schema(self.args_model)))
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
-            name=self.name, description=self.description, parameters=parameters_schema(self.args_model),
+            name=self.name, description=self.description, parameters=json.loads(self.parameters_json),
             is_write=self.write,
         )
 
@@ -299,11 +326,11 @@ def tool(
         description = " ".join(doc.split("\n\n", 1)[0].split())
         if not description:
             raise TypeError(f"tool {function.__name__} has no docstring; the model would be shown no description")
+        # Fails at definition time on a bad arguments model (the schema is derived here).
         declaration = _Declaration(
             name=name or function.__name__, description=description, args_model=_args_model_of(function),
             write=write, meta=dict(meta), function=function,
         )
-        declaration.spec()  # fail at definition time on a bad arguments model
         setattr(function, _MARK, declaration)
         return function
 

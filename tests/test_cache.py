@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from commitbench import jsoncodec
 from commitbench.cache import (
     CacheMiss,
     CacheMode,
@@ -45,6 +48,74 @@ def test_canonical_json(value: Any, expected: str) -> None:
 def test_canonical_json_rejects_values_that_are_not_plain_json(bad: Any) -> None:
     with pytest.raises((TypeError, ValueError)):
         canonical_json(bad)
+
+
+# Keys written by earlier versions of the harness: a cache filled then must be read by this one.
+KEPT_KEYS = [
+    (
+        {"model": "qwen", "sampling": {"temperature": 0.7, "top_p": 1e-05, "seed": 1},
+         "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
+        [
+            {"role": "system", "content": 'Be brief. Ünïcode ✓ 😀 "quoted" \\ back\nline\x01'},
+            {"role": "user", "content": "Book room A at 0.00001 past e-5."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call00001", "type": "function", "function": {"name": "lookup", "arguments": '{"query": "x"}'}}
+            ]},
+        ],
+        [{"type": "function", "function": {"name": "lookup", "parameters": {
+            "type": "object", "properties": {"query": {"type": "string", "minimum": 2.5e-07}}}}}],
+        {"tool_choice": "required", "temperature": 0.0},
+        3,
+        "861b2cdf96b485e0181fa6832de336c772903312ce54abbecf32c36fda31b143",
+    ),
+    (
+        {"model": "m", "sampling": {"temperature": 0.0}, "extra_body": {}}, [{"role": "user", "content": "hi"}],
+        None, None, 0, "bcd7d35ff0107ba469bbd07ca5c4e5c4092574ad98eff3e5da006acd6fad5439",
+    ),
+]
+
+
+@pytest.mark.parametrize(("identity", "messages", "tools", "options", "sample", "key"), KEPT_KEYS)
+def test_keys_of_earlier_versions_are_kept(identity: Any, messages: Any, tools: Any, options: Any, sample: int,
+                                           key: str) -> None:
+    assert cache_key(identity, messages, tools=tools, options=options, sample_index=sample) == key
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e-05, -2.5e-07, 9.99e-05, 1e-09, 1e-10, 0.0001, 1e16, 1.5e-300, -0.0]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(JSON_VALUES)
+def test_fast_canonical_json_is_the_canonical_json_byte_for_byte(value: Any) -> None:
+    try:
+        expected = canonical_json(value).encode("utf-8")
+    except (TypeError, ValueError):  # a lone surrogate cannot be UTF-8: refused both ways
+        with pytest.raises((TypeError, ValueError)):
+            jsoncodec.canonical(value)
+        return
+    assert jsoncodec.canonical(value) == expected
+
+
+@pytest.mark.parametrize("value", [{1: "a", 2: "b"}, [2**64, -(2**63) - 1], {"x": 12345678901234567890}])
+def test_fast_canonical_json_writes_what_orjson_cannot_as_json_does(value: Any) -> None:
+    assert jsoncodec.canonical(value) == canonical_json(value).encode("utf-8")
+
+
+@pytest.mark.parametrize("bad", [{"when": object()}, {1, 2}, "\udc80", math.inf])
+def test_fast_canonical_json_refuses_what_the_canonical_json_refuses(bad: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        canonical_json(bad).encode("utf-8")
+    if bad is math.inf:  # orjson writes a non-finite float as null (see jsoncodec.canonical)
+        assert jsoncodec.canonical(bad) == b"null"
+        return
+    with pytest.raises((TypeError, ValueError)):
+        jsoncodec.canonical(bad)
 
 
 def test_key_is_independent_of_dict_order() -> None:

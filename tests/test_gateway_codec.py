@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from commitbench.gateway import jsoncodec
+from commitbench import jsoncodec
 from commitbench.gateway.upstream import Upstream, environment_proxy
 
 TEXTS = [

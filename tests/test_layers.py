@@ -30,6 +30,7 @@ BOTTOM = (
     "commitbench.tools",
     "commitbench.extras",
     "commitbench.jsonl",
+    "commitbench.jsoncodec",
     "commitbench.llm",
     "commitbench.cache",
     "commitbench.ledger",

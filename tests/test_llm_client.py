@@ -363,6 +363,19 @@ def test_extra_body_and_response_format_reach_the_server(
     assert client.key_for(USER, tools=TOOLS, tool_choice="auto") != response.cache_key
 
 
+@pytest.mark.parametrize("extra", [{"top_k": 20}, {"huge": 2**70}])
+def test_a_body_reaches_the_server_as_the_same_json_however_it_is_written(
+    mock_server: MockServer, mock_settings: ModelSettings, extra: dict[str, Any]
+) -> None:
+    """orjson writes the body; a value it cannot write (an integer beyond 64 bits) is left to the SDK."""
+    settings = mock_settings.model_copy(update={"extra_body": extra})
+    response, _ = run(one_call(settings, tools=TOOLS))
+    assert response.ok
+    (request,) = mock_server.requests()
+    assert request["headers"]["content-type"] == "application/json"
+    assert request["body"] == {"model": settings.model, "messages": USER, "tools": TOOLS, "temperature": 0.0, **extra}
+
+
 # ---------------------------------------------------------------- parsing (pure)
 @pytest.mark.parametrize(
     ("raw", "arguments", "error_part"),

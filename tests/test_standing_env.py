@@ -177,3 +177,15 @@ def test_render_ansi_shows_transcript():
 def test_parse_action_round_trips():
     action = tool_call("send_dm", {"to": "A", "text": "b"}, call_id="c1")
     assert parse_action(action.to_wire()) == action
+
+
+def test_a_reset_hands_out_workspace_tool_schemas_of_its_own():
+    """The workspace tools' schemas are derived once, when they are declared: each reset gets a copy."""
+    env = _env()
+    workspace = {"post_message", "send_dm", "lookup"}
+    first = [s for s in env.reset(seed=0)[1]["tools"] if s["function"]["name"] in workspace]
+    for spec in first:
+        spec["function"]["parameters"]["properties"].clear()
+    again = [s for s in env.reset(seed=0)[1]["tools"] if s["function"]["name"] in workspace]
+    assert len(again) == len(workspace)
+    assert all(spec["function"]["parameters"]["properties"] for spec in again)

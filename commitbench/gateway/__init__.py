@@ -18,7 +18,7 @@ ledger. The modules, one job each:
 * :mod:`~commitbench.gateway.logbook` and :mod:`~commitbench.gateway.report`: the log and its rates;
 * :mod:`~commitbench.gateway.app` and :mod:`~commitbench.gateway.server`: the ASGI app and its process;
 * :mod:`~commitbench.gateway.upstream`: the connections to the upstream, their timeouts and faults;
-* :mod:`~commitbench.gateway.jsoncodec`: JSON read and written fast, with the standard library's values;
+* :mod:`commitbench.jsoncodec` (shared with the cache): JSON read and written fast, with the standard library's values;
 * :mod:`~commitbench.gateway.litellm`: the same checks as a LiteLLM proxy guardrail.
 
 ``docs/gateway.md`` is the user's guide.

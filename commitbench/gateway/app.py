@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from commitbench.gateway import jsoncodec
+from commitbench import jsoncodec
 from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check

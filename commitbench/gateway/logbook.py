@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
-from commitbench.gateway import jsoncodec
+from commitbench import jsoncodec
 from commitbench.gateway.verdicts import ChoiceCheck
 from commitbench.llm import redact_credentials
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections import Counter
@@ -12,7 +11,9 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 
+from commitbench import jsoncodec
 from commitbench.bounds import ResponseTooLarge
 from commitbench.cache import CacheMode, CallBroker, CallCache, cache_key
 from commitbench.callerrors import (
@@ -39,7 +40,7 @@ from commitbench.llm.stats import ClientStats
 from commitbench.protocol import escape_surrogates
 from commitbench.secrets import Secrets
 
-__all__ = ["MAX_ERROR_CHARS", "ModelClient"]
+__all__ = ["MAX_ERROR_CHARS", "ModelClient", "default_http_client"]
 
 
 # What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
@@ -126,9 +127,8 @@ class ModelClient:
         # Credentials in a base URL are sent as HTTP basic authentication, and the URL the SDK and
         # the HTTP client see (and may log or put in an error) holds none. Replicas share the HTTP
         # client (its pool keys connections by host), except one with credentials of its own.
-        # The SDK's default connection pool is kept on purpose: a keep-alive pool as large as the
-        # concurrency makes the pool's per-request scan of idle connections cost more CPU than the
-        # reconnects it saves.
+        # A client made here has the SDK's default pool size (default_http_client); the runner gives
+        # each client a pool as large as its share of the requests in flight (cellplayer.http_client_for).
         # Every secret the client holds, in every form a server could send back, is scrubbed from what it returns.
         self._secrets = Secrets()
         self._secrets.add(settings.api_key())
@@ -139,7 +139,7 @@ class ModelClient:
         for replica in replicas.replicas:
             client_for_replica = http_client
             if client_for_replica is None or (replica.credentials is not None and not self._single):
-                client_for_replica = openai.DefaultAsyncHttpxClient()
+                client_for_replica = default_http_client()
             if replica.credentials is not None:
                 client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
             bound_response_bodies(client_for_replica, settings.max_response_bytes)
@@ -344,8 +344,8 @@ class ModelClient:
         options: dict[str, Any],
         sample_index: int,
         session_id: str | None,
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        """The JSON body and extra headers of a chat-completions request."""
+    ) -> tuple[dict[str, Any] | bytes, dict[str, str]]:
+        """The JSON body (written: see :func:`_written`) and extra headers of a chat-completions request."""
         s = self.settings
         body: dict[str, Any] = {"model": s.model, "messages": messages}
         if tools:
@@ -362,7 +362,7 @@ class ModelClient:
         headers = {"Accept-Encoding": "identity"}
         if session_id is not None:
             headers[SESSION_HEADER] = session_id
-        return body, headers
+        return _written(body), headers
 
     async def _call_server(
         self,
@@ -450,7 +450,7 @@ class ModelClient:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         return backoff_delay(self.retry, attempt, self._rng, retry_after)
 
-    async def _attempt(self, body: dict[str, Any], headers: dict[str, str], replica: Replica) -> _Attempt:
+    async def _attempt(self, body: dict[str, Any] | bytes, headers: dict[str, str], replica: Replica) -> _Attempt:
         """One HTTP attempt, with every secret of the client scrubbed from its outcome."""
         outcome = await self._attempt_once(body, headers, replica)
         if outcome.error is not None:
@@ -460,7 +460,9 @@ class ModelClient:
             outcome.fields = _scrubbed_fields(outcome.fields, self._secrets, self.settings.max_argument_bytes)
         return outcome
 
-    async def _attempt_once(self, body: dict[str, Any], headers: dict[str, str], replica: Replica) -> _Attempt:
+    async def _attempt_once(
+        self, body: dict[str, Any] | bytes, headers: dict[str, str], replica: Replica
+    ) -> _Attempt:
         # The SDK's generic request path: the body is already plain JSON, so the SDK's typed
         # parameter transformation (a large share of its CPU cost per call) is skipped, and the
         # raw response is parsed here, where a truncated body becomes a recorded error.
@@ -472,9 +474,17 @@ class ModelClient:
         deadline = self.settings.timeout
         try:
             async with asyncio.timeout(deadline):
-                response = await self._openai_by_replica[replica.index].post(
-                    "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers}, stream=True,
-                )
+                client = self._openai_by_replica[replica.index]
+                if isinstance(body, bytes):  # JSON already written (_written): sent as it is
+                    response = await client.post(
+                        "/chat/completions", cast_to=httpx2.Response, content=body, options={"headers": headers},
+                        stream=True,
+                    )
+                else:
+                    response = await client.post(
+                        "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers},
+                        stream=True,
+                    )
                 try:
                     content = await read_body(response, self.settings.max_response_bytes)
                 finally:
@@ -487,6 +497,9 @@ class ModelClient:
                 message=f"no complete answer within {deadline:g} s (connecting, headers and body together)",
             ))
         except openai.APITimeoutError as exc:
+            broken = _broken_connection(exc)
+            if broken is not None:
+                return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc} ({broken})"))
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=str(exc)))
         except openai.APIConnectionError as exc:
             cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
@@ -494,13 +507,18 @@ class ModelClient:
         except openai.APIStatusError as exc:
             return self._status_error(exc, replica.url)
         except httpx2.TimeoutException as exc:  # a wait for a byte of the body ran out
+            broken = _broken_connection(exc)
+            if broken is not None:
+                return _Attempt(error=ModelError(
+                    kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {broken}"
+                ))
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=f"{type(exc).__name__}: {exc}"))
         except httpx2.HTTPError as exc:  # the connection broke while the body was read
             return _Attempt(error=ModelError(
                 kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {type(exc).__name__}: {exc}"
             ))
         try:
-            payload = json.loads(content)
+            payload = jsoncodec.loads(content)
         except RecursionError:
             return _Attempt(
                 error=ModelError(
@@ -545,6 +563,48 @@ class ModelClient:
             retry_after=_retry_after(exc.response),
             status=status,
         )
+
+
+def _written(body: dict[str, Any]) -> dict[str, Any] | bytes:
+    """A request body as the JSON bytes to send, written by orjson.
+
+    The SDK sends bytes as they are; a dict it copies and writes with ``json``, which took a tenth of
+    the CPU of a call. A body orjson refuses (a lone surrogate, an integer beyond 64 bits) goes to the
+    SDK as a dict, to be written as it always was; a non-finite number, which ``json`` writes as ``NaN``
+    (no JSON at all), orjson writes as ``null``.
+    """
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return body
+
+
+def _broken_connection(exc: BaseException) -> str | None:
+    """What broke, when an error reported as a timeout was a broken connection; None for a real timeout.
+
+    The SDK's aiohttp transport reports every broken connection (a server that closes it before it
+    answers, say) as a connect timeout; the aiohttp error it was raised from says what happened.
+    """
+    cause = exc.__cause__ or exc.__context__
+    for _ in range(8):  # the chain is short: the SDK's error, httpx's, aiohttp's
+        if cause is None:
+            return None
+        if type(cause).__module__.partition(".")[0] == "aiohttp":
+            return None if isinstance(cause, TimeoutError) else f"{type(cause).__name__}: {cause}"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def default_http_client(limits: httpx2.Limits | None = None) -> httpx2.AsyncClient:
+    """The HTTP client the ``openai`` SDK sends a model's calls through: the SDK's own, on aiohttp.
+
+    The SDK's aiohttp transport (``openai.DefaultAioHttpClient``) costs about half the CPU per call of
+    its default one (httpx's connection pool and streams), which was most of what a call cost the
+    harness; requests, responses, hooks and errors stay the SDK's and httpx's types.
+    """
+    if limits is None:
+        return openai.DefaultAioHttpClient()
+    return openai.DefaultAioHttpClient(limits=limits)
 
 
 def _scrubbed_fields(fields: dict[str, Any], secrets: Secrets, max_argument_bytes: int) -> dict[str, Any]:

@@ -24,10 +24,11 @@ OpenAI-style JSON body.
 
 Measured against the hand-written HTTP/1.1 server it replaced
 ----------------------------------------------------------------
-``benchmarks/harness_overhead.py``'s two loops (3,000 bare calls, 400 standing episodes through the
-runner), each server in its own process (``commitbench serve-mock``, here on uvloop), the two servers
-interleaved at every setting, on the 2-core machine under a load average of 2.0 to 2.3 from other work;
-CPU is per call for the client, per chat request for the mock::
+The bare loop and the runner of ``benchmarks/side_by_side.py`` (then ``harness_overhead.py``; 3,000 bare
+calls, 400 standing episodes through the runner), each server in its own process (``commitbench
+serve-mock``, here on uvloop), the two servers interleaved at every setting, on the 2-core machine under
+a load average of 2.0 to 2.3 from other work; CPU is per call for the client, per chat request for the
+mock::
 
     mock          latency conc | bare/s cpu ms | runner/s cpu ms | mock cpu ms/request
     hand-written      0ms   64 |    375   2.46 |      435   2.06 | 0.23

@@ -69,6 +69,13 @@ class MockServerProcess:
             self.set_faults(self._faults)
         return self
 
+    @property
+    def pid(self) -> int:
+        """The process id of the running server (benchmarks read its CPU time)."""
+        if self._proc is None:
+            raise RuntimeError("the mock server is not running")
+        return self._proc.pid
+
     def _post(self, path: str, payload: Any) -> Any:
         root = self.base_url.rsplit("/v1", 1)[0]
         request = urllib.request.Request(

@@ -318,8 +318,9 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         }
         if self.runtime is not None:
             info["session"] = self.runtime.session
-        facts = {**self.episode.factors(), "variant": self.variant.value}
-        info.update(privileged_info(self._extras, shown, episode=facts))
+        if self._extras.privileged:  # the episode's facts are made only for the privileged channel
+            facts = {**self.episode.factors(), "variant": self.variant.value}
+            info.update(privileged_info(self._extras, shown, episode=facts))
         return info
 
     def close(self) -> None:

@@ -99,6 +99,9 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         )
         if not self.pool:
             raise ValueError("no episode matches the selection")
+        self._by_id: dict[str, Episode] = {}
+        for episode in self.pool:  # the first episode of an id is the one reset(episode_id=...) plays
+            self._by_id.setdefault(episode.id, episode)
         self.render_mode = render_mode
         self.max_calls_per_turn = max_calls_per_turn
         self.observation_space = observation_space()
@@ -114,10 +117,10 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         super().reset(seed=seed)
         options = options or {}
         if "episode_id" in options:
-            chosen = [e for e in self.pool if e.id == options["episode_id"]]
-            if not chosen:
+            chosen = self._by_id.get(options["episode_id"])
+            if chosen is None:
                 raise ValueError(f"episode {options['episode_id']!r} is not in this environment's selection")
-            self.episode = chosen[0]
+            self.episode = chosen
         elif len(self.pool) == 1:
             self.episode = self.pool[0]
         else:
@@ -245,7 +248,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             "tool_errors": trace.tool_errors if trace else 0,
             "done": self._done,
         }
-        info.update(privileged_info(self._extras, shown, promise=self.episode.promise_facts().model_dump()))
+        if self._extras.privileged:  # the promise's facts are made only for the privileged channel
+            info.update(privileged_info(self._extras, shown, promise=self.episode.promise_facts().model_dump()))
         return info
 
     def _script_event(self, msg: ScriptMessage) -> Event:
