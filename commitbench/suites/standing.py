@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.chat import ChatAgent
 from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
-from commitbench.analysis.call_errors import run_call_errors
+from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -100,7 +100,9 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
-    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir))
+    call_errors = CallErrorTally()  # filled in the same pass over the traces as the rows
+    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir),
+                     each_trace=call_errors.add)
     profile = profile_of(run_dir)
     if options.leave_out_types and not rows.empty:
         unknown = sorted(set(options.leave_out_types) - set(rows["commitment_type"]))
@@ -114,7 +116,7 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
                                   baseline=options.baseline, pairs=pairs, profile=profile,
-                                  call_errors=run_call_errors(run_dir))
+                                  call_errors=call_errors.rows())
     if options.write_files:
         built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
     return built
