@@ -49,7 +49,7 @@ from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
 NAME = "followup"
@@ -145,7 +145,7 @@ def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
     stored = labels_of(SUITE, run_dir, judge)
     if stored is None:
         checker = CheckerLabeller(OfflineChecker())
-        return [checker.label_now(t) for t in run_traces(run_dir) if not t.infra_error]
+        return [checker.label_now(t) for t in iter_latest_traces(run_dir)]  # streamed: no trace is kept
     records = [r for r in stored.values() if isinstance(r, FollowupLabelRecord)]
     labeller_of(records, judge)
     return records
