@@ -3,6 +3,7 @@ one trace alive at a time, rows kept as coded columns, and the viewer's metric l
 
 from __future__ import annotations
 
+import json
 import math
 import weakref
 from pathlib import Path
@@ -16,12 +17,15 @@ from commitbench.analysis.rowstore import RowStore, rows_frame
 from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
+from commitbench.analysis.view import site
+from commitbench.analysis.view.model import Overview
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.runner import run_experiment
 from commitbench.suites.standing import episodes_of_run
+from commitbench.suites.standing import view as standing_view
 from commitbench.traces import EpisodeTrace, append_traces, iter_traces, latest_by_key
 
 SLICE = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.commitment_type in
@@ -106,3 +110,26 @@ def test_a_column_holds_each_value_once_and_a_small_code_per_row() -> None:
     assert frame["agent"].dtype == "category" and list(frame["agent"].cat.categories) == sorted(set(frame["agent"]))
     pd.testing.assert_frame_equal(frame.astype(str), store.frame().astype(str))
     assert rows_frame([]).empty
+
+
+def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = standing_view(run_dir, "rules")
+    rows: list[dict[str, Any]] = []
+    batches: list[int] = []
+    members = source.members
+
+    def batch_members(batch: list[dict[str, Any]]) -> dict[str, list[bool]]:
+        batches.append(len(batch))
+        rows.extend(batch)
+        return members(batch)
+
+    source.members = batch_members
+    monkeypatch.setattr(site, "RUN_SHARD", 16)
+    files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
+    script = files["data/index.js"].decode()
+    masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
+    assert max(batches) == 16 and len(batches) > 3 and sum(batches) == len(rows) == len(masks)
+    at_once = members(rows)  # every finished run at once, as the site did before
+    names = [m.name for m in source.metrics]
+    expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(rows))]
+    assert masks == expected and any(masks)
