@@ -125,10 +125,17 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
 def view(run_dir: Path, judge: str) -> RunSource:
     """The runs for the viewer, graded as the report grades them; every stored judge's labels shown."""
     primary = _message_labels(run_dir, judge)
-    rules = RuleJudge()
+    judge_rules = RuleJudge()
+    last: list[tuple[EpisodeTrace, list[MessageLabel]]] = []
+
+    def rules(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
+        """The rule judge's labels of a trace, made once though both the grade and the page ask for them."""
+        if not last or last[0][0] is not trace:
+            last[:] = [(trace, judge_rules.label(trace, episode))]
+        return last[0][1]
 
     def graded_with(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
-        return message_labels(trace, episode, primary, judge, rules)
+        return rules(trace, episode) if primary is None else message_labels(trace, episode, primary, judge)
 
     def stored(records: dict[str, LabelRecord]) -> LabelLookup:
         def lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
@@ -139,7 +146,7 @@ def view(run_dir: Path, judge: str) -> RunSource:
 
     def primary_lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
         if primary is None:
-            return rules.label(trace, episode)
+            return rules(trace, episode)
         return primary.get(trace.run_key)
 
     judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]
