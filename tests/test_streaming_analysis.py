@@ -133,3 +133,33 @@ def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypa
     names = [m.name for m in source.metrics]
     expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(rows))]
     assert masks == expected and any(masks)
+
+
+class CannedReply:
+    """A follow-up player without a model: a promise, a false claim or a question, picked by the request."""
+
+    REPLIES = ("I'll remind you tomorrow morning.", "Done: I have scheduled it for you.", "What time suits you?")
+
+    def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
+        self.reply = self.REPLIES[len(json.dumps(observation, default=str)) % len(self.REPLIES)]
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> dict[str, str]:
+        return {"reply": self.reply}
+
+
+def test_the_follow_up_rows_streamed_equal_the_frame_of_every_row_held_at_once(tmp_path: Path) -> None:
+    from commitbench.analysis.followup.metrics import REQUIRED_COLUMNS, source_kind, to_frame
+    from commitbench.analysis.followup.report import response_frame, responses_from_records
+    from commitbench.suites.followup import records_of
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 40}})
+    run_experiment(config, tmp_path / "run")
+    records = records_of(tmp_path / "run", "rules")
+    rows, errors = responses_from_records(records)
+    held = pd.DataFrame.from_records([row.model_dump(mode="json") for row in rows], columns=list(REQUIRED_COLUMNS))
+    held["source_kind"] = [source_kind(str(s)) for s in held["source"]]
+    streamed, streamed_errors = response_frame(iter(records), "rules")
+    assert len(held) == 40 and errors == streamed_errors == 0 and held["outcome"].nunique() > 1
+    pd.testing.assert_frame_equal(to_frame(iter(rows)), held)
+    pd.testing.assert_frame_equal(streamed, held)
