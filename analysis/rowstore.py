@@ -60,7 +60,7 @@ class _CodedColumn:
             order = sorted(range(len(self.values)), key=self.values.__getitem__)
             rank = np.empty(len(order), dtype=np.int32)
             rank[order] = np.arange(len(order), dtype=np.int32)
-            categories = [self.values[i] for i in order]
+            categories = pd.Index([self.values[i] for i in order], dtype="str")
             return pd.Series(pd.Categorical.from_codes(rank[codes], categories=categories))
         values = np.empty(len(self.values), dtype=object)
         values[:] = self.values
