@@ -12,39 +12,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.tables import TableView
 from commitbench.callerrors import error_kind_of
-from commitbench.jsonl import iter_models
-from commitbench.traces import TRACES_FILE, latest_by_key
 
-__all__ = [
-    "CallErrorRow", "CallErrorTally", "call_error_lines", "call_error_rows", "call_error_view", "run_call_errors",
-]
+__all__ = ["CallErrorRow", "CallErrorTally", "call_error_lines", "call_error_rows", "call_error_view"]
 
 EXAMPLE_CHARS = 300
-
-
-class _Call(BaseModel):
-    purpose: str = "agent"
-    error: str = ""
-
-
-class _Agent(BaseModel):
-    name: str = ""
-
-
-class _ErrorHead(BaseModel):
-    """The fields of a trace line this table reads (the rest of the line is not kept)."""
-
-    run_key: str = ""
-    agent: _Agent | None = None
-    infra_error: str | None = None
-    model_calls: list[_Call] = Field(default_factory=list)
 
 
 class CallErrorRow(BaseModel):
@@ -80,7 +57,7 @@ class CallErrorTally:
         self.seen = 0
 
     def add(self, head: Any) -> None:
-        """Count one trace that counts (a trace, or an :class:`_ErrorHead`)."""
+        """Count one trace that counts (its player, run key, infrastructure error and model calls are read)."""
         index, self.seen = self.seen, self.seen + 1
         player = head.agent.name if head.agent is not None else "?"
         cell = head.run_key or f"#{index}"
@@ -114,15 +91,6 @@ def call_error_rows(heads: Iterable[Any]) -> list[CallErrorRow]:
     for head in heads:
         tally.add(head)
     return tally.rows()
-
-
-def run_call_errors(run_dir: Path | str) -> list[CallErrorRow]:
-    """The call-error rows of a run directory (see the module doc)."""
-    path = Path(run_dir) / TRACES_FILE
-    if not path.exists():
-        return []
-    heads = iter_models(path, _ErrorHead, what="trace")
-    return call_error_rows(latest_by_key(heads, lambda head: head, include_failed=True))
 
 
 def call_error_view(rows: list[CallErrorRow]) -> TableView:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.analysis.call_errors import run_call_errors
+from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
@@ -163,13 +163,20 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     judge = options.judge or SUITE.offline_labeller
     frame, errors = response_frame(iter_records(run_dir, judge), judge)
     kind = checker_kind(judge)
-    traces = iter_latest_traces(run_dir)
-    costs = cost_frame(traces, {"model": trace_model, "arm": trace_arm})
+    call_errors = CallErrorTally()  # filled in the same pass over the traces as the cost rows
+
+    def finished() -> Iterator[EpisodeTrace]:
+        for trace in iter_latest_traces(run_dir, include_failed=True):
+            call_errors.add(trace)
+            if not trace.infra_error:
+                yield trace
+
+    costs = cost_frame(finished(), {"model": trace_model, "arm": trace_arm})
     cost = cost_table(costs, ("model", "arm"))
     players = sorted(set(frame["model"]))
     pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
     built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
-                                  profile=profile_of(run_dir), call_errors=run_call_errors(run_dir))
+                                  profile=profile_of(run_dir), call_errors=call_errors.rows())
     if options.write_files:
         built.files = write_followup_files(built, frame, Path(run_dir) / "report", figure=options.figure)
     return built
