@@ -95,5 +95,6 @@ def cost_frame(traces: Iterable[EpisodeTrace], keys: Mapping[str, Any]) -> pd.Da
     (``{"model": callable(trace) -> str, ...}``)."""
     from commitbench.analysis.rowstore import rows_frame
 
-    rows = rows_frame({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)} for trace in traces)
+    rows = rows_frame(({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)} for trace in traces),
+                      categorical=True)
     return rows if len(rows.columns) else pd.DataFrame(columns=[*keys, *COST_COLUMNS])

@@ -161,5 +161,7 @@ def test_the_follow_up_rows_streamed_equal_the_frame_of_every_row_held_at_once(t
     held["source_kind"] = [source_kind(str(s)) for s in held["source"]]
     streamed, streamed_errors = response_frame(iter(records), "rules")
     assert len(held) == 40 and errors == streamed_errors == 0 and held["outcome"].nunique() > 1
-    pd.testing.assert_frame_equal(to_frame(iter(rows)), held)
-    pd.testing.assert_frame_equal(streamed, held)
+    texts = {name: "str" for name in held.columns if held[name].dtype == "str"}
+    assert any(streamed[name].dtype == "category" for name in texts)  # texts without gaps, each held once
+    pd.testing.assert_frame_equal(to_frame(iter(rows)).astype(texts), held)
+    pd.testing.assert_frame_equal(streamed.astype(texts), held)
