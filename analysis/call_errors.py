@@ -12,36 +12,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.tables import TableView
 from commitbench.callerrors import error_kind_of
-from commitbench.jsonl import iter_models
-from commitbench.traces import TRACES_FILE, latest_by_key
 
-__all__ = ["CallErrorRow", "call_error_lines", "call_error_rows", "call_error_view", "run_call_errors"]
+__all__ = ["CallErrorRow", "CallErrorTally", "call_error_lines", "call_error_rows", "call_error_view"]
 
 EXAMPLE_CHARS = 300
-
-
-class _Call(BaseModel):
-    purpose: str = "agent"
-    error: str = ""
-
-
-class _Agent(BaseModel):
-    name: str = ""
-
-
-class _ErrorHead(BaseModel):
-    """The fields of a trace line this table reads (the rest of the line is not kept)."""
-
-    run_key: str = ""
-    agent: _Agent | None = None
-    infra_error: str | None = None
-    model_calls: list[_Call] = Field(default_factory=list)
 
 
 class CallErrorRow(BaseModel):
@@ -66,45 +46,51 @@ def _reason(infra_error: str) -> str:
     return kind.value if kind is not None else infra_error.split(":", 1)[0].strip()[:40]
 
 
-def call_error_rows(heads: Iterable[_ErrorHead]) -> list[CallErrorRow]:
-    """The rows of the traces that count (one per cell), sorted by player and kind."""
-    calls: Counter[tuple[str, str]] = Counter()
-    cells: dict[tuple[str, str], set[str]] = defaultdict(set)
-    left_out: dict[tuple[str, str], set[str]] = defaultdict(set)
-    examples: dict[tuple[str, str], str] = {}
-    for index, head in enumerate(heads):
+class CallErrorTally:
+    """The call errors of the traces that count, added one trace at a time (one per cell)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.cells: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.left_out: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.examples: dict[tuple[str, str], str] = {}
+        self.seen = 0
+
+    def add(self, head: Any) -> None:
+        """Count one trace that counts (its player, run key, infrastructure error and model calls are read)."""
+        index, self.seen = self.seen, self.seen + 1
         player = head.agent.name if head.agent is not None else "?"
         cell = head.run_key or f"#{index}"
-        kinds: set[str] = set()
         for call in head.model_calls:
             kind = error_kind_of(call.error) if call.purpose != "notice" else None
             if kind is None:
                 continue
             key = (player, kind.value)
-            calls[key] += 1
-            kinds.add(kind.value)
-            cells[key].add(cell)
-            examples.setdefault(key, call.error[:EXAMPLE_CHARS])
+            self.calls[key] += 1
+            self.cells[key].add(cell)
+            self.examples.setdefault(key, call.error[:EXAMPLE_CHARS])
         if head.infra_error:
-            reason = _reason(head.infra_error)
-            key = (player, reason)
-            cells[key].add(cell)
-            left_out[key].add(cell)
-            examples.setdefault(key, head.infra_error[:EXAMPLE_CHARS])
-    return [
-        CallErrorRow(player=player, kind=kind, calls=calls[(player, kind)], cells=len(cells[(player, kind)]),
-                     cells_left_out=len(left_out[(player, kind)]), example=examples.get((player, kind), ""))
-        for player, kind in sorted(cells)
-    ]
+            key = (player, _reason(head.infra_error))
+            self.cells[key].add(cell)
+            self.left_out[key].add(cell)
+            self.examples.setdefault(key, head.infra_error[:EXAMPLE_CHARS])
+
+    def rows(self) -> list[CallErrorRow]:
+        """The table, sorted by player and kind."""
+        return [
+            CallErrorRow(player=player, kind=kind, calls=self.calls[(player, kind)],
+                         cells=len(self.cells[(player, kind)]), cells_left_out=len(self.left_out[(player, kind)]),
+                         example=self.examples.get((player, kind), ""))
+            for player, kind in sorted(self.cells)
+        ]
 
 
-def run_call_errors(run_dir: Path | str) -> list[CallErrorRow]:
-    """The call-error rows of a run directory (see the module doc)."""
-    path = Path(run_dir) / TRACES_FILE
-    if not path.exists():
-        return []
-    heads = iter_models(path, _ErrorHead, what="trace")
-    return call_error_rows(latest_by_key(heads, lambda head: head, include_failed=True))
+def call_error_rows(heads: Iterable[Any]) -> list[CallErrorRow]:
+    """The rows of the traces that count (one per cell), sorted by player and kind."""
+    tally = CallErrorTally()
+    for head in heads:
+        tally.add(head)
+    return tally.rows()
 
 
 def call_error_view(rows: list[CallErrorRow]) -> TableView:

@@ -93,7 +93,8 @@ def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
 def cost_frame(traces: Iterable[EpisodeTrace], keys: Mapping[str, Any]) -> pd.DataFrame:
     """One row of cost columns per trace, with the identifying columns ``keys`` computes from it
     (``{"model": callable(trace) -> str, ...}``)."""
-    records = []
-    for trace in traces:
-        records.append({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)})
-    return pd.DataFrame.from_records(records, columns=[*keys, *COST_COLUMNS])
+    from commitbench.analysis.rowstore import rows_frame
+
+    rows = rows_frame(({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)} for trace in traces),
+                      categorical=True)
+    return rows if len(rows.columns) else pd.DataFrame(columns=[*keys, *COST_COLUMNS])

@@ -187,8 +187,11 @@ def source_kind(source: str) -> str:
 def to_frame(rows: Iterable[LabelledResponse]) -> pd.DataFrame:
     """A DataFrame with one column per ``LabelledResponse`` field (enum values as plain strings), and
     ``source_kind`` (mined or templated) read from ``source``."""
-    records = [row.model_dump(mode="json") for row in rows]
-    frame = pd.DataFrame.from_records(records, columns=list(REQUIRED_COLUMNS))
+    from commitbench.analysis.rowstore import rows_frame
+
+    # Each row is folded into coded columns as it comes: the rows as dicts never sit in memory together.
+    frame = rows_frame((row.model_dump(mode="json") for row in rows), categorical=True)
+    frame = frame[list(REQUIRED_COLUMNS)] if len(frame) else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
     frame["source_kind"] = [source_kind(str(s)) for s in frame["source"]]
     return frame
 

@@ -24,7 +24,7 @@ not testable, and delivery-judge errors. A single-turn run's report is unchanged
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +123,25 @@ def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
         **commitment_counts(result.commitments),
         **follow_through_counts(result.commitments, result.follow_through),
     )
+
+
+def response_frame(records: Iterable[FollowupLabelRecord], expected: str) -> tuple[pd.DataFrame, int]:
+    """The metric rows of records streamed one at a time, as :func:`to_frame` makes them, and the number of
+    judge errors left out; MixedLabellersError when a record is not ``expected``'s (as :func:`labeller_of`)."""
+    errors = 0
+
+    def rows() -> Iterator[LabelledResponse]:
+        nonlocal errors
+        for record in records:
+            labeller_of([record], expected)
+            row = response_row(record)
+            if row is None:
+                errors += 1
+            else:
+                yield row
+
+    frame = to_frame(rows())
+    return frame, errors
 
 
 def responses_from_records(records: Sequence[FollowupLabelRecord]) -> tuple[list[LabelledResponse], int]:
@@ -517,21 +536,21 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
 
 
 def build_followup_report(
-    rows: Sequence[LabelledResponse], errors: int, run_dir: Path | str, judge: str, checker_kind: str,
+    rows: Sequence[LabelledResponse] | pd.DataFrame, errors: int, run_dir: Path | str, judge: str, checker_kind: str,
     n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (), profile: str = "commitbench",
     call_errors: Sequence[CallErrorRow] = (),
 ) -> FollowupReport:
-    """Every table of the labelled responses (pure)."""
+    """Every table of the labelled responses, or of their frame (:func:`to_frame`, :func:`response_frame`) (pure)."""
     if n_boot < 1:
         raise ValueError("the number of bootstrap replicates must be at least 1")
-    if not rows:
+    frame = rows if isinstance(rows, pd.DataFrame) else to_frame(rows)
+    if frame.empty:
         reasons = [f"{run_dir} holds no labelled response ({errors} judge errors)",
                    *call_error_lines(list(call_errors))]
         raise ValueError("; ".join(reasons))
-    frame = to_frame(rows)
     return FollowupReport(
         title=report_title(checker_kind), run_dir=str(run_dir), judge=judge, checker_kind=checker_kind,
-        profile=profile, responses=len(rows), judge_errors=errors,
+        profile=profile, responses=len(frame), judge_errors=errors,
         n_boot=n_boot, outcomes=_records(outcome_table(frame, n_boot)),
         headline=_records(headline_table(frame, [*GROUP, "arm"], n_boot=n_boot)),
         fix_differences=_records(fix_differences(frame, n_boot)),
@@ -597,16 +616,18 @@ def followup_report_tables(report: FollowupReport) -> list[ReportTable]:
 
 
 def write_followup_files(
-    report: FollowupReport, rows: Sequence[LabelledResponse], out: Path, figure: bool = True
+    report: FollowupReport, rows: Sequence[LabelledResponse] | pd.DataFrame, out: Path, figure: bool = True
 ) -> dict[str, list[str]]:
-    """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figures."""
+    """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figures (the
+    outcome figure drawn from ``rows``, or their frame)."""
     figures: list[ReportFigure] = []
     if figure:
         from commitbench.analysis.followup.figures import chain_bars, stacked_outcome_bars
 
         title = f"Outcome shares per setup, {_by(report)} ({report.judge})"
+        frame = rows if isinstance(rows, pd.DataFrame) else to_frame(rows)
         figures.append(ReportFigure("figure", FIGURE_FILE,
-                                    lambda path: stacked_outcome_bars(to_frame(rows), path, title=title)))
+                                    lambda path: stacked_outcome_bars(frame, path, title=title)))
         if any(c.estimate is not None for c in report.comparisons):
             from commitbench.analysis.forest import forest_plot
 

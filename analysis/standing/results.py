@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
 
+from commitbench.analysis.rowstore import RowStore
 from commitbench.analysis.standing.metrics import run_row
 from commitbench.episodes.standing.compiler import episodes_of_profiles
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.rules import RuleJudge
-from commitbench.traces import EpisodeTrace, iter_traces, latest_by_key
+from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 
 def message_labels(
@@ -43,27 +44,33 @@ def load_rows(
     labels: Mapping[str, list[MessageLabel]] | None = None,
     judge: str = "rules",
     episodes: Mapping[str, Episode] | None = None,
+    each_trace: Callable[[EpisodeTrace], None] | None = None,
 ) -> pd.DataFrame:
     """One row per run, graded with ``labels`` (by run key), or with the rule judge on the fly when None.
 
     A run missing from ``labels`` counts every message as not labelled (excluded where a grade needs
-    it, never a failure). Traces are streamed and folded into rows one at a time, so a full grid
-    never sits in memory.
+    it, never a failure). The traces that count are streamed (:func:`commitbench.traces.iter_latest_traces`)
+    and each is folded into its row as it is read, the rows kept column by column
+    (:class:`commitbench.analysis.rowstore.RowStore`; texts as categorical columns), so neither the traces
+    nor their rows as dicts ever sit in memory together. ``each_trace`` also sees every trace that counts,
+    a failed one included (a failed run has no row), so one pass can feed another tally.
     """
     if episodes is None:
         episodes = episodes_of_profiles()
     rule_judge = RuleJudge() if labels is None else None
     missing: set[str] = set()
-
-    def row(trace: EpisodeTrace) -> dict[str, object] | None:
+    store = RowStore()
+    for trace in iter_latest_traces(run_dir, include_failed=each_trace is not None):
+        if each_trace is not None:
+            each_trace(trace)
+        if trace.infra_error:
+            continue
         episode = episodes.get(trace.episode_id)
         if episode is None:
             missing.add(trace.episode_id)
-            return None
-        return run_row(trace, episode, message_labels(trace, episode, labels, judge, rule_judge))
-
-    rows = latest_by_key(iter_traces(run_dir), row)
+            continue
+        store.add(run_row(trace, episode, message_labels(trace, episode, labels, judge, rule_judge)))
     if missing:
         found_ids = sorted(missing)
         raise KeyError(f"{len(found_ids)} episode id(s) in {run_dir} are not in the compiled episodes: {found_ids[:3]}")
-    return pd.DataFrame([r for r in rows if r is not None])
+    return store.frame(categorical=True)

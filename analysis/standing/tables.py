@@ -198,7 +198,11 @@ def _shared_chats(explicit: pd.DataFrame, silent: pd.DataFrame) -> tuple[pd.Data
     counted_silent = silent[countable(silent)]
 
     def keys(frame: pd.DataFrame) -> pd.Series:
-        return frame[list(TWIN_KEY)].astype(str).agg("|".join, axis=1)
+        parts = frame[list(TWIN_KEY)].astype(str)
+        joined = parts[TWIN_KEY[0]]
+        for name in TWIN_KEY[1:]:  # column by column: a Python call per row took seconds at 10,000 runs
+            joined = joined + "|" + parts[name]
+        return joined
 
     if counted_explicit.empty or counted_silent.empty:
         return counted_explicit.iloc[0:0], counted_silent.iloc[0:0]

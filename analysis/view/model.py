@@ -257,8 +257,10 @@ class MetricInfo(BaseModel):
 class RunSource:
     """A suite's runs for the site: its run-list columns, its metrics, and its runs one at a time.
 
-    ``members`` gets the rows of the finished runs (in the order they were yielded) and returns, per
-    metric, which of them the metric reads: the runs behind a report number that names the metric.
+    ``members`` gets rows of finished runs (in the order they were yielded) and returns, per metric, which
+    of them the metric reads: the runs behind a report number that names the metric. Whether a metric
+    reads a run depends on that run's row alone, so the site hands the rows over a batch at a time and
+    never holds every row.
     """
 
     suite: str

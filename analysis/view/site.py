@@ -21,6 +21,7 @@ the page adds a ``<script>`` element to load one. Nothing is fetched from the ne
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Generator
 from importlib import resources
 from typing import Any
@@ -58,7 +59,7 @@ class _Column:
     def __init__(self, name: str, kind: ColumnKind) -> None:
         self.name, self.kind = name, kind
         self.values: list[str] = []
-        self.codes: list[int] = []
+        self.codes = array("q")  # 8 bytes a run (a count may be large); a list of ints would take 36
         self._lookup: dict[str, int] = {}
 
     def add(self, value: Any) -> None:
@@ -76,19 +77,27 @@ class _Column:
 
     def data(self) -> dict[str, Any]:
         if self.kind is ColumnKind.FACET:
-            return {"values": self.values, "codes": self.codes}
-        return {"codes": self.codes}
+            return {"values": self.values, "codes": self.codes.tolist()}
+        return {"codes": self.codes.tolist()}
 
 
 class _Shards:
-    """Gathers records into shard files and collects the run index."""
+    """Gathers records into shard files and collects the run index.
+
+    Of each run it keeps only its index entry (its key and a code per column); the rows of finished
+    runs wait for their metric membership a shard at a time (:meth:`mark_members`).
+    """
 
     def __init__(self, source: RunSource) -> None:
+        self.source = source
+        self.metric_names = [m.name for m in source.metrics]
         self.columns = [_Column(c.name, c.kind) for c in source.columns]
         self.keys: list[str] = []
-        self.episode_codes: list[int] = []
+        self.episode_codes = array("i")
         self.episodes: dict[str, int] = {}
-        self.ok_rows: list[dict[str, Any]] = []
+        self.masks = array("Q")  # per run, bit k: metric k reads it
+        self.finished = 0
+        self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
         self.ok_positions: list[int] = []
         self.pages: list[str] = []
         self.texts: list[str] = []
@@ -100,9 +109,11 @@ class _Shards:
         """Take one run; returns the shard files it completed."""
         position = len(self.keys)
         self.keys.append(record.key)
+        self.masks.append(0)
         for column in self.columns:
             column.add(record.row.get(column.name))
         if record.ok:
+            self.finished += 1
             self.ok_rows.append(record.row)
             self.ok_positions.append(position)
         episode = self.episodes.get(record.episode)
@@ -114,10 +125,22 @@ class _Shards:
         self.texts.append(record.text)
         done = []
         if len(self.pages) == RUN_SHARD:
+            self.mark_members()
             done.extend(self.flush_pages())
         if len(self.texts) == TEXT_SHARD:
             done.extend(self.flush_texts())
         return done
+
+    def mark_members(self) -> None:
+        """Set the metric bits of the finished runs waiting for them, and forget their rows."""
+        if not self.ok_rows:
+            return
+        members = self.source.members(self.ok_rows)
+        for bit, name in enumerate(self.metric_names):
+            for position, inside in zip(self.ok_positions, members.get(name, []), strict=False):
+                if inside:
+                    self.masks[position] |= 1 << bit
+        self.ok_rows, self.ok_positions = [], []
 
     def flush_pages(self) -> list[SiteFile]:
         if not self.pages:
@@ -157,22 +180,17 @@ def site_files(
     shards = _Shards(source)
     for record in source.records:
         yield from shards.add(record)
+    shards.mark_members()
     yield from shards.flush_pages()
     yield from shards.flush_texts()
-    metric_names = [m.name for m in source.metrics]
-    masks = [0] * len(shards.keys)
-    members = source.members(shards.ok_rows)
-    for bit, name in enumerate(metric_names):
-        for position, inside in zip(shards.ok_positions, members.get(name, []), strict=False):
-            if inside:
-                masks[position] |= 1 << bit
     index = {
-        "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes,
-        "columns": {c.name: c.data() for c in shards.columns}, "metrics": masks,
+        "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes.tolist(),
+        "columns": {c.name: c.data() for c in shards.columns}, "metrics": shards.masks.tolist(),
     }
     yield "data/index.js", _script("index", index).encode("utf-8")
+    del index
     yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
-    counts = SiteCounts(runs=len(shards.keys), finished=len(shards.ok_positions), run_shards=shards.run_shards,
+    counts = SiteCounts(runs=len(shards.keys), finished=shards.finished, run_shards=shards.run_shards,
                         text_shards=shards.text_shards)
     meta = {
         "suite": source.suite, "judge": source.judge, "judges": list(source.judges),

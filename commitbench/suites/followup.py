@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.analysis.call_errors import run_call_errors
+from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.report import (
@@ -19,7 +19,7 @@ from commitbench.analysis.followup.report import (
     build_followup_report,
     checker_kind,
     labeller_of,
-    responses_from_records,
+    response_frame,
     write_followup_files,
 )
 from commitbench.analysis.view.followup import RecordLookup, followup_source
@@ -49,7 +49,7 @@ from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
 NAME = "followup"
@@ -140,13 +140,19 @@ def profile_of(run_dir: Path) -> str:
     return FollowupSelection.model_validate(manifest.config.get("episodes") or {}).profile_label()
 
 
-def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
-    """One checker's records of a run: stored ones (one labeller's only), or the offline checker's computed now."""
+def iter_records(run_dir: Path, judge: str) -> Iterator[FollowupLabelRecord]:
+    """One checker's records of a run, one at a time: stored ones, or the offline checker's made now from
+    the traces as they stream (no trace is kept)."""
     stored = labels_of(SUITE, run_dir, judge)
     if stored is None:
         checker = CheckerLabeller(OfflineChecker())
-        return [checker.label_now(t) for t in run_traces(run_dir) if not t.infra_error]
-    records = [r for r in stored.values() if isinstance(r, FollowupLabelRecord)]
+        return (checker.label_now(trace) for trace in iter_latest_traces(run_dir))
+    return (r for r in stored.values() if isinstance(r, FollowupLabelRecord))
+
+
+def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
+    """One checker's records of a run (one labeller's only: :func:`iter_records`)."""
+    records = list(iter_records(run_dir, judge))
     labeller_of(records, judge)
     return records
 
@@ -155,18 +161,24 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     if options.leave_out_types:
         raise ValueError("--leave-out-types leaves standing commitment types out; a follow-up run has none")
     judge = options.judge or SUITE.offline_labeller
-    records = records_of(run_dir, judge)
-    rows, errors = responses_from_records(records)
-    kind = checker_kind(labeller_of(records, judge))
-    traces = iter_latest_traces(run_dir)
-    costs = cost_frame(traces, {"model": trace_model, "arm": trace_arm})
+    frame, errors = response_frame(iter_records(run_dir, judge), judge)
+    kind = checker_kind(judge)
+    call_errors = CallErrorTally()  # filled in the same pass over the traces as the cost rows
+
+    def finished() -> Iterator[EpisodeTrace]:
+        for trace in iter_latest_traces(run_dir, include_failed=True):
+            call_errors.add(trace)
+            if not trace.infra_error:
+                yield trace
+
+    costs = cost_frame(finished(), {"model": trace_model, "arm": trace_arm})
     cost = cost_table(costs, ("model", "arm"))
-    players = sorted({r.model for r in rows})
-    pairs = model_pairs(run_dir, options.compare, players, sorted({r.arm for r in rows}), player_of=lambda e: e)
-    built = build_followup_report(rows, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
-                                  profile=profile_of(run_dir), call_errors=run_call_errors(run_dir))
+    players = sorted(set(frame["model"]))
+    pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
+    built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
+                                  profile=profile_of(run_dir), call_errors=call_errors.rows())
     if options.write_files:
-        built.files = write_followup_files(built, rows, Path(run_dir) / "report", figure=options.figure)
+        built.files = write_followup_files(built, frame, Path(run_dir) / "report", figure=options.figure)
     return built
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from commitbench.agents.chat import ChatAgent
 from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
-from commitbench.analysis.call_errors import run_call_errors
+from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -100,7 +100,9 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
-    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir))
+    call_errors = CallErrorTally()  # filled in the same pass over the traces as the rows
+    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir),
+                     each_trace=call_errors.add)
     profile = profile_of(run_dir)
     if options.leave_out_types and not rows.empty:
         unknown = sorted(set(options.leave_out_types) - set(rows["commitment_type"]))
@@ -114,7 +116,7 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
                                   baseline=options.baseline, pairs=pairs, profile=profile,
-                                  call_errors=run_call_errors(run_dir))
+                                  call_errors=call_errors.rows())
     if options.write_files:
         built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
     return built
@@ -123,10 +125,17 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
 def view(run_dir: Path, judge: str) -> RunSource:
     """The runs for the viewer, graded as the report grades them; every stored judge's labels shown."""
     primary = _message_labels(run_dir, judge)
-    rules = RuleJudge()
+    judge_rules = RuleJudge()
+    last: list[tuple[EpisodeTrace, list[MessageLabel]]] = []
+
+    def rules(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
+        """The rule judge's labels of a trace, made once though both the grade and the page ask for them."""
+        if not last or last[0][0] is not trace:
+            last[:] = [(trace, judge_rules.label(trace, episode))]
+        return last[0][1]
 
     def graded_with(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
-        return message_labels(trace, episode, primary, judge, rules)
+        return rules(trace, episode) if primary is None else message_labels(trace, episode, primary, judge)
 
     def stored(records: dict[str, LabelRecord]) -> LabelLookup:
         def lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
@@ -137,7 +146,7 @@ def view(run_dir: Path, judge: str) -> RunSource:
 
     def primary_lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
         if primary is None:
-            return rules.label(trace, episode)
+            return rules(trace, episode)
         return primary.get(trace.run_key)
 
     judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]

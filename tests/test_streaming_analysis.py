@@ -1,0 +1,167 @@
+"""Report and viewer read a run a trace at a time: the same numbers as a table of every row held at once,
+one trace alive at a time, rows kept as coded columns, and the viewer's metric links made a shard at a time."""
+
+from __future__ import annotations
+
+import json
+import math
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from commitbench.analysis.rowstore import RowStore, rows_frame
+from commitbench.analysis.standing.metrics import run_row
+from commitbench.analysis.standing.report import build_standing_report
+from commitbench.analysis.standing.results import load_rows, message_labels
+from commitbench.analysis.view import site
+from commitbench.analysis.view.model import Overview
+from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.judges.standing.rules import RuleJudge
+from commitbench.runner import run_experiment
+from commitbench.suites.standing import episodes_of_run
+from commitbench.suites.standing import view as standing_view
+from commitbench.traces import EpisodeTrace, append_traces, iter_traces, latest_by_key
+
+SLICE = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.commitment_type in
+         ("deploy_service", "send_report", "book_room")]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three reference agents x two arms on 90 episodes, and one cell whose first trace failed."""
+    out = tmp_path_factory.mktemp("streaming") / "run"
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule", "last-speaker-wins", "rank-wins"],
+                              interventions=["none", "oracle:B3+"], episodes={"ids": [e.id for e in SLICE]})
+    run_experiment(config, out)
+    first = next(iter_traces(out))
+    append_traces(out / "traces.jsonl", [first.model_copy(update={"infra_error": "timeout: a retry that failed"}),
+                                         first])
+    return out
+
+
+def rows_held_at_once(run_dir: Path) -> pd.DataFrame:
+    """The rows as the report made them before it streamed: every row a dict, all of them in one list."""
+    episodes = episodes_of_run(run_dir)
+    rules = RuleJudge()
+
+    def row(trace: EpisodeTrace) -> dict[str, Any]:
+        episode = episodes[trace.episode_id]
+        return run_row(trace, episode, message_labels(trace, episode, None, "rules", rules))
+
+    return pd.DataFrame(latest_by_key(iter_traces(run_dir), row))
+
+
+def test_the_streamed_rows_and_report_equal_those_of_every_row_held_at_once(run_dir: Path) -> None:
+    held = rows_held_at_once(run_dir)
+    streamed = load_rows(run_dir, episodes=episodes_of_run(run_dir))
+    assert len(streamed) == len(held) == 3 * 2 * len(SLICE)
+    texts = [name for name in held.columns if held[name].dtype == "str"]
+    assert texts and all(streamed[name].dtype == "category" for name in texts)  # the same texts, held once
+    pd.testing.assert_frame_equal(streamed.astype({name: "str" for name in texts}).set_index("run_key").sort_index(),
+                                  held.set_index("run_key").sort_index())
+    old = build_standing_report(held, run_dir, "rules", n_boot=200, seed=3).model_dump()
+    new = build_standing_report(streamed, run_dir, "rules", n_boot=200, seed=3).model_dump()
+    assert new == old
+    assert old["runs"] == len(held) and any(m["estimate"] not in (None, 0.0, 1.0) for m in old["metrics"])
+
+
+def test_one_trace_is_alive_at_a_time_while_the_rows_are_made(run_dir: Path) -> None:
+    seen: list[weakref.ref[EpisodeTrace]] = []
+    alive_before: list[int] = []
+
+    def count(trace: EpisodeTrace) -> None:
+        alive_before.append(sum(ref() is not None for ref in seen))
+        seen.append(weakref.ref(trace))
+
+    rows = load_rows(run_dir, episodes=episodes_of_run(run_dir), each_trace=count)
+    assert len(seen) == len(rows) and max(alive_before) == 0, alive_before
+
+
+ROWS: list[dict[str, Any]] = [
+    {"key": "a", "flag": True, "maybe": None, "count": 1, "share": 0.5, "word": "x", "mixed": 1},
+    {"key": "b", "flag": False, "maybe": True, "count": 2, "share": None, "word": "y", "mixed": True, "later": 3},
+    {"key": "c", "flag": True, "maybe": False, "count": 2, "share": math.nan, "mixed": 1.0, "items": [1, 2]},
+]
+
+
+@pytest.mark.parametrize("rows", [ROWS, ROWS[:1], [{"only": None}], [{"a": 1}, {"b": "x"}]])
+def test_coded_columns_make_the_frame_pandas_makes_of_the_dicts(rows: list[dict[str, Any]]) -> None:
+    pd.testing.assert_frame_equal(rows_frame(rows), pd.DataFrame(rows))
+
+
+def test_a_column_holds_each_value_once_and_a_small_code_per_row() -> None:
+    store = RowStore()
+    for i in range(10_000):
+        store.add({"agent": "chat:model", "cell": ("BASE", "PEER-DIRECT")[i % 2], "executed": i % 3 == 0})
+    columns = store._columns  # what the store holds is the point of this test
+    assert [len(c.values) for c in columns.values()] == [1, 2, 2]
+    assert all(c.codes.itemsize == 1 and len(c.codes) == 10_000 for c in columns.values())
+    assert len(store) == 10_000 and store.frame()["executed"].dtype == np.bool_
+    for i in range(300):  # past 256 distinct values a code takes two bytes
+        store.add({"agent": f"chat:{i}"})
+    assert columns["agent"].codes.itemsize == 2 and len(columns["cell"].codes) == 10_300
+    frame = store.frame(categorical=True)
+    assert frame["agent"].dtype == "category" and list(frame["agent"].cat.categories) == sorted(set(frame["agent"]))
+    pd.testing.assert_frame_equal(frame.astype(str), store.frame().astype(str))
+    assert rows_frame([]).empty
+
+
+def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = standing_view(run_dir, "rules")
+    rows: list[dict[str, Any]] = []
+    batches: list[int] = []
+    members = source.members
+
+    def batch_members(batch: list[dict[str, Any]]) -> dict[str, list[bool]]:
+        batches.append(len(batch))
+        rows.extend(batch)
+        return members(batch)
+
+    source.members = batch_members
+    monkeypatch.setattr(site, "RUN_SHARD", 16)
+    files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
+    script = files["data/index.js"].decode()
+    masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
+    assert max(batches) == 16 and len(batches) > 3 and sum(batches) == len(rows) == len(masks)
+    at_once = members(rows)  # every finished run at once, as the site did before
+    names = [m.name for m in source.metrics]
+    expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(rows))]
+    assert masks == expected and any(masks)
+
+
+class CannedReply:
+    """A follow-up player without a model: a promise, a false claim or a question, picked by the request."""
+
+    REPLIES = ("I'll remind you tomorrow morning.", "Done: I have scheduled it for you.", "What time suits you?")
+
+    def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
+        self.reply = self.REPLIES[len(json.dumps(observation, default=str)) % len(self.REPLIES)]
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> dict[str, str]:
+        return {"reply": self.reply}
+
+
+def test_the_follow_up_rows_streamed_equal_the_frame_of_every_row_held_at_once(tmp_path: Path) -> None:
+    from commitbench.analysis.followup.metrics import REQUIRED_COLUMNS, source_kind, to_frame
+    from commitbench.analysis.followup.report import response_frame, responses_from_records
+    from commitbench.suites.followup import records_of
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 40}})
+    run_experiment(config, tmp_path / "run")
+    records = records_of(tmp_path / "run", "rules")
+    rows, errors = responses_from_records(records)
+    held = pd.DataFrame.from_records([row.model_dump(mode="json") for row in rows], columns=list(REQUIRED_COLUMNS))
+    held["source_kind"] = [source_kind(str(s)) for s in held["source"]]
+    streamed, streamed_errors = response_frame(iter(records), "rules")
+    assert len(held) == 40 and errors == streamed_errors == 0 and held["outcome"].nunique() > 1
+    texts = {name: "str" for name in held.columns if held[name].dtype == "str"}
+    assert any(streamed[name].dtype == "category" for name in texts)  # texts without gaps, each held once
+    pd.testing.assert_frame_equal(to_frame(iter(rows)).astype(texts), held)
+    pd.testing.assert_frame_equal(streamed.astype(texts), held)
