@@ -487,7 +487,7 @@ class ChatAgent:
                     self._pending_ids.append(call_id)
                     self._protocol_calls[call_id] = own[1]
                     continue
-                if raw is not call.arguments_raw and call.parse_error is not None:  # too large: the client said why
+                if call.over_bound and call.parse_error is not None:  # too large: the client said why
                     self._pending.append(refused_tool_call(name, raw, call.parse_error, call_id))
                 else:
                     arguments: dict[str, Any] | str = call.arguments if call.arguments is not None else raw

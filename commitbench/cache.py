@@ -55,6 +55,7 @@ __all__ = [
     "CallBroker",
     "CallCache",
     "RunCacheStats",
+    "UnusableEntry",
     "cache_key",
     "canonical_json",
     "describe_cache",
@@ -117,6 +118,19 @@ def _sqlite_errors(path: Path | None) -> Iterator[None]:
         yield
     except sqlite3.DatabaseError as exc:
         raise _cache_error(path, exc) from exc
+
+
+class UnusableEntry(dict[str, Any]):
+    """What :meth:`CallCache.get` returns for a stored value that is not a JSON object (text that is not JSON, an
+    array, a number): an empty entry that says why, so that the caller refuses it as it refuses any entry of the
+    wrong shape (:func:`commitbench.llm.parse_cache_entry`) instead of stopping on one bad row."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
 
 
 class CacheMiss(LookupError):
@@ -281,7 +295,11 @@ class CallCache:
         return CacheSessionStats(hits=self._hits, misses=self._misses, writes=self._writes)
 
     def get(self, key: str, model: str) -> dict[str, Any] | None:
-        """The entry stored under ``key``, or None; in replay-only mode a miss raises :class:`CacheMiss`."""
+        """The entry stored under ``key``, or None; in replay-only mode a miss raises :class:`CacheMiss`.
+
+        The entry is returned as stored, unchecked but for being a JSON object (a value that is none comes back as
+        an :class:`UnusableEntry`): whether it is a recorded completion is the caller's to check.
+        """
         if self._conn is None:
             return None
         with self._lock:
@@ -303,19 +321,24 @@ class CallCache:
         try:
             value = _entry_value(row[0])
         except (ValueError, RecursionError, TypeError) as exc:
-            raise CacheError(f"cache {self.path}: the entry {key} is damaged ({type(exc).__name__})") from None
+            return UnusableEntry(f"the entry is not JSON ({type(exc).__name__})")
         if not isinstance(value, dict):
-            raise CacheError(f"cache {self.path}: the entry {key} is damaged (not a JSON object)")
+            return UnusableEntry(f"the entry is {_JSON_KINDS.get(type(value), 'null')}, not a JSON object")
         return value
 
-    def put(self, key: str, model: str, value: Mapping[str, Any]) -> bool:
-        """Store ``value`` under ``key`` unless an entry exists; True when a row was written."""
+    def put(self, key: str, model: str, value: Mapping[str, Any], *, replace: bool = False) -> bool:
+        """Store ``value`` under ``key`` unless an entry exists; True when a row was written.
+
+        ``replace`` writes over an existing entry: only for an entry found not to be a recorded completion
+        (:func:`commitbench.llm.parse_cache_entry`), whose call was made again.
+        """
         if self._conn is None or self.mode is not CacheMode.READ_WRITE:
             return False
         text = jsoncodec.dumps(value).decode("utf-8")
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, _sqlite_errors(self.path):
             cursor = self._conn.execute(
-                "INSERT OR IGNORE INTO entries (key, model, created_at, value) VALUES (?,?,?,?)",
+                f"{verb} INTO entries (key, model, created_at, value) VALUES (?,?,?,?)",
                 (key, model, time.time(), text),
             )
             written = cursor.rowcount == 1

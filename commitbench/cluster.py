@@ -60,7 +60,7 @@ from commitbench import __version__, identity
 from commitbench.cache import CacheMiss, CacheMode, CallCache
 from commitbench.cellplayer import CellPlayer
 from commitbench.config import ExperimentConfig
-from commitbench.llm import ClientStats, merge_client_stats
+from commitbench.llm import ClientStats, merge_client_stats, parse_cache_entry
 from commitbench.planning import Cell, expand_cells, prompt_hashes, select_config_episodes
 from commitbench.progress import Progress, make_progress
 from commitbench.runner import Runner, RunSummary
@@ -315,6 +315,7 @@ class _Dispatcher:
         self.replacements = self.options.replacements if self.options.replacements is not None else self.options.workers
         self.finished_keys: set[str] = set()
         self.leases: dict[str, tuple[_Handle, int]] = {}
+        self.unusable: set[str] = set()  # keys whose stored entry is no recorded completion, being made again
         self.waiters: dict[str, deque[tuple[_Handle, int]]] = {}
         self.done = asyncio.Event()
         self.writer: TraceWriter | None = None
@@ -498,9 +499,15 @@ class _Dispatcher:
         if self.cache is None:
             return None
         try:
-            return self.cache.get(key, model)
+            entry = self.cache.get(key, model)
         except CacheMiss:
             return None
+        if entry is not None and not self.replay_only and parse_cache_entry(entry, fallback_model=model)[1]:
+            # No recorded completion: the call is made again and its answer written over the entry. (In
+            # replay-only mode the entry goes to the actor, whose client names it as the cell's error.)
+            self.unusable.add(key)
+            return None
+        return entry
 
     def _settle(self, handle: _Handle, key: str, model: str, value: dict[str, Any] | None,
                 out: dict[_Handle, list[tuple[int, str, Any]]]) -> None:
@@ -512,7 +519,8 @@ class _Dispatcher:
             self._pass_lease(key, out)
             return
         if self.cache is not None:
-            self.cache.put(key, model, value)
+            self.cache.put(key, model, value, replace=key in self.unusable)
+        self.unusable.discard(key)
         for waiter, request in self.waiters.pop(key, deque()):
             out[waiter].append((request, "entry", value))
 

@@ -101,6 +101,10 @@ class RunSummary(BaseModel):
     model_calls: int = Field(description="Model calls made (cache hits included).")
     http_requests: int = Field(description="HTTP requests sent to model servers.")
     cache_hits: int = Field(description="Calls served from the cache.")
+    cache_replaced: int = Field(
+        default=0, description="Cache entries that were no recorded completion: made again and written over."
+    )
+    cache_replaced_keys: list[str] = Field(default_factory=list, description="The first few of those entries' keys.")
     retries: int = Field(description="HTTP attempts that were retries.")
     prompt_tokens: int = Field(description="Prompt tokens reported by servers.")
     completion_tokens: int = Field(description="Completion tokens reported by servers.")
@@ -384,6 +388,8 @@ class Runner:
             model_calls=sum(s.calls for s in stats),
             http_requests=sum(s.http_requests for s in stats),
             cache_hits=sum(s.cache_hits for s in stats),
+            cache_replaced=sum(s.cache_replaced for s in stats),
+            cache_replaced_keys=[key for s in stats for key in s.cache_replaced_keys][:5],
             retries=sum(s.retries for s in stats),
             prompt_tokens=sum(s.prompt_tokens for s in stats),
             completion_tokens=sum(s.completion_tokens for s in stats),

@@ -226,6 +226,10 @@ def _print_summary(summary: Any) -> None:
     print(line, file=sys.stderr)
     if summary.errors:
         print(f"model-call errors: {json.dumps(summary.errors, sort_keys=True)}", file=sys.stderr)
+    if summary.cache_replaced:
+        print(f"cache: {summary.cache_replaced} entries were no recorded completion; their calls were made again "
+              f"and the answers written over them (keys {', '.join(summary.cache_replaced_keys)}"
+              f"{', ...' if summary.cache_replaced > len(summary.cache_replaced_keys) else ''})", file=sys.stderr)
     for failure in summary.failures[:5]:
         print(f"  failed: {failure.splitlines()[0]}", file=sys.stderr)
     if summary.message:

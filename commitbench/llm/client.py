@@ -28,16 +28,14 @@ from commitbench.llm.limiter import AdaptiveLimiter
 from commitbench.llm.replicas import Replica, ReplicaPool
 from commitbench.llm.response import (
     ModelResponse,
-    ToolCall,
     Usage,
+    parse_cache_entry,
     parse_completion,
     parse_tool_arguments,
     stored_seconds,
-    text_of,
 )
 from commitbench.llm.settings import SESSION_HEADER, ModelSettings, RetryPolicy, backoff_delay
 from commitbench.llm.stats import ClientStats
-from commitbench.protocol import escape_surrogates
 from commitbench.secrets import Secrets
 
 __all__ = ["MAX_ERROR_CHARS", "ModelClient", "default_http_client"]
@@ -45,6 +43,8 @@ __all__ = ["MAX_ERROR_CHARS", "ModelClient", "default_http_client"]
 
 # What of a server's error text a call error keeps (an error body may be as large as max_response_bytes).
 MAX_ERROR_CHARS = 2000
+# Keys of replaced cache entries a client's counters name (the count is always whole).
+MAX_REPLACED_KEYS = 5
 
 
 class _Attempt:
@@ -160,6 +160,8 @@ class ModelClient:
         self._retries = 0
         self._cache_hits = 0
         self._cache_misses = 0
+        self._cache_replaced = 0
+        self._replaced_keys: list[str] = []
         self._prompt_tokens = 0
         self._completion_tokens = 0
         self._errors: Counter[str] = Counter()
@@ -213,11 +215,16 @@ class ModelClient:
         key = cache_key(self._identity, messages, tools=tools, options=options, sample_index=sample_index)
         model = self.settings.model
         try:
+            replace = False
             if self.cache is not None:
                 stored = self.cache.get(key, model)  # may raise CacheMiss in replay-only mode
                 if stored is not None:
-                    self._cache_hits += 1
-                    return self._from_cache(stored, key, started)
+                    cached = self._from_cache(stored, key, started)
+                    if cached.error is None or self.cache.mode is CacheMode.REPLAY_ONLY:
+                        return self._counted(cached)
+                    # Not a recorded completion (a damaged or foreign entry): made again, and written over it.
+                    replace = True
+                    self._note_replaced(key)
                 self._cache_misses += 1
             # With a cache, one key has one answer; with the cache off every call is its own sample.
             coalesce = self.cache is not None and self.cache.mode is not CacheMode.OFF
@@ -235,7 +242,8 @@ class ModelClient:
             future: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
             try:
-                response = await self._lead(messages, tools, options, sample_index, session_id, key, started)
+                response = await self._lead(messages, tools, options, sample_index, session_id, key, started,
+                                            replace)
                 future.set_result(response)
             except asyncio.CancelledError:
                 future.cancel()
@@ -261,6 +269,8 @@ class ModelClient:
             retries=self._retries,
             cache_hits=self._cache_hits,
             cache_misses=self._cache_misses,
+            cache_replaced=self._cache_replaced,
+            cache_replaced_keys=list(self._replaced_keys),
             prompt_tokens=self._prompt_tokens,
             completion_tokens=self._completion_tokens,
             errors=dict(self._errors),
@@ -283,28 +293,40 @@ class ModelClient:
 
     # ------------------------------------------------------------------ internals
     def _from_cache(self, stored: dict[str, Any], key: str, started: float) -> ModelResponse:
-        calls = []
-        for item in stored.get("tool_calls", []):
-            arguments, error = parse_tool_arguments(item["arguments"], self.settings.max_argument_bytes)
-            calls.append(
-                ToolCall(id=escape_surrogates(item["id"]), name=escape_surrogates(item["name"]),
-                         arguments_raw=escape_surrogates(item["arguments"]), arguments=arguments, parse_error=error)
+        """The response a cache entry records, read as a server reply is (:func:`parse_cache_entry`); an entry that
+        is no recorded completion is an ``invalid_response`` error of the call that names its key."""
+        fields, error = parse_cache_entry(
+            stored, fallback_model=self.settings.model, max_argument_bytes=self.settings.max_argument_bytes
+        )
+        if error is not None:
+            return ModelResponse(
+                model=self.settings.model,
+                latency_s=time.perf_counter() - started,
+                attempts=0,
+                cache_key=key,
+                error=error.model_copy(update={"message": f"cache entry {key} is unusable: {error.message}"}),
             )
-        finish = stored.get("finish_reason")
         return ModelResponse(
-            model=escape_surrogates(stored.get("model") or self.settings.model),
-            text=text_of(stored.get("text")),
-            reasoning=text_of(stored.get("reasoning")),
-            tool_calls=calls,
-            finish_reason=None if finish is None else escape_surrogates(finish),
-            refusal=text_of(stored.get("refusal")),
-            usage=Usage.model_validate(stored.get("usage") or {}),
+            **fields,
             latency_s=time.perf_counter() - started,
             model_time_s=stored_seconds(stored.get("latency_s")),
             attempts=0,
             cache_hit=True,
             cache_key=key,
         )
+
+    def _counted(self, cached: ModelResponse) -> ModelResponse:
+        """A response read from the cache, counted as a hit (or, for an unusable entry, as an error)."""
+        if cached.error is None:
+            self._cache_hits += 1
+        else:
+            self._errors[cached.error.kind.value] += 1
+        return cached
+
+    def _note_replaced(self, key: str) -> None:
+        self._cache_replaced += 1
+        if len(self._replaced_keys) < MAX_REPLACED_KEYS:
+            self._replaced_keys.append(key)
 
     async def _lead(
         self,
@@ -315,23 +337,25 @@ class ModelClient:
         session_id: str | None,
         key: str,
         started: float,
+        replace: bool = False,
     ) -> ModelResponse:
         """The call of a key no other call of this client is making: claimed from the broker (when the
-        cache is shared), else made, and recorded in the cache."""
+        cache is shared), else made, and recorded in the cache (``replace``: over an unusable entry)."""
         model = self.settings.model
         assert self.cache is not None
         if self.broker is not None:
             shared = await self.broker.claim(key, model)  # may raise CacheMiss in replay-only mode
             if shared is not None:
-                self._cache_hits += 1
-                self.cache.put(key, model, shared)
-                return self._from_cache(shared, key, started)
+                cached = self._from_cache(shared, key, started)
+                if cached.error is None:
+                    self.cache.put(key, model, shared, replace=replace)
+                return self._counted(cached)
         recorded: dict[str, Any] | None = None
         try:
             response = await self._call_server(messages, tools, options, sample_index, session_id, key, started)
             if response.error is None:
                 recorded = response.cache_payload()
-                self.cache.put(key, model, recorded)
+                self.cache.put(key, model, recorded, replace=replace)
         finally:
             if self.broker is not None:
                 self.broker.settle(key, model, recorded)
@@ -617,7 +641,7 @@ def _scrubbed_fields(fields: dict[str, Any], secrets: Secrets, max_argument_byte
     for call in out.get("tool_calls") or []:
         raw = secrets.scrub(call.arguments_raw)
         update: dict[str, Any] = {"id": secrets.scrub(call.id), "name": secrets.scrub(call.name)}
-        if raw != call.arguments_raw:
+        if raw != call.arguments_raw and not call.over_bound:  # a cut copy is no JSON: its reason stays
             arguments, error = parse_tool_arguments(raw, max_argument_bytes)
             update.update(arguments_raw=raw, arguments=arguments, parse_error=error)
         calls.append(call.model_copy(update=update))

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES
+from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
+from commitbench.cache import UnusableEntry
 from commitbench.callerrors import (
     ModelError,
     ModelErrorKind,
@@ -16,10 +17,12 @@ from commitbench.callerrors import (
 from commitbench.protocol import escape_surrogates, parse_json_object
 
 __all__ = [
+    "CACHE_ENTRY_FIELDS",
     "CHARS_PER_TOKEN",
     "ModelResponse",
     "ToolCall",
     "Usage",
+    "parse_cache_entry",
     "parse_completion",
     "parse_tool_arguments",
     "reasoning_token_count",
@@ -33,9 +36,15 @@ class ToolCall(BaseModel):
 
     id: str = Field(description="Tool-call id from the server.")
     name: str = Field(description="Function name.")
-    arguments_raw: str = Field(description="Arguments as sent by the model (lone surrogates escaped).")
+    arguments_raw: str = Field(
+        description="Arguments as sent by the model (lone surrogates escaped); arguments over the bound hold only "
+        "their beginning and a note of their size (commitbench.bounds.clip)."
+    )
     arguments: dict[str, Any] | None = Field(description="Parsed arguments; null when they could not be parsed.")
     parse_error: str | None = Field(default=None, description="Why the arguments could not be used, if so.")
+    over_bound: bool = Field(
+        default=False, description="The arguments were larger than max_argument_bytes: arguments_raw is cut short."
+    )
 
 
 class Usage(BaseModel):
@@ -81,17 +90,30 @@ class ModelResponse(BaseModel):
         return self.error is None
 
     def cache_payload(self) -> dict[str, Any]:
-        """What the cache stores: the completion only (no timing, no per-call bookkeeping)."""
+        """What the cache stores: the completion only (no timing, no per-call bookkeeping).
+
+        A tool call is stored as the run keeps it: arguments over the bound cut short, and the reason its
+        arguments could not be used, so that a replay plays the same tool error (:func:`parse_cache_entry`).
+        """
         return {
             "model": self.model,
             "text": self.text,
             "reasoning": self.reasoning,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments_raw} for c in self.tool_calls],
+            "tool_calls": [_stored_call(c) for c in self.tool_calls],
             "finish_reason": self.finish_reason,
             "refusal": self.refusal,
             "usage": self.usage.model_dump(),
             "latency_s": self.model_time_s if self.model_time_s is not None else self.latency_s,
         }
+
+
+def _stored_call(call: ToolCall) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments_raw}
+    if call.parse_error is not None:
+        item["error"] = call.parse_error
+    if call.over_bound:
+        item["over_bound"] = True
+    return item
 
 
 CHARS_PER_TOKEN = 4  # a rough mean for English text under common BPE vocabularies
@@ -152,6 +174,9 @@ def _tool_calls_from(items: Any, max_argument_bytes: int) -> list[ToolCall]:
         elif not isinstance(raw, str):  # some servers send an object instead of a string
             raw = _shown(raw, limit=None)
         arguments, error = parse_tool_arguments(raw, max_argument_bytes)
+        # Arguments over the bound are kept only as their beginning, here where they come in: what a trace,
+        # the conversation sent back and the cache hold is this cut copy, never the whole text.
+        clipped = clip(raw, max_argument_bytes)
         name = function.get("name")
         if not isinstance(name, str) or not name:
             name, error = "", error or "tool call has no function name"
@@ -160,9 +185,10 @@ def _tool_calls_from(items: Any, max_argument_bytes: int) -> list[ToolCall]:
             ToolCall(
                 id=_text_field(call_id, 200) if isinstance(call_id, str) and call_id else f"call_{index}",
                 name=_text_field(name, 200),
-                arguments_raw=escape_surrogates(raw),
+                arguments_raw=escape_surrogates(clipped),
                 arguments=arguments if error is None else None,
                 parse_error=error,
+                over_bound=clipped is not raw,
             )
         )
     return calls
@@ -262,4 +288,82 @@ def parse_completion(
         "refusal": text_of(message.get("refusal")),
         "usage": usage,
     }
+    return fields, None
+
+
+# What every cache entry holds (``ModelResponse.cache_payload``); ``reasoning``, ``refusal`` and ``latency_s``
+# may be missing from entries of older versions.
+CACHE_ENTRY_FIELDS = ("model", "text", "tool_calls", "finish_reason", "usage")
+
+
+def _entry_problem(stored: Any) -> str | None:
+    """What makes a cache entry no recorded completion (a shape ``cache_payload`` never writes), or None."""
+    if isinstance(stored, UnusableEntry):
+        return f"{stored.problem}: it is not a recorded completion"
+    if not isinstance(stored, dict):
+        return f"the entry is {_JSON_TYPES.get(type(stored), 'a value')}, not a recorded completion"
+    missing = [name for name in CACHE_ENTRY_FIELDS if name not in stored]
+    if missing:
+        return f"the entry lacks {', '.join(missing)}: it is not a recorded completion"
+    for name in ("model", "finish_reason"):
+        if stored[name] is not None and not isinstance(stored[name], str):
+            return f"the entry's {name} is {_JSON_TYPES.get(type(stored[name]), 'a value')}, not text"
+    if not isinstance(stored["usage"], dict):
+        return "the entry's usage is not an object"
+    calls = stored["tool_calls"]
+    if not isinstance(calls, list):
+        return "the entry's tool_calls is not a list"
+    for index, item in enumerate(calls):
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("id", "name", "arguments")):
+            return f"the entry's tool call {index} is not an object with text id, name and arguments"
+        if not isinstance(item.get("error", ""), str) or not isinstance(item.get("over_bound", False), bool):
+            return f"the entry's tool call {index} has an error that is not text or an over_bound that is no boolean"
+    return None
+
+
+def parse_cache_entry(
+    stored: Any, *, fallback_model: str, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+) -> tuple[dict[str, Any], ModelError | None]:
+    """A cache entry read back as the server reply it records: ModelResponse fields, or an error. Never raises.
+
+    A cache is a file users copy, merge and share, so an entry is untrusted input: it must have the shape
+    :meth:`ModelResponse.cache_payload` writes, and it is then rebuilt into the chat completion it records and
+    parsed by :func:`parse_completion`, the parser of every server reply, so an entry no server could have sent
+    is refused with the same error kind (``invalid_response``). A tool call stored with the reason its
+    arguments could not be used keeps that reason (arguments over the bound are stored cut short).
+    """
+    problem = _entry_problem(stored)
+    if problem is not None:
+        return {}, ModelError(kind=ModelErrorKind.INVALID_RESPONSE, message=problem)
+    usage = stored["usage"]
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": stored["text"],
+        "reasoning": stored.get("reasoning"),
+        "refusal": stored.get("refusal"),
+        "tool_calls": [
+            {"id": item["id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
+            for item in stored["tool_calls"]
+        ] or None,
+    }
+    payload = {
+        "model": stored["model"] or fallback_model,
+        "choices": [{"index": 0, "message": message, "finish_reason": stored["finish_reason"]}],
+        "usage": {
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "completion_tokens_details": {"reasoning_tokens": usage.get("reasoning_tokens")},
+        },
+    }
+    # Arguments stored cut short are under the bound now: the bound is not what decides them, the stored reason is.
+    fields, error = parse_completion(payload, fallback_model=fallback_model, max_argument_bytes=max_argument_bytes)
+    if error is not None:
+        return {}, error.model_copy(update={"message": f"the entry is no completion a server sends: {error.message}"})
+    calls: list[ToolCall] = fields["tool_calls"]
+    for index, item in enumerate(stored["tool_calls"]):
+        if "error" in item:
+            calls[index] = calls[index].model_copy(
+                update={"arguments": None, "parse_error": escape_surrogates(item["error"]),
+                        "over_bound": item.get("over_bound", False)}
+            )
     return fields, None

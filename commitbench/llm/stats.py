@@ -20,6 +20,11 @@ class ClientStats(BaseModel):
     retries: int = Field(description="Attempts that were retries.")
     cache_hits: int = Field(description="Calls served from the cache.")
     cache_misses: int = Field(description="Calls that went to the server.")
+    cache_replaced: int = Field(
+        default=0, description="Cache entries that were no recorded completion: the call was made again and its "
+        "answer written over the entry."
+    )
+    cache_replaced_keys: list[str] = Field(default_factory=list, description="The first few of those entries' keys.")
     prompt_tokens: int = Field(description="Prompt tokens of server-answered calls.")
     completion_tokens: int = Field(description="Completion tokens of server-answered calls.")
     errors: dict[str, int] = Field(description="Recorded errors by kind.")
@@ -47,6 +52,8 @@ def merge_client_stats(stats: Sequence[ClientStats]) -> ClientStats:
         retries=sum(s.retries for s in stats),
         cache_hits=sum(s.cache_hits for s in stats),
         cache_misses=sum(s.cache_misses for s in stats),
+        cache_replaced=sum(s.cache_replaced for s in stats),
+        cache_replaced_keys=[key for s in stats for key in s.cache_replaced_keys][:5],
         prompt_tokens=sum(s.prompt_tokens for s in stats),
         completion_tokens=sum(s.completion_tokens for s in stats),
         errors=dict(errors),
