@@ -34,6 +34,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
@@ -59,6 +60,8 @@ __all__ = [
     "cache_key",
     "canonical_json",
     "describe_cache",
+    "open_read_only",
+    "read_only_storage",
 ]
 
 # Bump when the meaning of a key changes (what goes into the payload or how it is normalised).
@@ -204,8 +207,47 @@ class CacheSessionStats(BaseModel):
         return self.hits / lookups if lookups else None
 
 
+def _uri(path: Path, **params: str) -> str:
+    """An SQLite URI for ``path`` (its characters escaped) with ``params`` (``mode=ro``, ``immutable=1``)."""
+    query = "&".join(f"{name}={value}" for name, value in params.items())
+    return f"file:{urllib.parse.quote(str(path.resolve()))}" + (f"?{query}" if query else "")
+
+
+def read_only_storage(path: Path) -> bool:
+    """True when nothing can be written beside ``path`` (a read-only mount, an archive, no permission).
+
+    SQLite opens a database in WAL mode, even to read it, by writing its ``-shm`` file beside it; where that
+    cannot be done the file is opened ``immutable=1`` (:func:`open_read_only`).
+    """
+    return not os.access(path.parent if path.parent != Path("") else Path("."), os.W_OK)
+
+
+def _unmerged_log(path: Path) -> str | None:
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        return (f"cache {path} is on read-only storage and has a write-ahead log ({wal.name}) not yet merged into it, "
+                "which a read-only open would not see; copy the cache with its -wal file somewhere writable and "
+                "open it there")
+    return None
+
+
+def open_read_only(path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
+    """A connection that only reads ``path``; on read-only storage with SQLite's ``immutable=1`` (nothing written,
+    no lock taken), refused when an unmerged write-ahead log lies beside it."""
+    if read_only_storage(path):
+        problem = _unmerged_log(path)
+        if problem is not None:
+            raise CacheError(problem)
+        return sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, timeout=timeout_s,
+                               check_same_thread=False, isolation_level=None)
+    return sqlite3.connect(_uri(path, mode="ro"), uri=True, timeout=timeout_s, check_same_thread=False,
+                           isolation_level=None)
+
+
 def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000.0, isolation_level=None, check_same_thread=False)
+    # Opened by URI, so that a read-only cache can be attached by one (CallCache.absorb).
+    conn = sqlite3.connect(_uri(path), uri=True, timeout=busy_timeout_ms / 1000.0, isolation_level=None,
+                           check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     deadline = time.monotonic() + busy_timeout_ms / 1000.0
     while True:  # switching to WAL needs a moment of exclusive access; other openers may hold it
@@ -265,6 +307,7 @@ class CallCache:
         self._hits = self._misses = self._writes = 0
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._read_only = False  # opened immutable (read-only storage): the session's counters are not written
         self._last_flush = 0.0
         self._dirty = False
         if self.mode is CacheMode.OFF:
@@ -273,6 +316,18 @@ class CallCache:
             raise ValueError(f"cache mode {self.mode.value!r} needs a database path")
         if self.mode is CacheMode.REPLAY_ONLY and not self.path.exists():
             raise FileNotFoundError(f"replay-only cache {self.path} does not exist")
+        if self.mode is CacheMode.REPLAY_ONLY and read_only_storage(self.path):
+            # Replay writes no entry; on read-only storage it writes no session either (nothing can be).
+            with _sqlite_errors(self.path):
+                self._conn = open_read_only(self.path, busy_timeout_ms / 1000.0)
+                self._conn.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
+            self._read_only = True
+            return
+        if self.path.exists() and read_only_storage(self.path):
+            raise CacheError(
+                f"cache {self.path} is on read-only storage and cannot be written (mode {self.mode.value}); give a "
+                "writable copy, or replay it (cache mode replay_only), which writes nothing"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with _sqlite_errors(self.path):
             self._conn = _connect(self.path, busy_timeout_ms)
@@ -354,6 +409,8 @@ class CallCache:
 
     def _flush_locked(self) -> None:
         assert self._conn is not None
+        if self._read_only:
+            return
         s = CacheSessionStats(hits=self._hits, misses=self._misses, writes=self._writes)
         self._conn.execute(
             "UPDATE sessions SET hits=?, misses=?, writes=?, updated_at=? WHERE session_id=?",
@@ -393,8 +450,15 @@ class CallCache:
         other = Path(source)
         if not other.is_file():
             raise FileNotFoundError(f"no cache database at {other}")
+        if read_only_storage(other):
+            problem = _unmerged_log(other)
+            if problem is not None:
+                raise CacheError(problem)
+            attached = _uri(other, mode="ro", immutable="1")
+        else:
+            attached = _uri(other, mode="ro")
         with self._lock, _sqlite_errors(other):
-            self._conn.execute("ATTACH DATABASE ? AS source", (str(other.resolve()),))  # only read
+            self._conn.execute("ATTACH DATABASE ? AS source", (attached,))  # only read
             try:
                 before = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
                 self._conn.execute("BEGIN")
@@ -478,7 +542,10 @@ def describe_cache(path: str | os.PathLike[str]) -> CacheReport:
     db = Path(path)
     if not db.is_file():
         raise FileNotFoundError(f"no cache database at {db}")
-    conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        conn = open_read_only(db)
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"{db} cannot be opened as a commitbench cache database: {exc}") from exc
     try:
         try:
             entries = int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])

@@ -79,8 +79,13 @@ def label_directory(
     retry_errors: bool = False,
     limit: int | None = None,
     relabel_stale: bool = False,
+    out_dir: Path | None = None,
 ) -> LabelSummary:
-    """Label the finished traces of ``run_dir`` that ``judge`` has not labelled yet; returns the counts."""
+    """Label the finished traces of ``run_dir`` that ``judge`` has not labelled yet; returns the counts.
+
+    The labels file is ``out_dir``'s when one is given (a run directory on read-only storage: nothing is
+    written into it), else the run directory's.
+    """
     suite = run_suite(run_dir)
     traces = latest_traces(run_dir)
     if not traces:
@@ -88,7 +93,7 @@ def label_directory(
 
     async def go(labeller: Labeller[LabelRecord]) -> LabelSummary:
         return await label_run(
-            traces, labeller, labels_path(run_dir, labeller.name), record_type=suite.label_record,
+            traces, labeller, labels_path(out_dir or run_dir, labeller.name), record_type=suite.label_record,
             concurrency=concurrency, retry_errors=retry_errors, limit=limit, relabel_stale=relabel_stale,
         )
 

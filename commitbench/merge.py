@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +144,13 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
     cells = expand_cells(config, select_config_episodes(config))
     known = {**experiment_cells(manifests[0], skip_config=True), **cell_facts(config, cells)}
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MergeError(f"cannot create {out}: {exc.strerror or exc}") from None
     failed = False
     try:
-        with directory_lock(out):
+        with _writes_to(out), directory_lock(out):
             try:
                 return _merge_locked(out, paths, manifests, config_data, cells, known)
             except CacheError as exc:
@@ -166,6 +169,16 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
             if created:
                 with contextlib.suppress(OSError):
                     out.rmdir()
+
+
+@contextlib.contextmanager
+def _writes_to(out: Path) -> Iterator[None]:
+    """A file of the merged directory that cannot be written (read-only storage, a full disk) is a MergeError
+    naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise MergeError(f"cannot write to {exc.filename or out}: {exc.strerror or exc}") from None
 
 
 def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], config_data: dict[str, Any],

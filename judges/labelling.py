@@ -43,6 +43,7 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from commitbench.cache import CacheMiss
 from commitbench.jsonl import append_lines, iter_models, repair_torn_tail
 from commitbench.llm import ModelSettings
 from commitbench.traces import EpisodeTrace
@@ -262,7 +263,7 @@ async def label_run(
             try:
                 record = await labeller.label(trace)
                 record.labeller_version = labeller.version
-            except LabellerUnavailable as exc:
+            except (LabellerUnavailable, CacheMiss) as exc:  # no answer (a replay-only cache has none recorded)
                 summary.runs_unavailable += 1
                 if len(summary.unavailable) < 5:
                     summary.unavailable.append(f"{trace.run_key[:12]}: {exc}")

@@ -147,7 +147,7 @@ def _agreement(args: argparse.Namespace) -> int:
         raise UsageError("give --judge twice: the two judges to compare (for example --judge rules --judge llm:M)")
     suite = _suite(args.run_dir)
     try:
-        result = suite.annotation_kit().agreement(args.run_dir, args.judge[0], args.judge[1])
+        result = suite.annotation_kit().agreement(args.run_dir, args.judge[0], args.judge[1], None)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     if args.json:

@@ -28,12 +28,12 @@ def _human_size(size: int) -> str:
 
 
 def stats_handler(args: argparse.Namespace) -> int:
-    from commitbench.cache import describe_cache
+    from commitbench.cache import CacheError, describe_cache
     from commitbench.cli import UsageError
 
     try:
         report = describe_cache(args.db)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, CacheError) as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
         print(report.model_dump_json(indent=2))

@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,27 @@ def readable_run_dir(path: Path) -> Path:
           f"the run directory {summary.run_dir} ({done}; {summary.cells_done} of {summary.cells_total} cells)",
           file=sys.stderr)
     return Path(summary.run_dir)
+
+
+def unwritable_reason(directory: Path) -> str | None:
+    """None when files can be created in ``directory``, else why not (read-only storage, no permission)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
+
+
+def add_labels_flag(parser: argparse.ArgumentParser) -> None:
+    """``--labels DIR``: labels written by ``commitbench label --out DIR``, read before the run directory's."""
+    parser.add_argument("--labels", type=Path, default=None, metavar="DIR",
+                        help="a directory of labels written by 'commitbench label --out DIR' (for a run directory "
+                        "that cannot be written); its labels files are read before the run directory's")
+
+
+def labels_dir_arg(labels: Path | None) -> Path | None:
+    """``--labels DIR`` checked: an existing directory, or a one-line error."""
+    if labels is not None and not labels.is_dir():
+        raise UsageError(f"--labels {labels} is not a directory (one written by 'commitbench label --out')")
+    return labels

@@ -5,11 +5,13 @@
     commitbench label runs/x --judge llm --judge-model Qwen/Qwen3-8B --judge-base-url http://127.0.0.1:8000/v1
     commitbench label runs/x --judge-model local               # the embedded model as the judge
 
-The suite comes from the run's manifest. Labels go to ``RUN_DIR/labels-<judge>.jsonl``, one record per
-trace, appended (and fsynced) as each is finished, so an interrupted command resumes where it stopped:
-traces already labelled are skipped (``--retry-errors`` labels again those whose records hold judge
-errors; the newer record wins). Judge calls go through the run's cache, so a second pass makes no
-model call. A judge model that does not answer leaves traces unlabelled (exit 1): run again.
+The suite comes from the run's manifest. Labels go to ``RUN_DIR/labels-<judge>.jsonl`` (``--out DIR``:
+``DIR/labels-<judge>.jsonl``, for a run directory that cannot be written; ``report --labels DIR`` and
+``view --labels DIR`` read them there), one record per trace, appended (and fsynced) as each is
+finished, so an interrupted command resumes where it stopped: traces already labelled are skipped
+(``--retry-errors`` labels again those whose records hold judge errors; the newer record wins). Judge
+calls go through the run's cache, so a second pass makes no model call. A judge model that does not
+answer leaves traces unlabelled (exit 1): run again.
 
 Every record carries its labeller's version (a digest of its rule code, prompts and schema). Records
 of another version are stale: the offline labeller's are labelled again on every pass; an LLM judge's
@@ -45,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="label again traces whose records were made by another version of the judge (its "
                         "prompt, schema or rules changed); the offline labeller always does")
     parser.add_argument("--limit", type=int, default=None, help="label at most N traces not yet labelled")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="write the labels file in DIR instead of RUN_DIR (a run directory on read-only storage)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(func=_handle)
 
@@ -85,6 +89,27 @@ def _with_judge_url(judge: Any, base_url: str | None) -> Any:
     return judge
 
 
+def _labels_dir(run_dir: Path, out: Path | None) -> Path | None:
+    """The directory the labels file goes in: ``--out`` (made when missing), else the run directory, which must
+    then be writable (a one-line error naming it and ``--out`` otherwise)."""
+    from commitbench.commands.common import unwritable_reason
+
+    if out is None:
+        problem = unwritable_reason(run_dir) if run_dir.is_dir() else None
+        if problem is not None:
+            raise UsageError(f"cannot write the labels into {run_dir} ({problem}); give --out DIR to write them "
+                             "elsewhere (report --labels DIR reads them there)")
+        return None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out}: {exc.strerror or exc}") from None
+    problem = unwritable_reason(out)
+    if problem is not None:
+        raise UsageError(f"cannot write the labels into {out} ({problem})")
+    return out
+
+
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError
     from commitbench.cache import CacheError, CacheMode
@@ -101,17 +126,20 @@ def _handle(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     judge = judge_config(args, default=configured)
     judge = _with_judge_url(judge, args.judge_base_url)
+    out_dir = _labels_dir(args.run_dir, args.out)
     try:
         summary = label_directory(
             args.run_dir, judge, cache_path=args.cache, cache_mode=CacheMode(args.cache_mode),
             concurrency=max(1, args.concurrency), retry_errors=args.retry_errors, limit=args.limit,
-            relabel_stale=args.relabel_stale,
+            relabel_stale=args.relabel_stale, out_dir=out_dir,
         )
     except (ValueError, FileNotFoundError, LocalModelError, ModelEndpointError, CacheError) as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:  # the labels file cannot be written
+        raise UsageError(f"cannot write {exc.filename or out_dir or args.run_dir}: {exc.strerror or exc}") from None
     agreement = None
     if judge.kind == "llm" and suite.annotation is not None and summary.runs_labelled + summary.runs_skipped:
-        agreement = suite.annotation.agreement(args.run_dir, suite.offline_labeller, summary.labeller)
+        agreement = suite.annotation.agreement(args.run_dir, suite.offline_labeller, summary.labeller, out_dir)
     if args.json:
         print_json({"summary": summary.model_dump(mode="json"),
                     "agreement_with_rules": agreement.model_dump(mode="json") if agreement is not None else None})

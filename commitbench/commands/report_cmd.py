@@ -29,12 +29,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
-from commitbench.commands.common import check_n_boot, print_json, readable_run_dir, render
+from commitbench.commands.common import (
+    add_labels_flag,
+    check_n_boot,
+    labels_dir_arg,
+    print_json,
+    readable_run_dir,
+    render,
+    unwritable_reason,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--leave-out-types", nargs="+", default=None, metavar="TYPE",
                         help="standing: commitment types to leave out of every table (post_announcement, as the "
                         "paper's robustness table does: under the paper profile its request lacks the text to post)")
+    add_labels_flag(parser)
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.set_defaults(func=_handle)
@@ -64,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
-    leave_out_types: list[str] | None = None,
+    leave_out_types: list[str] | None = None, labels_dir: Path | None = None,
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
@@ -83,12 +91,12 @@ def print_report(
             judge = stored_judge(suite, configured) if configured is not None else None
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
-    unwritable = _unwritable(run_dir)
+    unwritable = unwritable_reason(run_dir)
 
     def build(write_files: bool) -> Any:
         options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
                                 write_files=write_files, compare=list(compare or []),
-                                leave_out_types=list(leave_out_types or []))
+                                leave_out_types=list(leave_out_types or []), labels_dir=labels_dir_arg(labels_dir))
         try:
             return suite.report(run_dir, options)
         except (FileNotFoundError, KeyError, ValueError) as exc:
@@ -118,16 +126,6 @@ def print_report(
     return 0
 
 
-def _unwritable(run_dir: Path) -> str | None:
-    """None when files can be created in ``run_dir``, else why not."""
-    try:
-        with tempfile.TemporaryFile(dir=run_dir):
-            pass
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc.strerror or exc}"
-    return None
-
-
 def _dumps(document: object) -> str:
     import json
 
@@ -138,5 +136,5 @@ def _handle(args: argparse.Namespace) -> int:
     return print_report(
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
-        compare=[(a, b) for a, b in args.compare or []], leave_out_types=args.leave_out_types,
+        compare=[(a, b) for a, b in args.compare or []], leave_out_types=args.leave_out_types, labels_dir=args.labels,
     )

@@ -9,7 +9,9 @@ Pages: the overview (every table of 'commitbench report' with its intervals; eac
 the runs behind it; the figures), the run list (filter and sort by any column, free text over the
 messages; the filter lives in the page address), a transcript per run, and two runs of one episode
 side by side. The site needs no server and no network: it works from file://, loading the
-transcripts it shows from script files. It also refreshes RUN_DIR/report/ as 'commitbench report' does.
+transcripts it shows from script files. Without --out it also refreshes RUN_DIR/report/ as 'commitbench report'
+does; with --out it writes nothing into RUN_DIR (which may be on read-only storage), and --labels DIR reads
+labels written by 'commitbench label --out DIR'.
 An inspect log directory of the tasks commitbench/standing or commitbench/followup is read as the run
 directory made of it (the sibling LOG_DIR-commitbench, as 'commitbench report' makes it); the site goes
 under that run directory unless --out says otherwise.
@@ -21,6 +23,7 @@ import argparse
 import functools
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from commitbench.cli import UsageError
+from commitbench.commands.common import add_labels_flag
 
 DEFAULT_OUT = "view"
 HOST = "127.0.0.1"
@@ -46,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="whose labels grade the runs: 'rules' (default) or a stored labeller such as llm:MODEL")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the tables (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    add_labels_flag(parser)
     parser.add_argument("--open", action="store_true", help="open the site in the default browser")
     parser.add_argument("--serve", type=int, default=None, metavar="PORT",
                         help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
@@ -139,24 +144,45 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
 
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+    labels_dir: Path | None = None,
 ) -> SiteSummary:
     """Build the site of a run directory (default ``RUN_DIR/view``), or of an inspect log directory of the tasks
-    (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`)."""
+    (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`).
+
+    With ``out`` nothing is written into the run directory: the report's figures are drawn in a temporary
+    directory and copied into the site. Without it the site and the report files go into the run directory,
+    which must then be writable (a one-line error naming it otherwise).
+    """
+    from commitbench.commands.common import check_n_boot, labels_dir_arg, readable_run_dir, unwritable_reason
+
+    run_dir = readable_run_dir(Path(run_dir))
+    check_n_boot(n_boot)
+    labels_dir = labels_dir_arg(labels_dir)
+    if out is None:
+        problem = unwritable_reason(run_dir) if run_dir.is_dir() else None
+        if problem is not None:
+            raise UsageError(f"cannot write the site into {run_dir} ({problem}); give --out DIR to write it "
+                             "elsewhere (nothing is then written into the run directory)")
+        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None)
+    with tempfile.TemporaryDirectory(prefix="commitbench-view-") as scratch:
+        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch))
+
+
+def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
+                files_dir: Path | None) -> SiteSummary:
     from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.commands.common import check_n_boot, readable_run_dir
     from commitbench.planning import run_suite
     from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
 
-    run_dir = readable_run_dir(Path(run_dir))
-    check_n_boot(n_boot)
     try:
         suite = run_suite(run_dir)
         if suite.view is None:
             raise UsageError(f"the {suite.name} suite has no viewer")
-        source = suite.view(run_dir, judge or "rules")
+        source = suite.view(run_dir, judge or "rules", labels_dir)
         try:
-            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed))
+            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
+                                                         files_dir=files_dir))
         except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
             report = None
             reason = str(exc).strip("'\"")
@@ -175,9 +201,11 @@ def build_site(
                 tables=report.views(detail=True),
                 figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
             )
-        return write_site(Path(out) if out is not None else run_dir / DEFAULT_OUT, source, overview, document, figures)
+        return write_site(out, source, overview, document, figures)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    except OSError as exc:  # the site (or, without --out, the report files) cannot be written
+        raise UsageError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -201,7 +229,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.serve is not None and not 0 <= args.serve <= MAX_PORT:  # a usage error before the site is built
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
-    summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed)
+    summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed, args.labels)
     index = Path(summary.index).resolve()
     megabytes = summary.bytes / 1e6
     print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "

@@ -144,7 +144,14 @@ class ReportOptions(BaseModel):
     seed: int = Field(default=0, description="Seed of the bootstrap.")
     baseline: str | None = Field(default=None, description="The arm every other arm is compared with.")
     figure: bool = Field(default=True, description="Draw the figures (PNG) with the tables.")
-    write_files: bool = Field(default=True, description="Write the tables and figures under RUN/report/.")
+    write_files: bool = Field(default=True, description="Write the tables and figures (under files_dir).")
+    files_dir: Path | None = Field(
+        default=None, description="Where the tables and figures are written (null: RUN/report/)."
+    )
+    labels_dir: Path | None = Field(
+        default=None, description="A directory of labels written by 'commitbench label --out', read before the "
+        "run directory's (null: the run directory's only).",
+    )
     compare: list[tuple[str, str]] = Field(
         default_factory=list,
         description="Model pairs to compare, a minus b (labels, or label@arm); thinking pairs are added unasked.",
@@ -166,7 +173,7 @@ class AnnotationKit:
     read_sheet: Callable[[Path], tuple[list[BaseModel], int]]  # sheet -> labels, rows left blank
     human_label: type[BaseModel]
     validate: Callable[[Sequence[Any], Path, str], Any]  # human labels, run_dir, judge -> report with views()
-    agreement: Callable[[Path, str, str], Any]  # run_dir, judge A, judge B -> report with views()
+    agreement: Callable[[Path, str, str, Path | None], Any]  # run_dir, judge A, judge B, labels dir -> report
 
 
 def _no_hashes(selection: Any) -> dict[str, str]:
@@ -214,7 +221,7 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     reference_agents: Mapping[str, Callable[[], IdentifiedAgent]] = field(default_factory=dict)
     services: Callable[[PlayServices], Mapping[str, Any]] = _no_services
     service_identity: Callable[[str, JudgeSpec], dict[str, Any]] = _no_service
-    view: Callable[[Path, str], RunSource] | None = None  # run dir, judge -> the runs for the viewer
+    view: Callable[[Path, str, Path | None], RunSource] | None = None  # run dir, judge, labels dir -> the runs
     offline_labeller: str = "rules"
     episode_set_version: Callable[[SelectionT], str] | None = None
     # The players of ``commitbench run SUITE`` when no --agent is given (empty: --agent is required).

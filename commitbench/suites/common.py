@@ -23,9 +23,22 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
     return latest_traces(run_dir)
 
 
-def labels_of(suite: AnySuite, run_dir: Path | str, judge: str) -> dict[str, LabelRecord] | None:
-    """The stored labels of ``judge`` by run key; None when the suite's offline labeller has none stored of
-    its current version.
+def labels_file(run_dir: Path | str, judge: str, labels_dir: Path | str | None = None) -> Path:
+    """Where the labels of ``judge`` are read: LABELS_DIR's file when one is given and holds it (labels written
+    by ``commitbench label --out LABELS_DIR``, beside a run directory that cannot be written), else the run
+    directory's."""
+    if labels_dir is not None:
+        path = labels_path(labels_dir, judge)
+        if path.exists():
+            return path
+    return labels_path(run_dir, judge)
+
+
+def labels_of(
+    suite: AnySuite, run_dir: Path | str, judge: str, labels_dir: Path | str | None = None
+) -> dict[str, LabelRecord] | None:
+    """The stored labels of ``judge`` by run key (:func:`labels_file` says where they are read); None when the
+    suite's offline labeller has none stored of its current version.
 
     An offline labeller (no model) can label at any time, so callers compute its labels instead (its
     labels stored by an older version of its rules among them); any other judge must have been stored by
@@ -33,29 +46,36 @@ def labels_of(suite: AnySuite, run_dir: Path | str, judge: str) -> dict[str, Lab
     refused (StaleLabelsError, naming the command that labels them again). A labels file that holds
     another labeller's records too is refused (MixedLabellersError). Both are ValueErrors.
     """
-    path = labels_path(run_dir, judge)
+    path = labels_file(run_dir, judge, labels_dir)
     if path.exists():
         version, cheap = suite.labeller_version(judge)
         records = one_labeller_labels(path, suite.label_record, judge)
         return check_versions(records, judge, version, cheap, run_dir)
     if judge == suite.offline_labeller:
         return None
+    where = f"{run_dir}" if labels_dir is None else f"{labels_dir} or {run_dir}"
     raise FileNotFoundError(
-        f"no labels from judge {judge!r} in {run_dir} (expected {path.name}); run "
+        f"no labels from judge {judge!r} in {where} (expected {path.name}); run "
         f"`commitbench label {run_dir} --judge llm --judge-model MODEL` first"
     )
 
 
-def stored_labels(suite: AnySuite, run_dir: Path | str) -> dict[str, dict[str, LabelRecord]]:
-    """Every judge's stored labels of its current version in a run directory: judge name -> run key -> its
-    latest record (an offline labeller whose stored labels are stale is left out; its labels are made anew
-    wherever they are needed; a stale LLM judge is refused, as by :func:`labels_of`)."""
+def stored_labels(
+    suite: AnySuite, run_dir: Path | str, labels_dir: Path | str | None = None
+) -> dict[str, dict[str, LabelRecord]]:
+    """Every judge's stored labels of its current version in a run directory (and LABELS_DIR, whose file of a
+    judge wins): judge name -> run key -> its latest record (an offline labeller whose stored labels are stale
+    is left out; its labels are made anew wherever they are needed; a stale LLM judge is refused, as by
+    :func:`labels_of`)."""
     out: dict[str, dict[str, LabelRecord]] = {}
-    for path in sorted(Path(run_dir).glob("labels-*.jsonl")):
+    files = {p.name: p for p in sorted(Path(run_dir).glob("labels-*.jsonl"))}
+    if labels_dir is not None:
+        files.update({p.name: p for p in sorted(Path(labels_dir).glob("labels-*.jsonl"))})
+    for _, path in sorted(files.items()):
         first = next(iter_models(path, suite.label_record, what="labels record"), None)
         if first is None:
             continue
-        current = labels_of(suite, run_dir, first.labeller)
+        current = labels_of(suite, run_dir, first.labeller, labels_dir)
         if current is not None:
             out.setdefault(first.labeller, {}).update(current)
     return out

@@ -140,19 +140,19 @@ def profile_of(run_dir: Path) -> str:
     return FollowupSelection.model_validate(manifest.config.get("episodes") or {}).profile_label()
 
 
-def iter_records(run_dir: Path, judge: str) -> Iterator[FollowupLabelRecord]:
+def iter_records(run_dir: Path, judge: str, labels_dir: Path | None = None) -> Iterator[FollowupLabelRecord]:
     """One checker's records of a run, one at a time: stored ones, or the offline checker's made now from
     the traces as they stream (no trace is kept)."""
-    stored = labels_of(SUITE, run_dir, judge)
+    stored = labels_of(SUITE, run_dir, judge, labels_dir)
     if stored is None:
         checker = CheckerLabeller(OfflineChecker())
         return (checker.label_now(trace) for trace in iter_latest_traces(run_dir))
     return (r for r in stored.values() if isinstance(r, FollowupLabelRecord))
 
 
-def records_of(run_dir: Path, judge: str) -> list[FollowupLabelRecord]:
+def records_of(run_dir: Path, judge: str, labels_dir: Path | None = None) -> list[FollowupLabelRecord]:
     """One checker's records of a run (one labeller's only: :func:`iter_records`)."""
-    records = list(iter_records(run_dir, judge))
+    records = list(iter_records(run_dir, judge, labels_dir))
     labeller_of(records, judge)
     return records
 
@@ -161,7 +161,7 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     if options.leave_out_types:
         raise ValueError("--leave-out-types leaves standing commitment types out; a follow-up run has none")
     judge = options.judge or SUITE.offline_labeller
-    frame, errors = response_frame(iter_records(run_dir, judge), judge)
+    frame, errors = response_frame(iter_records(run_dir, judge, options.labels_dir), judge)
     kind = checker_kind(judge)
     call_errors = CallErrorTally()  # filled in the same pass over the traces as the cost rows
 
@@ -178,13 +178,14 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
                                   profile=profile_of(run_dir), call_errors=call_errors.rows())
     if options.write_files:
-        built.files = write_followup_files(built, frame, Path(run_dir) / "report", figure=options.figure)
+        built.files = write_followup_files(built, frame, options.files_dir or Path(run_dir) / "report",
+                                           figure=options.figure)
     return built
 
 
-def view(run_dir: Path, judge: str) -> RunSource:
+def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource:
     """The runs for the viewer, with the report's checker first and every other stored checker after it."""
-    primary = labels_of(SUITE, run_dir, judge)
+    primary = labels_of(SUITE, run_dir, judge, labels_dir)
     offline = CheckerLabeller(OfflineChecker())
 
     def stored(records: Mapping[str, LabelRecord]) -> RecordLookup:
@@ -198,7 +199,8 @@ def view(run_dir: Path, judge: str) -> RunSource:
         return None if trace.infra_error else offline.label_now(trace)
 
     judges: list[tuple[str, RecordLookup]] = [(judge, computed if primary is None else stored(primary))]
-    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir).items() if name != judge)
+    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()
+                  if name != judge)
     return followup_source(iter_latest_traces(run_dir, include_failed=True), judges, load_setups())
 
 
@@ -221,8 +223,10 @@ def _validate(human: Sequence[Any], run_dir: Path, judge: str) -> validation.Val
     return validation.validate(list(human), records_of(run_dir, judge))
 
 
-def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> validation.CheckerAgreement:
-    rows = validation.checker_agreement(records_of(run_dir, judge_a), records_of(run_dir, judge_b))
+def _agreement(run_dir: Path, judge_a: str, judge_b: str, labels_dir: Path | None = None
+               ) -> validation.CheckerAgreement:
+    rows = validation.checker_agreement(records_of(run_dir, judge_a, labels_dir),
+                                        records_of(run_dir, judge_b, labels_dir))
     return validation.CheckerAgreement(judge_a=judge_a, judge_b=judge_b, rows=rows)
 
 

@@ -91,8 +91,10 @@ def labeller(
     raise ValueError(f"unknown judge {kind!r} for the standing suite (rules or llm)")
 
 
-def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] | None:
-    records = labels_of(SUITE, run_dir, judge)
+def _message_labels(
+    run_dir: Path, judge: str, labels_dir: Path | None = None
+) -> dict[str, list[MessageLabel]] | None:
+    records = labels_of(SUITE, run_dir, judge, labels_dir)
     if records is None:
         return None
     return {key: record.labels for key, record in records.items() if isinstance(record, StandingLabelRecord)}
@@ -101,7 +103,8 @@ def _message_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]] 
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
     call_errors = CallErrorTally()  # filled in the same pass over the traces as the rows
-    rows = load_rows(run_dir, labels=_message_labels(run_dir, judge), judge=judge, episodes=episodes_of_run(run_dir),
+    labels = _message_labels(run_dir, judge, options.labels_dir)
+    rows = load_rows(run_dir, labels=labels, judge=judge, episodes=episodes_of_run(run_dir),
                      each_trace=call_errors.add)
     profile = profile_of(run_dir)
     if options.leave_out_types and not rows.empty:
@@ -118,13 +121,14 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
                                   baseline=options.baseline, pairs=pairs, profile=profile,
                                   call_errors=call_errors.rows())
     if options.write_files:
-        built.files = write_standing_files(built, Path(run_dir) / "report", figure=options.figure)
+        built.files = write_standing_files(built, options.files_dir or Path(run_dir) / "report",
+                                           figure=options.figure)
     return built
 
 
-def view(run_dir: Path, judge: str) -> RunSource:
+def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource:
     """The runs for the viewer, graded as the report grades them; every stored judge's labels shown."""
-    primary = _message_labels(run_dir, judge)
+    primary = _message_labels(run_dir, judge, labels_dir)
     judge_rules = RuleJudge()
     last: list[tuple[EpisodeTrace, list[MessageLabel]]] = []
 
@@ -150,7 +154,8 @@ def view(run_dir: Path, judge: str) -> RunSource:
         return primary.get(trace.run_key)
 
     judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]
-    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir).items() if name != judge)
+    judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()
+                  if name != judge)
     selection = _selection_of(run_dir)
     data = selection.data if selection is not None else None
     cells = {cell.id: cell.description for cell in load_spec(data or DEFAULT_DATA_DIR).cells}
@@ -168,8 +173,8 @@ def _read_sheet(sheet: Path) -> tuple[list[BaseModel], int]:
     return list(labels), blank
 
 
-def _all_labels(run_dir: Path, judge: str) -> dict[str, list[MessageLabel]]:
-    labels = _message_labels(run_dir, judge)
+def _all_labels(run_dir: Path, judge: str, labels_dir: Path | None = None) -> dict[str, list[MessageLabel]]:
+    labels = _message_labels(run_dir, judge, labels_dir)
     if labels is None:  # the rule judge, computed now
         rules = RulesLabeller(episodes_of_run(run_dir))
         labels = {t.run_key: rules.label_now(t).labels for t in run_traces(run_dir)}
@@ -181,9 +186,11 @@ def _validate(human: Sequence[Any], run_dir: Path, judge: str) -> annotation.Hum
     return annotation.judge_agreement(list(human), traces, _all_labels(run_dir, judge), judge)
 
 
-def _agreement(run_dir: Path, judge_a: str, judge_b: str) -> annotation.JudgesAgreement:
+def _agreement(run_dir: Path, judge_a: str, judge_b: str, labels_dir: Path | None = None
+               ) -> annotation.JudgesAgreement:
     return annotation.judges_agreement(
-        run_traces(run_dir), _all_labels(run_dir, judge_a), _all_labels(run_dir, judge_b), judge_a, judge_b
+        run_traces(run_dir), _all_labels(run_dir, judge_a, labels_dir), _all_labels(run_dir, judge_b, labels_dir),
+        judge_a, judge_b,
     )
 
 
