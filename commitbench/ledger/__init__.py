@@ -9,6 +9,7 @@
 from commitbench.ledger.clock import Clock, FixedClock, ManualClock, SystemClock
 from commitbench.ledger.engine import Ledger
 from commitbench.ledger.errors import (
+    ClockWentBack,
     CommitmentNotFound,
     IllegalTransition,
     InvalidCommitment,
@@ -54,6 +55,7 @@ __all__ = [
     "AuditEvent",
     "AuditEventKind",
     "Clock",
+    "ClockWentBack",
     "CloseResult",
     "Commitment",
     "CommitmentKind",

@@ -89,5 +89,19 @@ class UnreadableCommitment(LedgerError):
         super().__init__(f"commitment {commitment_id} cannot be read: {problem}")
 
 
+class ClockWentBack(LedgerError):
+    """An event dated before the commitment's latest recorded event: an audit trail only moves forward."""
+
+    def __init__(self, commitment_id: int, at: datetime, latest: datetime) -> None:
+        self.commitment_id = commitment_id
+        self.at = at
+        self.latest = latest
+        super().__init__(
+            f"commitment {commitment_id}: an event dated {at.isoformat()} is earlier than its latest recorded event "
+            f"({latest.isoformat()}); an audit trail is not rewritten, so nothing was written (check the clock, or "
+            "--now)"
+        )
+
+
 class ReplayError(LedgerError):
     """An event sequence cannot be replayed (missing creation, wrong order, status mismatch)."""

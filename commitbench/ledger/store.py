@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from commitbench.ledger.errors import LedgerError, LedgerUnavailable, NotALedger, SchemaTooNew, UnreadableCommitment
+from commitbench.ledger.errors import (
+    ClockWentBack,
+    LedgerError,
+    LedgerUnavailable,
+    NotALedger,
+    SchemaTooNew,
+    UnreadableCommitment,
+)
 from commitbench.ledger.models import (
     OPEN_STATUSES,
     AuditEvent,
@@ -438,7 +445,20 @@ class LedgerStore:
         if cursor.rowcount != 1:
             raise ConcurrentUpdate(f"commitment {commitment.id} changed underneath this write")
 
+    def latest_event_time(self, commitment_id: int) -> datetime | None:
+        """The time of the commitment's latest recorded event (None when it has none)."""
+        row = self.conn.execute(
+            "SELECT at FROM events WHERE commitment_id = ? ORDER BY seq DESC LIMIT 1", (commitment_id,)
+        ).fetchone()
+        return from_db_time(row[0]) if row is not None else None
+
     def append(self, commitment_id: int, drafts: Sequence[EventDraft]) -> list[AuditEvent]:
+        """Record events of a commitment, refusing (ClockWentBack) any dated before its latest recorded event."""
+        latest = self.latest_event_time(commitment_id) if drafts else None
+        for draft in drafts:
+            if latest is not None and draft.at < latest:
+                raise ClockWentBack(commitment_id, draft.at, latest)
+            latest = draft.at
         stored = []
         for draft in drafts:
             cursor = self.conn.execute(
