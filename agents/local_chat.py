@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -395,11 +395,30 @@ def complete_chat(
     }
 
 
-def _handler(chat_format: ChatFormat) -> Callable[..., dict[str, Any]]:
+def stream_chunks(completion: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A finished chat completion as the chunks of a streamed one (``chat.completion.chunk``).
+
+    The completion is made whole first (a tool call is constrained by a grammar and parsed at the end, so it
+    cannot be sent as it is generated), then sent as two chunks: the message (role, text or tool calls, each
+    call with its index) and the end (finish reason and usage). The server frames them as server-sent events
+    and ends the stream with ``[DONE]``.
+    """
+    choice = completion["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": index, **call} for index, call in enumerate(message["tool_calls"])]
+    head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
+            "model": completion["model"]}
+    yield {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]}
+    yield {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"], "logprobs": None}],
+           "usage": completion.get("usage") or {}}
+
+
+def _handler(chat_format: ChatFormat) -> Callable[..., Any]:
     def handler(*, llama: Any, messages: Sequence[dict[str, Any]], stream: bool = False, **kwargs: Any) -> Any:
-        if stream:
-            raise ValueError("streaming is not supported by the commitbench chat handler")
-        return complete_chat(llama, chat_format, messages, **kwargs)
+        completion = complete_chat(llama, chat_format, messages, **kwargs)
+        return stream_chunks(completion) if stream else completion
 
     return handler
 
@@ -412,6 +431,6 @@ def register_handlers() -> list[str]:
     names = []
     for fmt in CHAT_FORMATS.values():
         name = HANDLER_PREFIX + fmt.name
-        registry.register_chat_completion_handler(name, _handler(fmt), overwrite=True)  # type: ignore[arg-type]
+        registry.register_chat_completion_handler(name, _handler(fmt), overwrite=True)
         names.append(name)
     return names

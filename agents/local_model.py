@@ -214,7 +214,7 @@ class LocalModelServer:
     def command(self) -> list[str]:
         """The command line that starts the server."""
         model = self.model_file()
-        port = self.port if self.port is not None else _free_port(self.host)
+        port = self.port if self.port else _free_port(self.host)  # None or 0: a port free now, known before start
         self.port = port
         # The project's handlers are registered by its own entry point; llama-cpp-python's are served by its own.
         own = self.chat_format.startswith("commitbench-")

@@ -101,7 +101,15 @@ class CacheMode(str, Enum):
 
 
 class CacheError(RuntimeError):
-    """The cache file cannot be used: it is not a cache database, it is damaged, or it cannot be written."""
+    """The cache file cannot be used: it is not a cache database, it is damaged, or it cannot be written.
+
+    ``damaged`` tells the file's own fault (not a database, malformed pages, cut short), which no retry
+    mends, from the machine's (locked, disk full, read-only storage).
+    """
+
+    def __init__(self, message: str, *, damaged: bool = False) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
 def _cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> CacheError:
@@ -110,7 +118,8 @@ def _cache_error(path: Path | None, exc: sqlite3.DatabaseError) -> CacheError:
         return CacheError(f"cache {path} cannot be used: {exc}")
     return CacheError(  # not a database, malformed pages, a file cut short
         f"cache {path} is damaged or not a commitbench cache ({exc}); move it away (a new cache is "
-        "started in its place) or point the run at another cache file"
+        "started in its place) or point the run at another cache file",
+        damaged=True,
     )
 
 

@@ -173,7 +173,10 @@ class CellPlayer:
                     self.abort(str(exc), queue)
                     return
                 except CacheError as exc:  # the cache went bad while playing: no further cell can use it
-                    self.fail(str(exc), queue)
+                    if exc.damaged:  # the file's fault, which running again does not mend: as at the start
+                        self.abort(str(exc), queue)
+                    else:  # the machine's (a full disk, a lock held too long): running again resumes
+                        self.fail(str(exc), queue)
                     return
                 line, infra_error = trace_line(trace, cell, self.config.env)
                 del trace  # of a finished cell only its line is kept, until the sink has it

@@ -21,6 +21,7 @@ Relative paths (the cache file) are resolved against the current directory.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,19 @@ MAX_SAMPLES = 1_000
 
 class ConfigError(ValueError):
     """A config file is missing, unreadable or invalid; the message names the file and the field."""
+
+
+def _refuse_non_finite(value: Any, path: str = "") -> None:
+    """A number that is not finite (YAML's ``.inf``, ``.nan``) has no place in a config: refused at load, naming
+    the field, rather than failing later where the config is written as JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path or 'the config'}: {value} is not a finite number")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _refuse_non_finite(item, f"{path}.{index}")
 
 
 def _spec(value: Any) -> Any:
@@ -138,7 +152,9 @@ class JudgeConfig(BaseModel):
     response_format: str | None = Field(
         default=None, description="json_schema or json_object (default: json_object for a local model)."
     )
-    max_attempts: int = Field(default=3, ge=1, description="Attempts per item before a judge error is recorded.")
+    max_attempts: int = Field(
+        default=3, ge=1, strict=True, description="Attempts per item before a judge error is recorded."
+    )
     allow_tested_model: bool = Field(
         default=False,
         description="Let the judge be one of the tested models (it then labels its own replies, so self-preference "
@@ -201,14 +217,17 @@ class ExperimentConfig(BaseModel):
         default=None, validate_default=True, description="The suite's episode filter (null: every episode)."
     )
     samples: int = Field(
-        default=1, ge=1, le=MAX_SAMPLES, description="Samples per (model, arm, episode) cell of the chat agent."
+        default=1, ge=1, le=MAX_SAMPLES, strict=True,
+        description="Samples per (model, arm, episode) cell of the chat agent.",
     )
-    concurrency: int = Field(default=32, ge=1, le=MAX_CONCURRENCY, description="Episodes played at the same time.")
+    concurrency: int = Field(
+        default=32, ge=1, le=MAX_CONCURRENCY, strict=True, description="Episodes played at the same time."
+    )
     max_model_calls_per_turn: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, strict=True,
         description="Model calls the chat agent may make in one turn before it is cut off (null: the suite's default).",
     )
-    seed: int = Field(default=0, description="Seed passed to env.reset and the retry jitter.")
+    seed: int = Field(default=0, strict=True, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
 
@@ -218,6 +237,7 @@ class ExperimentConfig(BaseModel):
         # No suite is the default one: a config names its environment; its name defaults to the suite's.
         if not isinstance(data, dict):
             return data
+        _refuse_non_finite(data)
         env = data.get("env")
         if env is None:
             known = ", ".join(suite.env_id for suite in suites())
@@ -328,6 +348,13 @@ class ExperimentConfig(BaseModel):
         return [m.name for m in self.models if served_identity(m) == served_identity(judge)]
 
 
+def _problem(err: Any) -> str:
+    """One validation error as ``field: message`` (a config-wide check names its field in its message)."""
+    where = ".".join(str(p) for p in err["loc"])
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
 def load_config(path: Path | str) -> ExperimentConfig:
     """Read and validate a YAML config; raises :class:`ConfigError` naming the file and the problem."""
     path = Path(path)
@@ -344,7 +371,5 @@ def load_config(path: Path | str) -> ExperimentConfig:
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<top>'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise ConfigError(f"{path}: {problems}") from None

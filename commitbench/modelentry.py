@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from commitbench.agents.chat import DEFAULT_PROTOCOL, PROTOCOLS, TOOLS_ONLY
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from commitbench.llm import ModelSettings, ReplicaPolicy, RetryPolicy
+from commitbench.secrets import redact_credentials
 
 __all__ = [
     "LABEL",
@@ -48,8 +50,10 @@ class GenerationSettings(BaseModel):
     )
     temperature: float | None = Field(default=0.0, ge=0, description="Sampling temperature (null: server default).")
     top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass.")
-    max_tokens: int | None = Field(default=None, gt=0, description="Upper bound on generated tokens per call.")
-    seed: int | None = Field(default=None, description="Sampling seed; sample k is sent with seed + k.")
+    max_tokens: int | None = Field(
+        default=None, gt=0, strict=True, description="Upper bound on generated tokens per call."
+    )
+    seed: int | None = Field(default=None, strict=True, description="Sampling seed; sample k is sent with seed + k.")
     reasoning_effort: str | None = Field(default=None, description="Reasoning effort (low, medium, high).")
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
@@ -60,11 +64,11 @@ class GenerationSettings(BaseModel):
         description="Seconds one HTTP attempt may take in all (connecting, headers and body); then it is a timeout.",
     )
     max_response_bytes: int = Field(
-        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024,
+        default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, strict=True,
         description="Bytes of one response body read at most; a larger answer fails the call (response_too_large).",
     )
     max_argument_bytes: int = Field(
-        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64,
+        default=DEFAULT_MAX_ARGUMENT_BYTES, ge=64, strict=True,
         description="Bytes of one tool call's arguments at most; larger ones are a bad_arguments tool error "
         "(part of the run identity when it is not the default).",
     )
@@ -75,6 +79,20 @@ class GenerationSettings(BaseModel):
 # cached: under greedy decoding a 135M model never reached the promised action (docs/models.md); and
 # its output is capped, since it sometimes rambles until the context is full.
 LOCAL_SETTINGS: dict[str, Any] = {"temperature": 0.8, "seed": 0, "max_tokens": 256}
+
+
+def _check_http_url(url: str, field: str) -> None:
+    """An OpenAI-compatible endpoint is reached over HTTP: anything else (file://, a bare host) is refused here,
+    at load, rather than as a connection error of every call."""
+    shown = redact_credentials(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"{field} {shown!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{field} {shown!r} must be an http:// or https:// URL (an OpenAI-compatible /v1 base)")
+    if not parts.hostname:
+        raise ValueError(f"{field} {shown!r} names no host")
 
 
 class ModelEntry(BaseModel):
@@ -99,7 +117,7 @@ class ModelEntry(BaseModel):
     settings: GenerationSettings = Field(default_factory=GenerationSettings, description="Sampling settings.")
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries of failed HTTP attempts.")
     max_concurrency: int | None = Field(
-        default=None, ge=1, le=MAX_CONCURRENCY,
+        default=None, ge=1, le=MAX_CONCURRENCY, strict=True,
         description="Most HTTP requests in flight to this model (default: the run's concurrency).",
     )
     replicas: ReplicaPolicy = Field(
@@ -143,6 +161,20 @@ class ModelEntry(BaseModel):
         else:
             return data  # pydantic reports the wrong type
         return {**data, "settings": {**LOCAL_SETTINGS, **given}}
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            _check_http_url(url, "base_url")
+        return url
+
+    @field_validator("base_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str] | None) -> list[str] | None:
+        for index, url in enumerate(urls or []):
+            _check_http_url(url, f"base_urls[{index}]")
+        return urls
 
     @field_validator("name")
     @classmethod

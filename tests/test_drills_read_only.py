@@ -125,7 +125,7 @@ def test_what_would_write_into_read_only_storage_is_a_one_line_error(
           "--judge-base-url", "http://127.0.0.1:9/v1"], "on read-only storage and cannot be written"),
     ]
     for args, named in cases:
-        code, out, err = cli(capsys, *args)
+        code, _out, err = cli(capsys, *args)
         assert code == 2, (args, err)
         assert named in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
     assert tree(archived) == before
@@ -142,7 +142,7 @@ def test_a_merge_into_a_read_only_directory_is_a_clean_error(
             pytest.skip("cannot mount a tmpfs here")
         (disk / "empty").mkdir()
         with read_only(disk):
-            code, out, err = cli(capsys, "merge", str(disk / "empty"), str(source))
+            code, _out, err = cli(capsys, "merge", str(disk / "empty"), str(source))
     assert code == 2 and f"cannot write to {disk / 'empty'}" in err and "Traceback" not in err, err
 
 

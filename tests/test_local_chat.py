@@ -113,3 +113,25 @@ def test_the_server_accepts_null_content_and_json_schema() -> None:
     assert fixed["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
     plain = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
     assert fix_request(plain) is plain and fix_request(b"not json") == b"not json"
+
+
+def test_a_finished_completion_streams_as_a_message_chunk_and_an_end_chunk() -> None:
+    from commitbench.agents.local_chat import stream_chunks
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+    completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 7, "model": "smollm2",
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                               "finish_reason": "tool_calls", "logprobs": None}],
+                  "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+    first, last = list(stream_chunks(completion))
+    assert first["object"] == last["object"] == "chat.completion.chunk" and first["id"] == "chatcmpl-1"
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": None,
+                                            "tool_calls": [{"index": 0, **call}]}
+    assert first["choices"][0]["finish_reason"] is None
+    assert last["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "tool_calls", "logprobs": None}
+    assert last["usage"]["total_tokens"] == 8
+    text = {**completion, "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."},
+                                       "finish_reason": "stop", "logprobs": None}]}
+    first, last = list(stream_chunks(text))
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "Hello."}
+    assert last["choices"][0]["finish_reason"] == "stop"

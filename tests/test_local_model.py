@@ -134,9 +134,10 @@ def _models_answer(base_url: str, timeout_s: float) -> bool:
 
 
 @pytest.mark.slow
-def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
+@pytest.mark.parametrize("port", [[], ["--port", "0"]], ids=["default", "port 0"])
+def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c(port: list[str]) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "commitbench.cli", "serve-local"],
+        [sys.executable, "-m", "commitbench.cli", "serve-local", *port],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -148,6 +149,7 @@ def test_serve_local_command_prints_the_url_and_stops_on_ctrl_c() -> None:
         if not line.startswith("serving smollm2 at http://127.0.0.1:"):
             pytest.fail(f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
         base_url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        assert not base_url.startswith("http://127.0.0.1:0/")  # the address it actually listens on
         assert _models_answer(base_url, timeout_s=120), f"{base_url}/models did not answer"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(180) == 0
@@ -218,3 +220,30 @@ def test_the_embedded_model_acts_and_writes_clean_text_in_a_few_episodes(tmp_pat
     texts += [turn.reply or "" for t in traces for turn in t.turns]
     found = [text for text in texts if ENTITY.search(text)]
     assert found == [], found[:3]
+
+
+@pytest.mark.slow
+def test_a_streamed_request_gets_the_completion_as_chunks_through_the_openai_client() -> None:
+    import openai
+
+    with LocalModelServer() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused", timeout=120)
+        try:
+            chunks = list(client.chat.completions.create(
+                model=server.alias, messages=[{"role": "user", "content": "Say hello."}], max_tokens=16,
+                temperature=0, seed=1, stream=True))
+            whole = client.chat.completions.create(
+                model=server.alias, messages=[{"role": "user", "content": "Say hello."}], max_tokens=16,
+                temperature=0, seed=1)
+            assert chunks and chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert text and text == whole.choices[0].message.content
+            # With tools, the call comes as one indexed tool-call delta, then the end of the stream.
+            called = list(client.chat.completions.create(
+                model=server.alias, messages=[{"role": "user", "content": "Book room 4B on Monday."}],
+                tools=TOOLS, tool_choice="required", max_tokens=64, temperature=0, stream=True))
+            deltas = [d for c in called for d in (c.choices[0].delta.tool_calls or [])]
+            assert len(deltas) == 1 and deltas[0].index == 0 and deltas[0].function.name == "book_room"
+            assert called[-1].choices[0].finish_reason == "tool_calls"
+        finally:
+            client.close()

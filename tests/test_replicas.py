@@ -216,6 +216,7 @@ def test_replicas_are_not_part_of_any_identity(tmp_path: Path) -> None:
     assert one.identity() == many.identity()
     assert many.endpoints() == ("http://b/v1", "http://c/v1") and one.endpoints() == ("http://a/v1",)
     path = tmp_path / "bad.yaml"
-    path.write_text("env: commitbench/Standing-v0\nagents: [chat]\nmodels: [{name: m, base_urls: [x, x]}]\n")
+    path.write_text("env: commitbench/Standing-v0\nagents: [chat]\n"
+                    "models: [{name: m, base_urls: ['http://x/v1', 'http://x/v1']}]\n")
     with pytest.raises(ConfigError, match=r"models\.0: .*lists a replica twice"):
         load_config(path)

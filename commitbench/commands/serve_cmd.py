@@ -42,6 +42,8 @@ def serve_local_handler(args: argparse.Namespace) -> int:
     from commitbench.agents.local_model import LocalModelError, LocalModelServer
     from commitbench.cli import UsageError
 
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be from 0 (a free port) to 65535, got {args.port}")
     server = LocalModelServer(
         host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads, model_path=args.model_path
     )

@@ -343,7 +343,7 @@ class LedgerStore:
             raise LedgerUnavailable(f"cannot open {self.path}: {exc}") from None
         try:
             self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            marked = self._check_is_ledger(init_existing)
+            marked = self._check_is_ledger(init_existing, create)
             if self.path != ":memory:":
                 self.conn.execute("PRAGMA journal_mode = WAL")
             # FULL: a committed transition survives a power cut, not only a process crash.
@@ -361,8 +361,9 @@ class LedgerStore:
             self.conn.close()
             raise
 
-    def _check_is_ledger(self, init_existing: bool) -> bool:
-        """Whether the file already carries the ledger's mark; raises NotALedger for a foreign database."""
+    def _check_is_ledger(self, init_existing: bool, create: bool = True) -> bool:
+        """Whether the file already carries the ledger's mark; raises NotALedger for a foreign database, and
+        LedgerUnavailable for an empty one (a 0-byte file, say) when the ledger may not be created."""
         application_id = int(self.conn.execute("PRAGMA application_id").fetchone()[0])
         if application_id == LEDGER_APPLICATION_ID:
             return True
@@ -371,6 +372,11 @@ class LedgerStore:
             raise NotALedger(
                 f"{self.path} belongs to another application (SQLite application_id {application_id}); "
                 "a ledger needs a file of its own"
+            )
+        if not names and not create and self.path != ":memory:":
+            raise LedgerUnavailable(
+                f"no ledger in {self.path}: the file holds no database tables yet (only 'add' creates a ledger); "
+                "nothing was written"
             )
         if not names or _is_ledger_before_the_marker(self.conn, names) or init_existing:
             return False
