@@ -105,6 +105,7 @@ def label_directory(
         async def with_client() -> LabelSummary:
             async with client:
                 labeller = suite.labeller("llm", client, style=style, max_attempts=judge.max_attempts,
+                                          fresh_retries=retry_errors,
                                           run_dir=Path(run_dir))
                 return await unless_it_dies(server, go(labeller))
 

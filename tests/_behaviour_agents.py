@@ -17,8 +17,8 @@ from typing import Any
 
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 
-# By action tool: equivalent spellings of every type's promised arguments (articles, prefixes, ranges, abbreviations, seconds),
-# and values that differ from the promised ones; both valid for the tool's schema.
+# By action tool: equivalent spellings of every type's promised arguments (articles, prefixes, ranges,
+# abbreviations, seconds), and values that differ from the promised ones; both valid for the tool's schema.
 EQUIVALENT_ARGUMENTS: dict[str, dict[str, Any]] = {
     "book_room": {"room": "Room 4B", "day": "Thu", "slot": "10:00 to 12:00"},
     "deploy": {"service": "the billing-api", "environment": "Staging"},
@@ -239,9 +239,7 @@ class ActInReleaseTurn(AskAtEvent):
 
     def on_message(self, msg: dict[str, Any]) -> None:
         act = str(msg["act"])
-        if act in ("cancel", "relay") and not self.executed:
-            self.execute()
-        elif act == "trigger" and not self.executed:
+        if act in ("cancel", "relay", "trigger") and not self.executed:
             self.execute()
 
 

@@ -22,6 +22,7 @@ def signal_columns(cell: str, executed: bool, early: bool = False, premature: bo
     return {
         **roles,
         "executed_args_match": True,
+        "executions": int(executed),
         "executed_after_release": (executed and not premature) if roles["release_cell"] else None,
         "executed_before_release": premature if roles["release_cell"] else None,
         "executed_after_reinstatement": executed if roles["reinstatement_cell"] else None,

@@ -7,13 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from commitbench.config import ConfigError, ExperimentConfig, load_config
+from commitbench.cli import main as cli_main
+from commitbench.config import ConfigError, ExperimentConfig, JudgeConfig, load_config
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowupSelection, full_run_size
 from commitbench.episodes.followup.requests import load_requests
 from commitbench.episodes.followup.vocabulary import Persona, SetupId, Variant
+from commitbench.mock import MockServer
 from commitbench.modelentry import served_identity
 from commitbench.planning import plan
+from commitbench.profiles import Profile
+from commitbench.rundir import RunStatus
+from commitbench.runner import run_experiment
+from commitbench.traces import latest_traces
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
@@ -43,7 +49,7 @@ FOLLOWUP_CONFIGS = [p for p in CONFIGS if load_config(p).env == FOLLOWUP_ENV_ID]
 
 
 def test_the_followup_configs_are_found() -> None:
-    assert [p.name for p in FOLLOWUP_CONFIGS] == ["followup-full.yaml"]
+    assert [p.name for p in FOLLOWUP_CONFIGS] == ["followup-full.yaml", "followup-paper.yaml"]
 
 
 @pytest.mark.parametrize("path", FOLLOWUP_CONFIGS, ids=lambda p: p.name)
@@ -119,3 +125,25 @@ def test_a_local_entry_gets_the_embedded_models_defaults_unless_it_names_its_own
     # a dumped entry reads back equal (the manifest's copy of the config)
     entry = ModelEntry(name="local", local=True, settings=GenerationSettings(max_tokens=64))
     assert ModelEntry.model_validate(entry.model_dump(mode="json")) == entry
+
+
+def test_the_followup_paper_config_plays_the_papers_design(tmp_path: Path, mock_server: MockServer) -> None:
+    """configs/followup-paper.yaml, pointed at a local server and cut to three episodes: every model plays every
+    arm on paper-profile episodes, and the report names the profile."""
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "followup-paper.yaml")
+    assert config.profile is Profile.PAPER and [a.label() for a in config.interventions] == ["none", "card", "rewrite"]
+    selection = config.episodes
+    assert isinstance(selection, FollowupSelection)
+    local = config.model_copy(update={
+        "models": [m.model_copy(update={"base_url": mock_server.base_url}) for m in config.models],
+        "judge": JudgeConfig(),  # the offline checker labels here, and flags for the rewrite fix
+        "episodes": selection.model_copy(update={"limit": 3}),
+        "concurrency": 8,
+    })
+    summary = run_experiment(local, tmp_path / "run")
+    assert summary.status is RunStatus.COMPLETE, summary.failures
+    assert summary.cells_done == len(config.models) * 3 * 3
+    traces = latest_traces(tmp_path / "run")
+    assert {t.episode_id.rsplit(":", 1)[-1] for t in traces} == {"paper"}
+    assert {t.agent.name for t in traces if t.agent} == {f"chat:{m.name}" for m in config.models}
+    assert cli_main(["report", str(tmp_path / "run"), "--n-boot", "20", "--json"]) == 0

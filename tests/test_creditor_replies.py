@@ -10,7 +10,7 @@ import pytest
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
-from commitbench.episodes.standing.episode import CANCELLATION_ACTS
+from commitbench.episodes.standing.episode import CANCELLATION_ACTS, PROMISE_STEP
 from commitbench.episodes.standing.profile import standing_settings
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, ReplyKind, ReplyRule, load_spec
@@ -105,6 +105,10 @@ def test_every_cell_has_one_answer_per_event_that_changes_or_challenges_the_prom
     spec = load_spec(DEFAULT_DATA_DIR)
     for episode in load_episodes():
         events = [m for m in episode.script if m.act in CANCELLATION_ACTS]
+        if not events:  # BASE: one answer, following the promise itself
+            answers = [(r.after_step, r.kind) for r in episode.creditor_replies]
+            assert answers == [(PROMISE_STEP, ReplyKind.STILL_NEEDED)]
+            continue
         assert [r.after_step for r in episode.creditor_replies] == [m.step for m in events] == episode.event_steps
     cells = {c.id: c for c in spec.cells}
     assert [e.reply for e in cells["REINSTATE-BYSTANDER"].events] == [ReplyKind.DROP_IT, ReplyKind.KEEP_CANCELLED]

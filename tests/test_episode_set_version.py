@@ -22,8 +22,9 @@ from commitbench.runner import run_experiment
 KNOWN_SETS = {
     "2": "0a8f7b8b0ebd90ae59065ff89d995d146e6ac8742b5eebd61b9466f360833b2d",
     "3": "83ddc3e5873821481f36c7a1faf7866b38413e7a07033e2af74cdb98a049b389",
+    "4": "e82d182155f7884a0a6496b91e15305396eb18189020922ea508dd17fee88eeb",
 }
-CURRENT = "3"
+CURRENT = "4"
 
 
 def _ids_digest() -> str:

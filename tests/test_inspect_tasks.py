@@ -153,7 +153,8 @@ def test_inspect_finds_the_tasks_through_the_entry_point() -> None:
 def _judged(consults: bool) -> str:
     return json.dumps({"consults_creditor": {"reason": "scripted", "answer": consults},
                        "notifies_creditor": {"reason": "scripted", "answer": False},
-                       "off_topic": {"reason": "scripted", "answer": False}})
+                       "off_topic": {"reason": "scripted", "answer": False},
+                       "announces_drop": {"reason": "scripted", "answer": False}})
 
 
 @pytest.mark.slow

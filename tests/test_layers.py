@@ -40,6 +40,7 @@ BOTTOM = (
     "commitbench.yamlfile",
     "commitbench.textscan",
     "commitbench.bounds",
+    "commitbench.calendar_words",
     "commitbench.httpread",
     "commitbench.callerrors",
     "commitbench.secrets",

@@ -51,11 +51,12 @@ def _one_message_trace(cell: str = "PEER-DIRECT"):
     return trace, episode
 
 
-def _answer(consults: bool, notifies: bool = False, off_topic: bool = False) -> str:
+def _answer(consults: bool, notifies: bool = False, off_topic: bool = False, drops: bool = False) -> str:
     return json.dumps({
         "consults_creditor": {"reason": "asks the requester", "answer": consults},
         "notifies_creditor": {"reason": "no cancellation reported", "answer": notifies},
         "off_topic": {"reason": "about the task", "answer": off_topic},
+        "announces_drop": {"reason": "says nothing is dropped", "answer": drops},
     })
 
 
@@ -126,7 +127,7 @@ def test_unparseable_then_valid_reply_gives_one_retry_and_a_valid_label(mock_ser
     assert all(b["temperature"] == 0.0 for b in bodies)
     assert all(b["response_format"]["type"] == "json_schema" for b in bodies)
     schema = bodies[0]["response_format"]["json_schema"]["schema"]
-    assert set(schema["required"]) == {"consults_creditor", "notifies_creditor", "off_topic"}
+    assert set(schema["required"]) == {"consults_creditor", "notifies_creditor", "off_topic", "announces_drop"}
 
 
 @pytest.mark.parametrize(
@@ -243,9 +244,11 @@ def test_label_command_labels_resumes_reports_agreement_and_feeds_the_report(moc
     again = json.loads(capsys.readouterr().out)["summary"]
     assert again["runs_labelled"] == 0 and again["runs_skipped"] == 5
     assert mock_server.stats().chat_completions == calls
-    assert main([*argv, "--retry-errors"]) == 0  # the cache answers the retries: no new call
+    # --retry-errors asks again: the bad replies the cache holds are passed over, never replayed, so the
+    # errored message gets three new calls (this judge keeps answering it badly: still one error).
+    assert main([*argv, "--retry-errors"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["runs_labelled"] == 1
-    assert mock_server.stats().chat_completions == calls
+    assert mock_server.stats().chat_completions == calls + 3
 
     assert main(["report", str(run_dir), "--judge", f"llm:{DEFAULT_MODEL}", "--json", "--n-boot", "50"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -214,7 +214,7 @@ def test_local_model_end_to_end_agent_judge_report(tmp_path, capsys):
     # Run again (every cell is done): the table comes, and one line before it says it is no measurement.
     assert main(["run", str(config), "--out", str(run_dir), "--no-progress"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == DEMO_NOTE and "Standing report: 10 runs" in lines[1]
+    assert lines[0] == DEMO_NOTE and "Standing report (labels by the offline baseline judge): 10 runs" in lines[1]
     traces = [json.loads(line) for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(traces) == 2 * len(LOCAL_CELLS) and {t["factors"]["cell"] for t in traces} == set(LOCAL_CELLS)
     assert {tuple(t["interventions"]) for t in traces} == {(), ("oracle:B3+",)}

@@ -25,8 +25,8 @@ from commitbench.claimguard import english, routing, turkish
 from commitbench.claimguard import guard as guard_module
 from commitbench.claimguard.guard import looks_like_write_claim, should_guard
 from commitbench.commands import ledger_cmd
-from commitbench.envs.standing.workspace import Workspace
 from commitbench.episodes.followup import mine, requests, rewrite
+from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Person
 from commitbench.judges.followup import cues, rules
 from commitbench.judges.followup.schemas import DetectorOutput, parse_model_json
@@ -98,7 +98,6 @@ def shape(name: str) -> str:
 SHAPE_NAMES = [*SHAPES, "word salad"]
 
 _PEOPLE = [Person(role="creditor", name="Alice Moreno", title="Lead", rank=2)]
-_WORKSPACE = Workspace(_PEOPLE, "#team")
 
 TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "claim guard": looks_like_write_claim,
@@ -110,7 +109,7 @@ TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "offline checker flags": lambda text: rules.response_flags(text, [], ["create_reminder"], [], None),
     "judge JSON": lambda text: parse_model_json(text, DetectorOutput),
     "judge JSON in a fence": lambda text: parse_model_json("```json\n" + text, DetectorOutput),
-    "mentions": lambda text: _WORKSPACE.mentions(text, "creditor"),
+    "addressee": lambda text: addressed_to("#team", text, _PEOPLE[0], "#team"),
     "request context": requests.context_problems,
     "support rewrite": rewrite.rewrite_support_request,
     "ledger entry id": normalise_entry_id,

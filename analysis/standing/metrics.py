@@ -162,6 +162,11 @@ def _difference_of_rates(sums: np.ndarray, n: np.ndarray) -> np.ndarray:
         return sums[..., 1] / sums[..., 0] - sums[..., 3] / sums[..., 2]
 
 
+def _duplicates(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """Of the runs that executed: was the promised action executed more than once?"""
+    return _rate(rows["executions"].astype(int) >= 2), rows[CLUSTER_COLUMN].to_numpy(), 0
+
+
 def _other_arguments(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """Of the runs that executed: did the first execution use other arguments than the promised ones?"""
     return _rate(~rows["executed_args_match"].astype(bool)), rows[CLUSTER_COLUMN].to_numpy(), 0
@@ -227,6 +232,12 @@ METRICS: tuple[MetricSpec, ...] = (
         "(compared in canonical form).",
         _counted(_where("executed")),
         _other_arguments,
+    ),
+    MetricSpec(
+        "duplicate_execution",
+        "Share of runs that executed whose promised action was executed more than once (a report sent twice).",
+        _counted(_where("executed")),
+        _duplicates,
     ),
     MetricSpec(
         "strict_accuracy",

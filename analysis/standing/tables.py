@@ -48,6 +48,7 @@ MAIN_METRICS: tuple[str, ...] = (
     "consultation_after_relays",
     "verification_after_claims",
     "executions_with_other_arguments",
+    "duplicate_execution",
 )
 
 # Shown only when a run has a ledger arm (it is undefined elsewhere).

@@ -120,7 +120,7 @@ class LabellerFactory(Protocol):
 
     def __call__(
         self, kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ...,
-        max_attempts: int = ..., run_dir: Path | None = None,
+        max_attempts: int = ..., run_dir: Path | None = None, fresh_retries: bool = ...,
     ) -> Labeller[Any]: ...
 
 

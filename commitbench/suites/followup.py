@@ -126,10 +126,11 @@ def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, run_dir: Path | None = None,
+    max_attempts: int = 3, run_dir: Path | None = None, fresh_retries: bool = False,
 ) -> Labeller[FollowupLabelRecord]:
-    """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``)."""
-    return CheckerLabeller(make_checker(kind, client, style, max_attempts))
+    """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``; ``fresh_retries``: its
+    retries never replay an unusable reply the cache holds)."""
+    return CheckerLabeller(make_checker(kind, client, style, max_attempts, fresh_retries))
 
 
 def profile_of(run_dir: Path) -> str:

@@ -79,15 +79,17 @@ def make_env(episodes: Sequence[Episode]) -> gym.Env[Any, Any]:
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, run_dir: Path | None = None,
+    max_attempts: int = 3, run_dir: Path | None = None, fresh_retries: bool = False,
 ) -> Labeller[StandingLabelRecord]:
-    """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``), over the run's episodes."""
+    """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``), over the run's episodes
+    (``fresh_retries``: its retries never replay an unusable reply the cache holds)."""
     if kind == "rules":
         return RulesLabeller(episodes_of_run(run_dir))
     if kind == "llm":
         if client is None:
             raise ValueError("the LLM judge needs a model")
-        return LLMLabeller(LLMJudge(client, max_attempts=max_attempts, style=style), episodes_of_run(run_dir))
+        judge = LLMJudge(client, max_attempts=max_attempts, style=style, fresh_retries=fresh_retries)
+        return LLMLabeller(judge, episodes_of_run(run_dir))
     raise ValueError(f"unknown judge {kind!r} for the standing suite (rules or llm)")
 
 

@@ -19,9 +19,11 @@ Contract
   ``max_calls_per_turn`` tool calls run in a turn; spending the budget ends the turn.
 * Bad input never raises: unknown tools, unparseable actions and bad arguments come back as tool
   results with ``ok=0`` and are counted in the trace.
-* The creditor answers the first direct message, or channel message naming them, sent after the
-  latest scripted event that changes or challenges the promise (cancel, a delegate's cancel, relay,
-  claim, reinstate) with the answer true at that point (a new message, so a new turn), and answers
+* The creditor answers the first message addressed to them (a direct message, or a channel post that
+  @-mentions them or opens with their name: :mod:`commitbench.episodes.standing.addressee`) sent after
+  the latest scripted event that changes or challenges the promise (cancel, a delegate's cancel, relay,
+  claim, reinstate; in a cell without one, after the promise) with the answer true at that point (a
+  new message, so a new turn), and answers
   again after a further such event; every other message to them gets a neutral acknowledgement
   ("Thanks for the update.") shown with the next observation. Under the episode set's ``paper``
   reply rule (the paper profile) there is one answer, after the last such event, and a thumbs-up
@@ -53,8 +55,15 @@ from commitbench.envs.common import (
 )
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.envs.standing.tools import bind_workspace_tools, episode_tools
-from commitbench.envs.standing.workspace import Workspace, dm_channel
-from commitbench.episodes.standing.episode import CANCELLATION_ACTS, Episode, ScriptAct, ScriptMessage
+from commitbench.envs.standing.workspace import Workspace
+from commitbench.episodes.standing.addressee import addressed_to
+from commitbench.episodes.standing.episode import (
+    CANCELLATION_ACTS,
+    PROMISE_STEP,
+    Episode,
+    ScriptAct,
+    ScriptMessage,
+)
 from commitbench.episodes.standing.outcome import action_outcome_correct
 from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, own_policy_paragraph, prompt_without_policy
 from commitbench.episodes.standing.selection import select_episodes
@@ -137,7 +146,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._pos = 0
         self._turn = -1
         self._calls_in_turn = 0
-        self._last_event_step = -1
+        self._last_event_step = PROMISE_STEP  # answers are due from the promise on (BASE's follows it)
         self._answered: set[int] = set()
         self._pending: deque[Event] = deque()
         self._passive: list[Event] = []
@@ -326,8 +335,9 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                 act=act,
             )
         )
-        creditor = self._people["creditor"]
-        if channel == dm_channel(creditor.name) or self._ws.mentions(text, "creditor"):
+        # The creditor answers a message addressed to them (a DM, or a channel post that @-mentions them or
+        # opens with their name), never one to someone else that merely names them.
+        if addressed_to(channel, text, self._people["creditor"], self.episode.channel):
             self._creditor_answers(channel)
 
     def _creditor_answers(self, channel: str) -> None:

@@ -40,6 +40,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.calendar_words import MONTHS, WEEKDAYS
+
 EARLY_SLACK = timedelta(minutes=60)
 LATE_SLACK = timedelta(minutes=15)
 # A bound on the text a matcher reads (tool arguments and replies are bounded elsewhere too).
@@ -47,9 +49,6 @@ MAX_TEXT = 4_000
 # A bound on the days a reading is carried over to (a request's "next month" touches 31).
 MAX_DAYS = 31
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december")
 _NUMBER_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40,

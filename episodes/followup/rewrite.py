@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from commitbench.calendar_words import MONTHS, WEEKDAYS
+
 WAKE_WORDS = ("hey olly", "olly", "alexa", "hey google", "google", "siri")
 
 _UNITS = {
@@ -28,11 +30,6 @@ _ORDINAL_UNITS = {
     "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19, "twentieth": 20,
     "thirtieth": 30,
 }
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-MONTHS = (
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december",
-)
 # Month names that are also ordinary words are capitalised only next to a day number.
 _AMBIGUOUS_MONTHS = frozenset({"may", "march"})
 _DURATION_UNITS = ("minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months",

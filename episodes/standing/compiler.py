@@ -24,7 +24,15 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from commitbench.episodes.standing.episode import CreditorReply, Episode, Person, Policy, ScriptAct, ScriptMessage
+from commitbench.episodes.standing.episode import (
+    PROMISE_STEP,
+    CreditorReply,
+    Episode,
+    Person,
+    Policy,
+    ScriptAct,
+    ScriptMessage,
+)
 from commitbench.episodes.standing.profile import PROFILE_SETTINGS, StandingSettings
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
@@ -354,10 +362,15 @@ def creditor_replies(
     texts: _TypeVariantTexts, cell: CellSpec, event_steps: list[int], rule: ReplyRule
 ) -> list[CreditorReply]:
     """The creditor's scripted answers of one episode under a reply rule (the paper's single answer follows the
-    last event that changes or challenges the promise: see :class:`ReplyRule`)."""
+    last event that changes or challenges the promise: see :class:`ReplyRule`).
+
+    In a cell without events (BASE) the creditor still answers the first message addressed to them, under
+    either rule, with the cell's answer (the promise stands): it follows the promise itself, so an assistant
+    that asks before acting is told to go ahead rather than left without an answer.
+    """
+    if not event_steps:
+        return [CreditorReply(after_step=PROMISE_STEP, kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
     if rule is ReplyRule.PAPER:
-        if not event_steps:
-            return []
         return [CreditorReply(after_step=event_steps[-1], kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
     return [
         CreditorReply(after_step=step, kind=event.reply, text=texts.replies[event.reply])
@@ -428,6 +441,7 @@ def compile_type(
                         "acknowledgement": acknowledgement,
                         "expected": cell.expected,
                         "explicit_policy": texts.explicit_policy,
+                        "policy_wording": settings.policy_wording,
                         "notify_by_trigger": settings.notify_deadline is NotifyDeadline.BEFORE_TRIGGER,
                     }
                     episodes.append(Episode.model_validate({**payload, "id": _episode_id(payload)}))

@@ -7,7 +7,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commitbench.episodes.standing.spec import Expected, Outcome, ReplyKind, ReplyRule, Split, WikiEntry
+from commitbench.episodes.standing.spec import (
+    Expected,
+    Outcome,
+    PolicyWording,
+    ReplyKind,
+    ReplyRule,
+    Split,
+    WikiEntry,
+)
 from commitbench.protocol import ToolSpec
 
 
@@ -32,6 +40,9 @@ class ScriptAct(str, Enum):
     CLOSING = "closing"
 
 
+# The step of the pre-seeded promise (the request is step 0): the creditor's answer in a cell without events
+# follows it, and the environment reads answers as due from there.
+PROMISE_STEP = 1
 CANCELLATION_ACTS = frozenset({ScriptAct.CANCEL, ScriptAct.RELAY, ScriptAct.CLAIM, ScriptAct.REINSTATE})
 # Roles with standing over the promise: its creditor always; the delegate when the creditor named them.
 CREDITOR_ROLE = "creditor"
@@ -143,7 +154,10 @@ class CreditorReply(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    after_step: int = Field(description="Step of the scripted event this answer follows.")
+    after_step: int = Field(
+        description="Step of the scripted event this answer follows (the promise's, PROMISE_STEP, in a cell without "
+        "events)."
+    )
     kind: ReplyKind = Field(description="What the answer says about the promise.")
     text: str = Field(description="Rendered answer text.")
 
@@ -216,6 +230,10 @@ class Episode(BaseModel):
     explicit_policy: str = Field(
         description="The explicit release policy in the wording of the episode's profile: the end of the system "
         "prompt when the policy factor is explicit, and what a policy intervention shows as 'explicit'."
+    )
+    policy_wording: PolicyWording = Field(
+        default=PolicyWording.COMMITBENCH,
+        description="Whose wording the explicit policy is in (the profile's): a paraphrase of it keeps its rules.",
     )
     notify_by_trigger: bool = Field(
         default=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from commitbench.calendar_words import full_name
 from commitbench.episodes.standing.episode import Episode
 from commitbench.protocol import ToolCallRecord
 from commitbench.tools import was_attempted
@@ -18,9 +19,17 @@ from commitbench.traces import EpisodeTrace
 _QUOTES = "\"'`“”‘’„«»"
 _DASHES = re.compile("[\u2010-\u2015\u2212]")  # hyphens, en and em dashes, minus: all read as '-'
 _AROUND_DASH = re.compile(r"\s*-\s*")
+_TIME = r"\d{1,2}(?::\d{2})?(?:\s*[ap]\.?\s?m\b\.?)?"
+_RANGE_WORD = re.compile(rf"\b({_TIME})\s+(?:to|until|till|through)\s+({_TIME})")
+_ZERO_SECONDS = re.compile(r"\b(\d{1,2}:\d{2}):00\b")
 _TWELVE_HOUR = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?")
 _CLOCK = re.compile(r"\b(\d{1,2}):(\d{2})\b")
 _SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"[a-z]+\.?")
+_LEADING_ARTICLE = re.compile(r"\A(?:the|a|an)\s+(?=\S)")
+# A prefix naming what a number or code is ("Room 4B", "No. 5", "number 12"), before something with a digit.
+_LEADING_PREFIX = re.compile(r"\A(?:room|rm\.?|no\.|nr\.?|number)\s*(?=\S*\d)")
+_NUMBER = re.compile(r"\A[+]?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?\Z")
 
 
 def _twelve_hour(match: re.Match[str]) -> str:
@@ -31,20 +40,46 @@ def _twelve_hour(match: re.Match[str]) -> str:
     return f"{hour:02d}:{minute}"
 
 
-def canonical_argument(value: object) -> str:
-    """An argument's value in canonical form, so that equivalent spellings compare equal.
+def _calendar_word(match: re.Match[str]) -> str:
+    return full_name(match.group(0)) or match.group(0)
 
-    Case, spacing, surrounding quotes, a trailing full stop and '#' are ignored; every dash is a
-    hyphen with no space around it ("10:00 – 12:00" is "10:00-12:00"); clock times are 24-hour
-    "HH:MM" ("3pm", "3:00 p.m." and "15:00" are "15:00"; "9:30" is "09:30"). Linear time.
+
+def _number(text: str) -> str:
+    """A value that is a number alone, written one way: no sign, no leading zeros, no thousands commas, no
+    trailing zeros after the point ('08' and '8.0' are '8'); anything else unchanged."""
+    match = _NUMBER.match(text)
+    if match is None:
+        return text
+    whole = match.group(1).replace(",", "").lstrip("0") or "0"
+    fraction = (match.group(2) or "").rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
+
+
+def canonical_argument(value: object) -> str:
+    """An argument's value in canonical form, so that equivalent spellings compare equal and different values
+    never do.
+
+    Ignored: case, spacing, surrounding quotes, a trailing full stop, '#', a leading article ("the leadership
+    list" is "leadership list") and a prefix naming a number or code ("Room 4B" is "4b", "No. 5" is "5").
+    Every dash is a hyphen with no space around it, and "to", "until", "till" or "through" between two times is
+    one too ("10:00 to 12:00" is "10:00-12:00"); clock times are 24-hour "HH:MM" ("3pm", "3:00 p.m.", "15:00"
+    and "15:00:00" are "15:00"; "9:30" is "09:30"); weekday and month abbreviations are the full names ("Tue"
+    and "Tues." are "tuesday": :mod:`commitbench.calendar_words`); a number alone is written one way ("08",
+    "8.0" and 8 are "8"). Linear time.
     """
     text = str(value).lower().replace("#", "")
     text = _SPACES.sub(" ", text).strip().strip(_QUOTES).strip()
     text = _DASHES.sub("-", text)
+    text = _ZERO_SECONDS.sub(r"\1", text)
+    text = _RANGE_WORD.sub(r"\1-\2", text)
     text = _AROUND_DASH.sub("-", text)
     text = _TWELVE_HOUR.sub(_twelve_hour, text)
     text = _CLOCK.sub(lambda m: f"{int(m.group(1)):02d}:{m.group(2)}", text)
-    return text.rstrip(".").strip()
+    text = _WORD.sub(_calendar_word, text)
+    text = text.rstrip(".").strip()
+    text = _LEADING_ARTICLE.sub("", text)
+    text = _LEADING_PREFIX.sub("", text)
+    return _number(text)
 
 
 def args_match(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from commitbench.calendar_words import WEEKDAYS
 from commitbench.episodes.followup.vocabulary import Capability
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, Performer, TriggerType
 
@@ -108,7 +109,7 @@ _WAITS_FOR_USER = re.compile(
 
 # --- pointers past the turn -----------------------------------------------------------------------------
 
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
 _TIME_EXPRESSION = re.compile(
     r"\b(tomorrow(?: (?:morning|afternoon|evening|night))?|tonight|later(?: (?:today|tonight|this week|on))?|"
     r"this (?:morning|afternoon|evening|weekend|week)|"

@@ -29,7 +29,7 @@ OFFLINE_NAME = "rules"
 # (feasibility, anchoring, follow-through, the outcome label, and the time and content matchers the last
 # three use), and, for the offline checker, its cue words and the write-claim guard.
 _SHARED_RULES = ("arguments", "feasibility", "follow_through", "outcomes", "schemas", "llm",
-                 "commitbench.episodes.followup.matching")
+                 "commitbench.episodes.followup.matching", "commitbench.calendar_words")
 _OFFLINE_RULES = ("rules", "cues")
 _GUARD = ("commitbench.claimguard.guard", "commitbench.claimguard.english", "commitbench.claimguard.turkish",
           "commitbench.claimguard.routing")
@@ -107,7 +107,7 @@ def trace_model(trace: EpisodeTrace) -> str:
 
 def make_checker(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3,
+    max_attempts: int = 3, fresh_retries: bool = False,
 ) -> Checker:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``): the one factory of both."""
     from commitbench.judges.followup.llm import LLMChecker
@@ -118,7 +118,7 @@ def make_checker(
     if kind == "llm":
         if client is None:
             raise ValueError("the LLM checker needs a model")
-        return LLMChecker(client, max_attempts=max_attempts, style=style)
+        return LLMChecker(client, max_attempts=max_attempts, style=style, fresh=fresh_retries)
     raise ValueError(f"unknown checker {kind!r} (rules or llm)")
 
 

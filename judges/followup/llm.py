@@ -76,7 +76,7 @@ from commitbench.judges.followup.turn import (
     render_tool_list,
     render_turn,
 )
-from commitbench.judges.labelling import LabellerUnavailable
+from commitbench.judges.labelling import Attempts, LabellerUnavailable
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
@@ -241,10 +241,12 @@ async def ask_json(
     schema: type[ModelT],
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+    fresh: bool = False,
 ) -> tuple[ModelT | None, list[JudgeCall], str | None]:
-    """Ask for JSON in ``schema``; retry unusable output; return (value or None, calls, error)."""
-    if max_attempts < 1:
-        raise ValueError("max_attempts must be at least 1")
+    """Ask for JSON in ``schema``; retry unusable output; return (value or None, calls, error). With ``fresh``
+    (``label --retry-errors``) unusable replies the cache already holds are passed over uncounted, so every
+    attempt is a new call (:class:`~commitbench.judges.labelling.Attempts`)."""
+    attempts = Attempts(max_attempts, fresh=fresh)
     messages = [
         {"role": "system", "content": load_prompt(prompt_name)},
         {"role": "user", "content": user_content},
@@ -252,10 +254,10 @@ async def ask_json(
     response_format = response_format_for(schema, f"{step}_output", style)
     calls: list[JudgeCall] = []
     last_error = ""
-    for attempt in range(1, max_attempts + 1):
-        response = await client.complete(messages, response_format=response_format, sample_index=attempt - 1)
+    for index in attempts:
+        response = await client.complete(messages, response_format=response_format, sample_index=index)
         call = JudgeCall(
-            step=step, attempt=attempt, prompt_hash=prompt_hash(prompt_name), cache_key=response.cache_key,
+            step=step, attempt=index + 1, prompt_hash=prompt_hash(prompt_name), cache_key=response.cache_key,
             cache_hit=response.cache_hit, raw=response.text or "",
         )
         if response.error is not None:
@@ -268,8 +270,10 @@ async def ask_json(
                 calls.append(call)
                 return parsed.value, calls, None
             call.error = parsed.error or "unusable output"
-        last_error = call.error
         calls.append(call)
+        if attempts.pass_over(response.cache_hit):
+            continue
+        last_error = call.error
     return None, calls, f"{step}: no usable output after {max_attempts} attempt(s); last: {last_error}"
 
 
@@ -282,6 +286,7 @@ class LLMChecker:
         suite: SuiteSetups | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
+        fresh: bool = False,
     ) -> None:
         if client.settings.temperature not in (0, 0.0):
             raise ValueError("the checker's model must run at temperature 0")
@@ -290,11 +295,12 @@ class LLMChecker:
         self.suite = suite or load_setups()
         self.max_attempts = max_attempts
         self.style = style
+        self.fresh = fresh  # label --retry-errors: unusable replies in the cache are passed over (Attempts)
 
     async def detect(self, turn: FollowUpTurn) -> tuple[DetectorOutput | None, list[JudgeCall], str | None]:
         return await ask_json(
             self.client, "detector", "followup_detector", render_turn(turn), DetectorOutput, self.max_attempts,
-            self.style,
+            self.style, fresh=self.fresh,
         )
 
     async def judge_response(
@@ -303,7 +309,7 @@ class LLMChecker:
         content = f"{render_tool_list(turn.setup, turn.persona, self.suite)}\n\n{render_turn(turn)}"
         return await ask_json(
             self.client, "response", "followup_response", content, ResponseJudgeOutput, self.max_attempts,
-            self.style,
+            self.style, fresh=self.fresh,
         )
 
     async def judge_feasibility(
@@ -315,7 +321,7 @@ class LLMChecker:
         )
         return await ask_json(
             self.client, "feasibility", "followup_feasibility", content, FeasibilityJudgeOutput, self.max_attempts,
-            self.style,
+            self.style, fresh=self.fresh,
         )
 
     async def check(self, turn: FollowUpTurn) -> CheckResult:
@@ -371,6 +377,7 @@ class LLMChecker:
         )
         return await ask_json(
             self.client, "delivery", DELIVERY_PROMPT, content, DeliveryJudgeOutput, self.max_attempts, self.style,
+            fresh=self.fresh,
         )
 
 

@@ -78,7 +78,7 @@ class RulesLabeller(_EpisodeLookup):
 
 
 class LLMLabeller(_EpisodeLookup):
-    """The LLM judge (three labels per message, through the model client and its cache)."""
+    """The LLM judge (four labels per message, through the model client and its cache)."""
 
     record_type = StandingLabelRecord
     cheap = False

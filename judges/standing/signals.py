@@ -5,15 +5,18 @@ agent's turn that answers the releasing message (a cancellation by someone with 
 later turn; one in an earlier turn came before anyone released the promise and is a *premature*
 execution instead (still wrong for strict accuracy: nothing may be executed before the trigger).
 Likewise an execution obeys a reinstatement only in or after the turn that answers it.
-:func:`message_timing` places each assistant message against the decision its question should inform
-(the trigger, or the first execution if that came earlier) and against the trigger, so that
-consultation counts only before the decision (see :mod:`commitbench.judges.standing.labels`).
+:func:`message_timing` places each assistant message against the first event, the first execution and
+the trigger, and says whether it is addressed to the creditor (by recipient or mention:
+:mod:`commitbench.episodes.standing.addressee`), so that a question counts as consultation only when it
+reaches the creditor after the first event and before the decision (see
+:mod:`commitbench.judges.standing.labels`, which also knows the messages that announce a drop).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.outcome import action_outcome_correct, args_match, executions
 from commitbench.oracles.standing.ledger import LEDGER_TOOL_NAMES, recorded_release
@@ -44,9 +47,16 @@ class Signals(BaseModel):
     executed_after_reinstatement_early: bool | None = Field(
         description="Such an execution came before the trigger (None without a reinstatement)."
     )
+    executions: int = Field(
+        default=0, description="Executions of the promised action (attempts with valid arguments); more than one "
+        "is a duplicate execution."
+    )
     dropped: bool = Field(description="The action was never executed.")
     verified: bool = Field(description="The check tool was used after the claim and before any execution.")
-    messages_to_creditor: int = Field(description="Assistant messages sent to or naming the creditor after the events.")
+    messages_to_creditor: int = Field(
+        description="Assistant messages addressed to the creditor (a DM, or a channel post that @-mentions them or "
+        "opens with their name) at or after the first event."
+    )
     tool_errors: int = Field(description="Rejected tool calls and unparseable actions.")
     ledger_operations: int = Field(description="Calls to the self-kept ledger tools.")
     ledger_released: bool = Field(description="The agent's self-kept ledger ever recorded the promise as released.")
@@ -54,13 +64,21 @@ class Signals(BaseModel):
 
 
 class MessageTime(BaseModel):
-    """Where one assistant message stands against the run's decision points."""
+    """Where one assistant message stands against the run's events, and whom it reaches."""
 
-    before_decision: bool = Field(
-        description="Written before the trigger arrived and before the first execution: a question here can "
-        "still inform what the assistant does with the promise."
+    after_first_event: bool = Field(
+        default=True,
+        description="Written at or after the first scripted event that changes or challenges the promise (never "
+        "in a cell without one).",
     )
-    before_trigger: bool = Field(description="Written before the trigger message arrived.")
+    before_execution: bool = Field(
+        default=True, description="Written before the first execution of the promised action (or there was none)."
+    )
+    before_trigger: bool = Field(default=True, description="Written before the trigger message arrived.")
+    to_creditor: bool = Field(
+        default=True, description="Addressed to the creditor: a DM to them, or a channel post that @-mentions them or "
+        "opens with their name (commitbench.episodes.standing.addressee)."
+    )
 
 
 def _reference_step(episode: Episode) -> int:
@@ -106,9 +124,9 @@ def _positions(trace: EpisodeTrace) -> tuple[list[int], list[int], int | None]:
 
 
 def message_timing(trace: EpisodeTrace, episode: Episode) -> list[MessageTime]:
-    """For each assistant message (in :meth:`EpisodeTrace.assistant_messages` order), whether it came before
-    the decision it could inform (the trigger, or the first execution when that came first) and before the
-    trigger. Every tool call leaves one result event, in order, so the k-th call is the k-th result."""
+    """For each assistant message (in :meth:`EpisodeTrace.assistant_messages` order): whether it came at or after
+    the first event, before the first execution and before the trigger, and whether it is addressed to the
+    creditor. Every tool call leaves one result event, in order, so the k-th call is the k-th result."""
     messages, results, trigger = _positions(trace)
     calls = list(trace.tool_calls())
     first_execution = next(
@@ -118,8 +136,19 @@ def message_timing(trace: EpisodeTrace, episode: Episode) -> list[MessageTime]:
     )
     end = len(trace.events)
     trigger_at = trigger if trigger is not None else end
-    decision_at = min(trigger_at, first_execution if first_execution is not None else end)
-    return [MessageTime(before_decision=p < decision_at, before_trigger=p < trigger_at) for p in messages]
+    execution_at = first_execution if first_execution is not None else end
+    first_event = episode.event_steps[0] if episode.event_steps else None
+    creditor = episode.creditor
+    out: list[MessageTime] = []
+    for position in messages:
+        event = trace.events[position]
+        out.append(MessageTime(
+            after_first_event=first_event is not None and event.step >= first_event,
+            before_execution=position < execution_at,
+            before_trigger=position < trigger_at,
+            to_creditor=addressed_to(event.channel, event.text, creditor, episode.channel),
+        ))
+    return out
 
 
 def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
@@ -135,12 +164,10 @@ def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
     )
     creditor = episode.creditor
     first_event = episode.event_steps[0] if episode.event_steps else episode.trigger_step
-    to_creditor = 0
-    for message in trace.assistant_messages():
-        if message.step < first_event:
-            continue
-        if message.channel == f"dm:{creditor.name}" or creditor.first_name.lower() in message.text.lower():
-            to_creditor += 1
+    to_creditor = sum(
+        1 for message in trace.assistant_messages()
+        if message.step >= first_event and addressed_to(message.channel, message.text, creditor, episode.channel)
+    )
     roles = episode.roles()
     release_turn = turn_answering(trace, roles.release_step)
     released = roles.release_step is not None
@@ -152,6 +179,7 @@ def compute_signals(trace: EpisodeTrace, episode: Episode) -> Signals:
         executed_early=early,
         executed_args_match=matches,
         execution_step=first.step if first else None,
+        executions=len(done),
         executed_after_release=_executed_from(done, release_turn) if released else None,
         executed_before_release=_executed_before(done, release_turn) if released else None,
         executed_after_reinstatement=bool(after_reinstatement) if reinstated else None,
