@@ -112,6 +112,7 @@ def test_the_table_in_the_docs_is_well_formed() -> None:
                 expected_tokens(entry, profile)  # raises on a malformed entry
 
 
+@pytest.mark.slow
 def test_every_behaviour_in_every_cell_gets_the_entry_of_the_table(graded: tuple[str, pd.DataFrame]) -> None:
     profile, rows = graded
     matrix = read_matrix()

@@ -134,6 +134,7 @@ def two_spellings(draw: st.DrawFn) -> tuple[tuple[str, object], object, tuple[st
     return a, draw(spelling(a)), b, draw(spelling(b))
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(two_spellings())
 def test_two_spellings_compare_equal_exactly_when_they_spell_one_value(

@@ -127,6 +127,7 @@ def test_a_local_entry_gets_the_embedded_models_defaults_unless_it_names_its_own
     assert ModelEntry.model_validate(entry.model_dump(mode="json")) == entry
 
 
+@pytest.mark.slow
 def test_the_followup_paper_config_plays_the_papers_design(tmp_path: Path, mock_server: MockServer) -> None:
     """configs/followup-paper.yaml, pointed at a local server and cut to three episodes: every model plays every
     arm on paper-profile episodes, and the report names the profile."""

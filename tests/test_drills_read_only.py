@@ -62,6 +62,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_every_reader_works_from_a_read_only_run_and_writes_nothing_into_it(
     archived: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
