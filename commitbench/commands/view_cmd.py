@@ -70,6 +70,8 @@ class SiteSummary(BaseModel):
 
 
 SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+# The report files a site shows (copied into img/); its tables are the site's own pages.
+FIGURE_KEYS = ("figure", "comparisons_figure")
 
 
 def _clear(out: Path) -> None:
@@ -195,7 +197,10 @@ def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: 
                                 summary=[f"No report: {reason}"], tables=[])
         else:
             document = report.model_dump(mode="json")
-            figures = [Path(p) for key in ("figure", "comparisons_figure") for p in report.files.get(key, [])]
+            figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
+            if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
+                document["files"] = {key: [f"img/{Path(p).name}" for p in paths]
+                                     for key, paths in report.files.items() if key in FIGURE_KEYS}
             overview = Overview(
                 title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
                 tables=report.views(detail=True),
