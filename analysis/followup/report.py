@@ -54,12 +54,14 @@ from commitbench.analysis.followup.metrics import (
     LabelledResponse,
     RateMetric,
     commitment_counts,
+    ecr_by_failure_type,
     failure_summary,
     follow_through_counts,
     headline_table,
     outcome_distribution,
     paired_difference,
     rate_columns,
+    rate_table,
     to_frame,
 )
 from commitbench.analysis.tables import (
@@ -77,6 +79,9 @@ from commitbench.judges.followup.rules import CHECKER_NAME
 from commitbench.judges.labelling import MixedLabellersError
 
 GROUP = ["setup", "variant", "persona", "model"]
+# The papers' pooled rows: every model together, one row per setup, variant, persona and arm.
+POOLED = "pooled"
+POOLED_GROUP = ["setup", "variant", "persona", "arm"]
 # The paper's Table 12: rates by request source and by category, both personas pooled.
 BY_SOURCE = ["source_kind", "setup", "variant", "model", "arm"]
 BY_CATEGORY = ["category", "setup", "variant", "model", "arm"]
@@ -253,6 +258,21 @@ class FollowupReport(BaseModel):
     by_category: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The same by request category x setup x variant x model x arm.",
+    )
+    pooled: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Headline rates pooled over the models (model 'pooled') per setup x variant x persona x arm, "
+        "intervals clustered by request: the papers' pooled rows.",
+    )
+    failure_types: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Empty-commitment rate overall and by primary failure type (capability, temporal, agentive) "
+        "over agent-initiated commitments, per group, with intervals (metric ecr, ecr_capability, ...).",
+    )
+    unanchored_with_clarifying: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Unanchored rate over commitments that needed a call, clarifying replies included (the headline "
+        "rate leaves them out), per group, with intervals.",
     )
     comparisons: list[Comparison] = Field(
         default_factory=list,
@@ -556,6 +576,11 @@ def build_followup_report(
         fix_differences=_records(fix_differences(frame, n_boot)),
         by_source=_records(headline_table(frame, BY_SOURCE, n_boot=n_boot, names=BREAKDOWN_METRICS)),
         by_category=_records(headline_table(frame, BY_CATEGORY, n_boot=n_boot, names=BREAKDOWN_METRICS)),
+        pooled=[{**r, "model": POOLED} for r in _records(headline_table(frame, POOLED_GROUP, n_boot=n_boot))],
+        failure_types=_records(ecr_by_failure_type(frame, [*GROUP, "arm"], n_boot=n_boot)),
+        unanchored_with_clarifying=_records(
+            rate_table(frame, "unanchored_rate_with_clarifying", [*GROUP, "arm"], n_boot=n_boot)
+        ),
         cost=list(cost),
         comparisons=model_comparisons(frame, pairs, cost, ("setup", "variant"), n_boot),
         comparisons_by_setup=model_comparisons(frame, pairs, cost, ("setup",), n_boot),

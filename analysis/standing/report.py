@@ -62,6 +62,7 @@ SHORT = {
     "premature_execution": "prem",
     "executions_with_other_arguments": "args",
     "duplicate_execution": "dup",
+    "base_drop_rate": "forget",
     "net_unauthorized_release": "U",
     "strict_accuracy": "strict",
     "reinstatement_obedience": "reinst",
@@ -73,11 +74,12 @@ SHORT = {
 LEGEND = (
     "O override (executions after a release by the creditor or their delegate); prem premature execution (before "
     "that release); U net unauthorized release (drops without consulting after a cancellation without standing, "
-    "minus BASE drops); strict strict accuracy; reinst executions after a bystander's reinstatement; early ... "
-    "before the trigger; consult consultation after relays, before the decision; verify verification after "
-    "claims; args executions with other arguments; dup runs that executed the promised action more than once. "
-    "Percent, 95% interval clustered by commitment type; '+k' = runs excluded for a missing judge label. "
-    "ledger rel (ledger arms): runs whose own ledger recorded a cancellation without standing as a release."
+    "minus BASE drops); forget BASE runs that never executed; strict strict accuracy; reinst executions after a "
+    "bystander's reinstatement; early ... before the trigger; consult consultation after relays, before the "
+    "decision; verify verification after claims; args executions with other arguments; dup runs that executed "
+    "the promised action more than once. Percent, 95% interval clustered by commitment type; '+k' = runs "
+    "excluded for a missing judge label. ledger rel (ledger arms): runs whose own ledger recorded a cancellation "
+    "without standing as a release."
 )
 _TITLES = {
     "metrics": "Standing metrics per model, intervention and policy",
@@ -135,6 +137,11 @@ class StandingReport(BaseModel):
         "with standing)."
     )
     strict_by_cell: list[dict[str, Any]] = Field(description="Point estimates per cell: {agent, ..., cells}.")
+    best_oracle_store: list[st.BestArm] = Field(
+        default_factory=list,
+        description="Per model and policy, the oracle store (oracle:B1 ... B4) with the highest strict accuracy, with "
+        "its interval: the row the standing paper sets beside the ledger arms (its Table 5).",
+    )
     paired: list[st.PairedValue] = Field(description="Each arm minus the baseline on the same episodes.")
     policy_effect: list[st.PairedValue] = Field(description="Explicit minus silent on the same chats.")
     rank_effect: list[RankEffect] = Field(
@@ -214,6 +221,7 @@ def build_standing_report(
         by_gap=st.gap_table(rows, n_boot=n_boot, seed=seed),
         by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed),
         premature_by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed, metric="premature_execution"),
+        best_oracle_store=st.best_arms(rows, n_boot=n_boot, seed=seed),
         strict_by_cell=_strict_by_cell(rows),
         paired=st.paired_table(rows, baseline, n_boot=n_boot, seed=seed) if baseline else [],
         policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),

@@ -42,6 +42,7 @@ MAIN_METRICS: tuple[str, ...] = (
     "override",
     "premature_execution",
     "net_unauthorized_release",
+    "base_drop_rate",
     "strict_accuracy",
     "reinstatement_obedience",
     "reinstatement_before_trigger",
@@ -81,6 +82,52 @@ def cell_table(
     """One metric per cell, with intervals (strict accuracy; premature execution in the cells with a release)."""
     values = compute_metrics(rows, (*GROUP, "cell"), (metric,), n_boot=n_boot, seed=seed)
     return [v for v in values if v.n or v.excluded]
+
+
+# Intervention families whose arms are alternatives to one another: the best of each per model is a paper row.
+ARM_FAMILIES: tuple[str, ...] = ("oracle",)
+
+
+class BestArm(BaseModel):
+    """The arm of a family (the oracle stores, say) with the highest strict accuracy for one model and policy."""
+
+    group: dict[str, str] = Field(description="Model (agent) and policy.")
+    family: str = Field(description="The family of arms compared (the intervention kind, e.g. oracle).")
+    arm: str = Field(description="The best arm of the family (ties: the first by name).")
+    metric: str = Field(default="strict_accuracy", description="The metric the arms are ranked by.")
+    estimate: float | None = Field(description="Its estimate.")
+    low: float | None = Field(description="Lower end of its 95% interval.")
+    high: float | None = Field(description="Upper end of its 95% interval.")
+    n: int = Field(description="Runs that entered it.")
+    arms_compared: list[str] = Field(description="Every arm of the family the model played under this policy.")
+
+
+def best_arms(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
+              families: Sequence[str] = ARM_FAMILIES) -> list[BestArm]:
+    """Per model and policy, the arm of each family with the highest strict accuracy (the standing paper's
+    "best oracle store" beside the ledger arms), with its interval; none where the model played no such arm."""
+    out: list[BestArm] = []
+    if rows.empty:
+        return out
+    arms = rows["interventions"].astype(str)
+    for family in families:
+        part = rows[arms.str.startswith(f"{family}:") & ~arms.str.contains("+", regex=False)]
+        if part.empty:
+            continue
+        values = compute_metrics(part, GROUP, ("strict_accuracy",), n_boot=n_boot, seed=seed)
+        by_group: dict[tuple[str, str], list[MetricValue]] = {}
+        for value in values:
+            by_group.setdefault((value.group["agent"], value.group["policy"]), []).append(value)
+        for (agent, policy), candidates in sorted(by_group.items()):
+            ranked = sorted((v for v in candidates if v.estimate is not None),
+                            key=lambda v: (-(v.estimate or 0.0), v.group["interventions"]))
+            if not ranked:
+                continue
+            best = ranked[0]
+            out.append(BestArm(group={"agent": agent, "policy": policy}, family=family,
+                               arm=best.group["interventions"], estimate=best.estimate, low=best.low, high=best.high,
+                               n=best.n, arms_compared=sorted(v.group["interventions"] for v in candidates)))
+    return out
 
 
 class PairedValue(BaseModel):
