@@ -64,6 +64,7 @@ from commitbench.analysis.followup.metrics import (
     rate_table,
     to_frame,
 )
+from commitbench.analysis.paper_tables import PaperIndex
 from commitbench.analysis.tables import (
     ReportFigure,
     ReportTable,
@@ -291,6 +292,9 @@ class FollowupReport(BaseModel):
         default=None, description="The follow-through tables (runs of the follow-through mode only; absent otherwise)."
     )
     files: dict[str, list[str]] = Field(default_factory=dict, description="Files written for the report.")
+    paper_tables: PaperIndex | None = Field(
+        default=None, description="The paper's tables and figures written with --paper-tables, and what each holds."
+    )
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """As pydantic's, without the ``follow_through`` key for a single-turn run (its report is unchanged)."""

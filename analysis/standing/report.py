@@ -39,6 +39,7 @@ from commitbench.analysis.comparisons import (
     comparison_views,
 )
 from commitbench.analysis.cost import CostRow, cost_table
+from commitbench.analysis.paper_tables import PaperIndex
 from commitbench.analysis.standing import tables as st
 from commitbench.analysis.standing.metrics import METRICS, MetricValue, strict_by_cell
 from commitbench.analysis.standing.rank import RankEffect, RankMeasure, rank_effect_table, rank_frame
@@ -137,6 +138,9 @@ class StandingReport(BaseModel):
         "with standing)."
     )
     strict_by_cell: list[dict[str, Any]] = Field(description="Point estimates per cell: {agent, ..., cells}.")
+    paper_tables: PaperIndex | None = Field(
+        default=None, description="The paper's tables and figures written with --paper-tables, and what each holds."
+    )
     best_oracle_store: list[st.BestArm] = Field(
         default_factory=list,
         description="Per model and policy, the oracle store (oracle:B1 ... B4) with the highest strict accuracy, with "

@@ -64,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="standing: commitment types to leave out of every table (post_announcement, as the "
                         "paper's robustness table does: under the paper profile its request lacks the text to post)")
     add_labels_flag(parser)
+    parser.add_argument("--paper-tables", nargs="?", const="", default=None, metavar="DIR",
+                        help="also write every table and figure of the suite's paper, named after it "
+                        "(standing-table8.csv, followup-figure8.png, ...), with an index saying which are written, "
+                        "partly written or not reproducible and why (default DIR: RUN_DIR/report/paper)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.set_defaults(func=_handle)
@@ -72,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
-    leave_out_types: list[str] | None = None, labels_dir: Path | None = None,
+    leave_out_types: list[str] | None = None, labels_dir: Path | None = None, paper_tables: str | None = None,
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
@@ -92,11 +96,13 @@ def print_report(
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     unwritable = unwritable_reason(run_dir)
+    paper_dir = _paper_dir(run_dir, paper_tables, unwritable)
 
     def build(write_files: bool) -> Any:
         options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
                                 write_files=write_files, compare=list(compare or []),
-                                leave_out_types=list(leave_out_types or []), labels_dir=labels_dir_arg(labels_dir))
+                                leave_out_types=list(leave_out_types or []), labels_dir=labels_dir_arg(labels_dir),
+                                paper_tables=paper_dir)
         try:
             return suite.report(run_dir, options)
         except (FileNotFoundError, KeyError, ValueError) as exc:
@@ -119,11 +125,27 @@ def print_report(
     if unwritable is not None:
         print(f"commitbench: {run_dir} is not writable ({unwritable}); results.json and the report files "
               "were not written", file=sys.stderr)
+    index = getattr(report, "paper_tables", None)
+    if index is not None:
+        counts = ", ".join(f"{n} {status}" for status, n in index.counts().items())
+        print(f"paper tables of {index.paper}: {counts} -> {Path(index.out_dir) / 'index.md'}", file=sys.stderr)
     if as_json:
         print_json(document)
     else:
         render(report)
     return 0
+
+
+def _paper_dir(run_dir: Path, given: str | None, unwritable: str | None) -> Path | None:
+    """Where --paper-tables writes: DIR, or RUN_DIR/report/paper (which must then be writable)."""
+    if given is None:
+        return None
+    if given:
+        return Path(given)
+    if unwritable is not None:
+        raise UsageError(f"--paper-tables cannot write into {run_dir} ({unwritable}); give it a directory: "
+                         "--paper-tables DIR")
+    return run_dir / "report" / "paper"
 
 
 def _dumps(document: object) -> str:
@@ -137,4 +159,5 @@ def _handle(args: argparse.Namespace) -> int:
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
         compare=[(a, b) for a, b in args.compare or []], leave_out_types=args.leave_out_types, labels_dir=args.labels,
+        paper_tables=args.paper_tables,
     )

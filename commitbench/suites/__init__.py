@@ -148,6 +148,9 @@ class ReportOptions(BaseModel):
     files_dir: Path | None = Field(
         default=None, description="Where the tables and figures are written (null: RUN/report/)."
     )
+    paper_tables: Path | None = Field(
+        default=None, description="Write the suite's paper's tables and figures (and their index) into this directory."
+    )
     labels_dir: Path | None = Field(
         default=None, description="A directory of labels written by 'commitbench label --out', read before the "
         "run directory's (null: the run directory's only).",

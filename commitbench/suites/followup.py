@@ -14,6 +14,7 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
+from commitbench.analysis.followup.paper import PAPER, followup_paper_tables
 from commitbench.analysis.followup.report import (
     FollowupReport,
     build_followup_report,
@@ -22,6 +23,7 @@ from commitbench.analysis.followup.report import (
     response_frame,
     write_followup_files,
 )
+from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.view.followup import RecordLookup, followup_source
 from commitbench.analysis.view.model import RunSource
 from commitbench.envs import FOLLOWUP_ENV_ID
@@ -181,6 +183,12 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     if options.write_files:
         built.files = write_followup_files(built, frame, options.files_dir or Path(run_dir) / "report",
                                            figure=options.figure)
+    if options.paper_tables is not None:
+        manifest = read_manifest(run_dir)
+        outputs = followup_paper_tables(frame, load_setups(), dict(manifest.prompt_hashes) if manifest else {},
+                                        built.headline, n_boot=options.n_boot, seed=options.seed)
+        built.paper_tables = write_paper_tables(outputs, options.paper_tables, PAPER,
+                                                stamp={"profile": built.profile, "checker": built.checker_kind})
     return built
 
 

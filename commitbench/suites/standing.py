@@ -13,7 +13,9 @@ from pydantic import BaseModel
 from commitbench.agents.chat import ChatAgent
 from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
 from commitbench.analysis.call_errors import CallErrorTally
+from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
+from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view.model import RunSource
@@ -125,6 +127,11 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     if options.write_files:
         built.files = write_standing_files(built, options.files_dir or Path(run_dir) / "report",
                                            figure=options.figure)
+    if options.paper_tables is not None:
+        expected = {e.cell: e.expected for e in episodes_of_run(run_dir).values()}
+        outputs = standing_paper_tables(rows, built, expected, n_boot=options.n_boot, seed=options.seed)
+        built.paper_tables = write_paper_tables(outputs, options.paper_tables, PAPER,
+                                                stamp={"profile": profile, "judge": judge})
     return built
 
 
