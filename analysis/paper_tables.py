@@ -140,9 +140,8 @@ def write_paper_tables(outputs: Sequence[PaperOutput], out_dir: Path, paper: str
     index = PaperIndex(paper=paper, out_dir=str(out_dir), items=items)
     frame = pd.DataFrame([{**i.model_dump(mode="json", exclude={"files"}),
                            "files": ";".join(Path(f).name for f in i.files)} for i in items])
-    frame.to_csv(out_dir / f"{INDEX_FILE}.csv", index=False)
     counts = ", ".join(f"{n} {status}" for status, n in index.counts().items())
-    (out_dir / f"{INDEX_FILE}.md").write_text(
-        f"# {index.view().title}\n\n{counts}. Each file is named after the paper's table or figure; "
-        f"'partly' and 'not reproducible' say what is missing and why.\n\n{index.view().markdown()}", encoding="utf-8")
+    note = (f"{counts}. Each file is named after the paper's table or figure; 'partly' and 'not reproducible' say "
+            "what is missing and why.")
+    write_report_files(out_dir, [ReportTable(INDEX_FILE, frame, index.view())], note)
     return index

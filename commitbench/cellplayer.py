@@ -194,7 +194,7 @@ class CellPlayer:
         privileged player, the privileged channel outermost)."""
         suite = self.config.suite
         services = suite.services(self.play_services())
-        env = apply_interventions(suite.make_env(episodes), cell.arm.stack, services=services)
+        env = apply_interventions(suite.make_env(episodes, self.config.texts), cell.arm.stack, services=services)
         return RevealScriptAnnotations(env) if cell.player.privileged else env
 
     def play_services(self) -> PlayServices:

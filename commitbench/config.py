@@ -50,6 +50,7 @@ from commitbench.modelentry import (
 from commitbench.oracles.registry import InterventionSpec, check_stack
 from commitbench.profiles import Profile
 from commitbench.suites import AnySuite, suite_for_env, suites
+from commitbench.textslots import SuppliedTexts, checked_texts, read_texts
 from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
@@ -230,6 +231,27 @@ class ExperimentConfig(BaseModel):
     seed: int = Field(default=0, strict=True, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
+    texts: SuppliedTexts | None = Field(
+        default=None,
+        description="A YAML file of texts for the slots the papers print word for word (persona prompts, the time "
+        "sentence, stated paragraphs, cards, the rewrite prompt, the release policy and its paraphrases; "
+        "commitbench.textslots). Given as a path; recorded with its digest and texts. Null: the project's wording.",
+    )
+
+    @field_validator("texts", mode="before")
+    @classmethod
+    def _read_texts(cls, value: Any) -> Any:
+        if isinstance(value, str | Path):
+            return read_texts(value)
+        if isinstance(value, dict) and "texts" in value:  # as a manifest records it: checked again
+            return {**value, "texts": checked_texts(value["texts"], str(value.get("source", "texts")))}
+        return value
+
+    @model_validator(mode="after")
+    def _texts_fit(self) -> ExperimentConfig:
+        if self.texts is not None:
+            self.texts.check_profile(suite_for_env(self.env).name, self.profile.value)
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -47,10 +47,12 @@ def run_key(
     episode_id: str,
     sample: int,
     services: Mapping[str, Any] | None = None,
+    texts: str | None = None,
 ) -> str:
     """The key of one cell (see the module doc). ``interventions``: the arm's stack as ``{name, params}``
     objects; ``services``: the identity of each harness service the arm's interventions use (left out of
-    the key when there are none, so arms without services keep the keys they always had)."""
+    the key when there are none, so arms without services keep the keys they always had); ``texts``: the
+    digest of a texts file the run takes texts from (left out without one, likewise)."""
     payload: dict[str, Any] = {
         "agent": agent.model_dump(mode="json"),
         "interventions": [dict(spec) for spec in interventions],
@@ -60,6 +62,8 @@ def run_key(
     }
     if services:
         payload["services"] = dict(services)
+    if texts:
+        payload["texts"] = texts
     return _sha256(canonical_json(payload))
 
 

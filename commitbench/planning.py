@@ -166,7 +166,8 @@ def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell
             stack = arm.identity()
             for episode in episodes:
                 for sample in range(player.repeats):
-                    key = identity.run_key(player.identity, stack, config.env, episode.id, sample, services)
+                    key = identity.run_key(player.identity, stack, config.env, episode.id, sample, services,
+                                           texts=config.texts.sha256 if config.texts else None)
                     cells.append(Cell(key, player, arm, episode.id, sample))
     return cells
 
@@ -202,6 +203,8 @@ def manifest_config(config: ExperimentConfig) -> dict[str, Any]:
     """The config as a manifest records it: validated, as JSON, the user-info of every URL replaced
     (hash it with :func:`commitbench.identity.config_hash`)."""
     data: dict[str, Any] = redacted_json(config.model_dump(mode="json"))
+    if data.get("texts") is None:  # a run without a texts file keeps the config hash it always had
+        data.pop("texts", None)
     return data
 
 

@@ -33,6 +33,7 @@ import gymnasium as gym
 
 from commitbench.envs.common import PRIVILEGED_KEY
 from commitbench.extras import EnvExtras, add_extras, extras_of
+from commitbench.textslots import SuppliedTexts
 
 
 class InterventionError(ValueError):
@@ -43,6 +44,13 @@ class InterventionError(ValueError):
 def prompt_text(filename: str) -> str:
     """A text shipped in ``oracles/prompts`` (trailing whitespace removed)."""
     return resources.files("commitbench.oracles").joinpath("prompts", filename).read_text(encoding="utf-8").rstrip()
+
+
+def supplied_texts(env: gym.Env[Any, Any]) -> SuppliedTexts | None:
+    """The texts the environment under an intervention was given for the papers' slots (None: the project's
+    wording; :mod:`commitbench.textslots`)."""
+    texts = getattr(env.unwrapped, "texts", None)
+    return texts if isinstance(texts, SuppliedTexts) else None
 
 
 def text_hash(*texts: str) -> str:

@@ -41,6 +41,7 @@ BOTTOM = (
     "commitbench.textscan",
     "commitbench.bounds",
     "commitbench.calendar_words",
+    "commitbench.textslots",
     "commitbench.httpread",
     "commitbench.callerrors",
     "commitbench.secrets",

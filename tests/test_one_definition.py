@@ -142,7 +142,8 @@ def test_no_second_markdown_renderer_or_interval_format_appears() -> None:
 
 def test_both_suites_reports_are_clients_of_the_shared_writer_and_formats() -> None:
     reports = ["commitbench.analysis.followup.report", "commitbench.analysis.standing.report"]
-    assert _callers("write_report_files") == reports
+    # The papers' tables are written through it too.
+    assert _callers("write_report_files") == sorted([*reports, "commitbench.analysis.paper_tables"])
     assert set(reports) | {"commitbench.analysis.comparisons"} <= set(_callers("interval_text"))
     assert set(reports) <= set(_callers("percent"))
     # The percentile interval: every bootstrap's, and the prevalence estimate's strata combined.

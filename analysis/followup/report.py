@@ -240,6 +240,10 @@ class FollowupReport(BaseModel):
     title: str = Field(default="", description="Title naming the kind of checker whose labels the tables use.")
     judge: str = Field(description="The checker whose labels the tables use.")
     checker_kind: str = Field(description="'offline baseline checker' or 'LLM checker'.")
+    texts: str = Field(
+        default="", description="The file the paper's texts came from, or under the paper profile without one, "
+        "that they are the project's wording ('' otherwise)."
+    )
     profile: str = Field(
         default="commitbench",
         description="The run's profile (paper or commitbench), with any option set apart from it; see "
@@ -320,6 +324,7 @@ class FollowupReport(BaseModel):
         lines = [
             f"{self.title}: {self.responses} labelled responses, profile {self.profile}, labels by {self.judge}, "
             f"{self.n_boot} bootstrap replicates",
+            *([f"texts: {self.texts}"] if self.texts else []),
             f"judge errors (left out): {self.judge_errors}",
             *call_error_lines(self.call_errors),
             *(f"flag: {flag}" for flag in comparison_flags(self.comparisons)),
@@ -562,7 +567,7 @@ def follow_through_section(frame: pd.DataFrame, n_boot: int = 1000) -> FollowThr
 def build_followup_report(
     rows: Sequence[LabelledResponse] | pd.DataFrame, errors: int, run_dir: Path | str, judge: str, checker_kind: str,
     n_boot: int = 1000, pairs: Sequence[ModelPair] = (), cost: Sequence[CostRow] = (), profile: str = "commitbench",
-    call_errors: Sequence[CallErrorRow] = (),
+    call_errors: Sequence[CallErrorRow] = (), texts: str = "",
 ) -> FollowupReport:
     """Every table of the labelled responses, or of their frame (:func:`to_frame`, :func:`response_frame`) (pure)."""
     if n_boot < 1:
@@ -574,7 +579,7 @@ def build_followup_report(
         raise ValueError("; ".join(reasons))
     return FollowupReport(
         title=report_title(checker_kind), run_dir=str(run_dir), judge=judge, checker_kind=checker_kind,
-        profile=profile, responses=len(frame), judge_errors=errors,
+        profile=profile, texts=texts, responses=len(frame), judge_errors=errors,
         n_boot=n_boot, outcomes=_records(outcome_table(frame, n_boot)),
         headline=_records(headline_table(frame, [*GROUP, "arm"], n_boot=n_boot)),
         fix_differences=_records(fix_differences(frame, n_boot)),

@@ -115,6 +115,10 @@ class StandingReport(BaseModel):
     judge_kind: str = Field(
         default="", description="'offline baseline judge' for the rule judge's labels, 'LLM judge' for an LLM's."
     )
+    texts: str = Field(
+        default="", description="The file the papers' texts came from, or under the paper profile without one, "
+        "that they are the project's wording ('' otherwise)."
+    )
     profile: str = Field(
         default="commitbench",
         description="The run's profile (paper or commitbench), with any option set apart from it; see "
@@ -196,14 +200,15 @@ class StandingReport(BaseModel):
             f"judge errors: {self.judge_errors} messages in {self.runs_with_judge_errors} runs "
             f"(excluded where a grade needs them)   tool errors: {self.tool_errors}"
         )
-        return [head, LEGEND, tail, *call_error_lines(self.call_errors),
+        texts = [f"texts: {self.texts}"] if self.texts else []
+        return [head, *texts, LEGEND, tail, *call_error_lines(self.call_errors),
                 *(f"flag: {flag}" for flag in comparison_flags(self.comparisons))]
 
 
 def build_standing_report(
     rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, pairs: list[ModelPair] | None = None, profile: str = "commitbench",
-    call_errors: list[CallErrorRow] | None = None,
+    call_errors: list[CallErrorRow] | None = None, texts: str = "",
 ) -> StandingReport:
     """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
     if n_boot < 1:
@@ -216,7 +221,8 @@ def build_standing_report(
     elif baseline not in arms:
         raise ValueError(f"baseline {baseline!r} is not an intervention arm of this run; arms: {', '.join(arms)}")
     return StandingReport(
-        run_dir=str(run_dir), judge=judge, judge_kind=judge_kind(judge), profile=profile, runs=len(rows), n_boot=n_boot,
+        run_dir=str(run_dir), judge=judge, judge_kind=judge_kind(judge), texts=texts, profile=profile, runs=len(rows),
+        n_boot=n_boot,
         seed=seed, arms=arms,
         agents=sorted(set(rows["agent"])), baseline=baseline,
         judge_errors=int(rows["judge_errors"].sum()), runs_with_judge_errors=int((rows["judge_errors"] > 0).sum()),

@@ -61,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--replay", action="store_true", help="same as --cache-mode replay_only")
     parser.add_argument("--force", action="store_true", help="allow a run directory that holds another experiment")
+    parser.add_argument("--texts", type=Path, default=None, metavar="FILE",
+                        help="a YAML file of texts for the slots the papers print word for word (persona prompts, the "
+                        "time sentence, stated paragraphs, cards, the rewrite prompt, the release policy and its "
+                        "paraphrases): they replace the project's wording (docs/validity.md lists the slots)")
     parser.add_argument(
         "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
         help="play the cells on Ray actors (the [ray] extra): on the cluster at ADDRESS, or on a local Ray "
@@ -203,6 +207,16 @@ def build_config(args: argparse.Namespace) -> Any:
             mode=CacheMode(mode) if mode is not None else cache.mode,
         )
     update: dict[str, Any] = {"cache": cache}
+    if args.texts is not None:
+        from pydantic import ValidationError
+
+        from commitbench.config import ExperimentConfig
+
+        try:
+            config = ExperimentConfig.model_validate({**config.model_dump(mode="json"), "texts": str(args.texts)})
+        except ValidationError as exc:
+            problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+            raise UsageError(f"--texts: {problems}") from None
     if args.concurrency is not None:
         from commitbench.modelentry import MAX_CONCURRENCY
 

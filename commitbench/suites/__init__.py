@@ -57,6 +57,7 @@ from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.modelentry import ModelEntry
+from commitbench.textslots import SuppliedTexts
 
 __all__ = [
     "AnnotationKit",
@@ -209,7 +210,7 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     env_id: str
     selection: type[SelectionT]
     select: Callable[[SelectionT], Sequence[EpisodeT]]
-    make_env: Callable[[Sequence[EpisodeT]], gym.Env[Any, Any]]
+    make_env: Callable[[Sequence[EpisodeT], SuppliedTexts | None], gym.Env[Any, Any]]  # episodes, texts -> env
     label_record: type[RecordT]
     labeller: LabellerFactory
     labeller_version: Callable[[str], tuple[str, bool]]

@@ -81,6 +81,22 @@ def stored_labels(
     return out
 
 
+def texts_note(run_dir: Path | str) -> str:
+    """What a report says of the run's texts: the file it took the papers' texts from, or, under the paper profile
+    without one, that the texts the paper prints are the project's wording ('' otherwise)."""
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return ""
+    texts = manifest.config.get("texts")
+    if isinstance(texts, dict) and texts.get("sha256"):
+        slots = ", ".join(sorted(texts.get("texts") or {}))
+        return f"texts from {texts.get('source', 'a file')} (sha256 {str(texts['sha256'])[:12]}): {slots}"
+    if manifest.config.get("profile") == "paper":
+        return ("the texts the paper prints word for word are the project's wording (no texts file: "
+                "docs/validity.md, text slots)")
+    return ""
+
+
 def hash_tree(root: Path) -> str:
     """sha256 over the relative paths and bytes of every file below ``root`` (a data version)."""
     digest = hashlib.sha256()

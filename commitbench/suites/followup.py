@@ -51,7 +51,8 @@ from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels, texts_note
+from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
 NAME = "followup"
@@ -66,8 +67,9 @@ def select(selection: FollowupSelection) -> list[FollowUpEpisode]:
     return selection.select()
 
 
-def make_env(episodes: Sequence[FollowUpEpisode]) -> gym.Env[Any, Any]:
-    return gym.make(FOLLOWUP_ENV_ID, episodes=episodes, max_tool_calls=MAX_TOOL_CALLS, disable_env_checker=True)
+def make_env(episodes: Sequence[FollowUpEpisode], texts: SuppliedTexts | None = None) -> gym.Env[Any, Any]:
+    return gym.make(FOLLOWUP_ENV_ID, episodes=episodes, max_tool_calls=MAX_TOOL_CALLS, texts=texts,
+                    disable_env_checker=True)
 
 
 class OfflineFlagger:
@@ -179,7 +181,8 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     players = sorted(set(frame["model"]))
     pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
     built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
-                                  profile=profile_of(run_dir), call_errors=call_errors.rows())
+                                  profile=profile_of(run_dir), call_errors=call_errors.rows(),
+                                  texts=texts_note(run_dir))
     if options.write_files:
         built.files = write_followup_files(built, frame, options.files_dir or Path(run_dir) / "report",
                                            figure=options.figure)

@@ -34,7 +34,8 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.llm import ModelClient
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels
+from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels, texts_note
+from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace, iter_latest_traces
 
 NAME = "standing"
@@ -75,8 +76,8 @@ def set_version(selection: StandingSelection) -> str:
     return episode_set_version(selection.data or DEFAULT_DATA_DIR)
 
 
-def make_env(episodes: Sequence[Episode]) -> gym.Env[Any, Any]:
-    return gym.make(STANDING_ENV_ID, episodes=episodes, disable_env_checker=True)
+def make_env(episodes: Sequence[Episode], texts: SuppliedTexts | None = None) -> gym.Env[Any, Any]:
+    return gym.make(STANDING_ENV_ID, episodes=episodes, texts=texts, disable_env_checker=True)
 
 
 def labeller(
@@ -123,7 +124,7 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     pairs = model_pairs(run_dir, options.compare, players, arms)
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
                                   baseline=options.baseline, pairs=pairs, profile=profile,
-                                  call_errors=call_errors.rows())
+                                  call_errors=call_errors.rows(), texts=texts_note(run_dir))
     if options.write_files:
         built.files = write_standing_files(built, options.files_dir or Path(run_dir) / "report",
                                            figure=options.figure)

@@ -61,6 +61,7 @@ from commitbench.episodes.followup.tools import bind_tools
 from commitbench.episodes.followup.vocabulary import Doability, SetupId, Variant
 from commitbench.extras import EnvExtras, extras_of
 from commitbench.protocol import ActionKind, Event, EventKind, parse_action
+from commitbench.textslots import SuppliedTexts
 from commitbench.tools import Tool, Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
 
@@ -99,12 +100,15 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         max_tool_calls: int = 10,
         episodes: Sequence[FollowUpEpisode] | None = None,
         profile: str = "commitbench",
+        texts: SuppliedTexts | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if max_tool_calls < 1:
             raise ValueError("max_tool_calls must be at least 1")
         self.suite = suite or load_setups()
+        # Texts supplied for the slots the paper prints (persona, stated paragraph, time; the fixes read theirs here).
+        self.texts = texts
         if episodes is not None:
             self.pool = list(episodes)
         else:
@@ -164,7 +168,8 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
         self._calls = 0
         self._done = False
         self._t0 = time.perf_counter()
-        own = self.suite.system_prompt(ep.setup, ep.persona, self.variant, event_sentence=_event_sentence(ep))
+        own = self.suite.system_prompt(ep.setup, ep.persona, self.variant, event_sentence=_event_sentence(ep),
+                                       texts=self.texts)
         prompt = compose_system_prompt(own, [], extras.sections, ep, full=own)
         factors = ep.factors()
         factors["variant"] = self.variant.value
@@ -277,7 +282,7 @@ class FollowUpEnv(gym.Env[dict[str, Any], str]):
             session = self.episode.request.second_session
             assert session is not None
             prompt = self.suite.system_prompt(self.episode.setup, self.episode.persona, self.variant, now=session.at,
-                                              event_sentence=_event_sentence(self.episode))
+                                              event_sentence=_event_sentence(self.episode), texts=self.texts)
             prompt = compose_system_prompt(prompt, [], self._extras.sections, self.episode, full=prompt)
             events.append(Event(kind=EventKind.SYSTEM, step=index, text=prompt))
             tools_changed = True

@@ -65,10 +65,16 @@ from commitbench.episodes.standing.episode import (
     ScriptMessage,
 )
 from commitbench.episodes.standing.outcome import action_outcome_correct
-from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, own_policy_paragraph, prompt_without_policy
+from commitbench.episodes.standing.prompts import (
+    POLICY_PARAGRAPH,
+    own_policy_paragraph,
+    prompt_without_policy,
+    supplies_policy,
+)
 from commitbench.episodes.standing.selection import select_episodes
 from commitbench.extras import EnvExtras, extras_of
 from commitbench.protocol import ActionKind, Event, EventKind, parse_action
+from commitbench.textslots import SuppliedTexts
 from commitbench.tools import Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
 
@@ -95,7 +101,10 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         max_calls_per_turn: int = 8,
         profile: str = "commitbench",
         creditor_replies: str | None = None,
+        texts: SuppliedTexts | None = None,
     ) -> None:
+        # Texts supplied for the slots the paper prints (the release policy; its paraphrases are the policy arm's).
+        self.texts = texts
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if episodes is None:
@@ -154,13 +163,11 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._done = False
         self._started = time.time()
         self._t0 = time.perf_counter()
-        prompt = compose_system_prompt(
-            prompt_without_policy(ep) if extras.sections else ep.system_prompt,
-            [(POLICY_PARAGRAPH, own_policy_paragraph(ep))],
-            extras.sections,
-            ep,
-            full=ep.system_prompt,
-        )
+        supplied = supplies_policy(ep, self.texts)  # a texts file gives the paper's policy in its own words
+        head = prompt_without_policy(ep) if extras.sections or supplied else ep.system_prompt
+        paragraph = own_policy_paragraph(ep, self.texts)
+        full = "\n\n".join(p for p in (head, paragraph) if p) if supplied else ep.system_prompt
+        prompt = compose_system_prompt(head, [(POLICY_PARAGRAPH, paragraph)], extras.sections, ep, full=full)
         self.trace = EpisodeTrace(
             env_id=STANDING_ENV_ID,
             episode_id=ep.id,

@@ -28,6 +28,7 @@ from commitbench.episodes.followup.vocabulary import (
     Variant,
 )
 from commitbench.protocol import ToolSpec
+from commitbench.textslots import SuppliedTexts
 from commitbench.yamlfile import YamlError, parse_yaml, read_yaml
 
 SETUPS_RESOURCE = "data/followup/setups.yaml"
@@ -296,18 +297,20 @@ class SuiteSetups(BaseModel):
 
     def system_prompt(
         self, setup: SetupId, persona: Persona, variant: Variant, now: datetime | None = None,
-        event_sentence: bool = True,
+        event_sentence: bool = True, texts: SuppliedTexts | None = None,
     ) -> str:
         """Persona, then (stated variant only) the persistence paragraph, then the current time.
 
         The order keeps the part shared by most prompts first, for server-side prefix caching. ``now`` is
         the fixed current time unless a later session of a follow-through episode gives its own;
         ``event_sentence`` is the profile's choice of the paragraph's facts (see :meth:`stated_paragraph`).
+        ``texts`` supplies any of the three in other words (:mod:`commitbench.textslots`).
         """
-        parts = [self.persona_prompt(persona)]
+        supplied = texts.get if texts is not None else (lambda slot: None)
+        parts = [supplied(f"followup.persona.{persona.value}") or self.persona_prompt(persona)]
         if variant is Variant.STATED:
-            parts.append(self.stated_paragraph(setup, event_sentence))
-        parts.append(current_time_sentence(now or self.current_time))
+            parts.append(supplied(f"followup.stated.{setup.value}") or self.stated_paragraph(setup, event_sentence))
+        parts.append(current_time_sentence(now or self.current_time, texts))
         return "\n\n".join(parts)
 
 
@@ -317,7 +320,13 @@ def _join_or(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def current_time_sentence(now: datetime) -> str:
+def current_time_sentence(now: datetime, texts: SuppliedTexts | None = None) -> str:
+    """The sentence that ends the system prompt with the current time (in other words when ``texts`` has them)."""
+    if texts is not None:
+        supplied = texts.render("followup.time_sentence", weekday=f"{now:%A}", day=now.day, month=f"{now:%B}",
+                                year=now.year, time=f"{now:%H:%M}")
+        if supplied is not None:
+            return supplied
     return f"It is now {now:%A}, {now.day} {now:%B %Y}, {now:%H:%M} in the user's time zone."
 
 

@@ -9,13 +9,31 @@ so the environment needs the two parts.
 from __future__ import annotations
 
 from commitbench.episodes.standing.episode import Episode, Policy
+from commitbench.episodes.standing.spec import PolicyWording
+from commitbench.textslots import SuppliedTexts
 
 POLICY_PARAGRAPH = "policy"
+RELEASE_POLICY_SLOT = "standing.release_policy"
 
 
-def own_policy_paragraph(episode: Episode) -> str:
+def explicit_policy(episode: Episode, texts: SuppliedTexts | None = None) -> str:
+    """The explicit release policy in the episode's wording: the text supplied for the paper's paragraph (slot
+    standing.release_policy) on an episode of the paper profile, when ``texts`` has one; else the episode's own."""
+    if texts is not None and episode.policy_wording is PolicyWording.PAPER:
+        supplied = texts.get(RELEASE_POLICY_SLOT)
+        if supplied is not None:
+            return supplied
+    return episode.explicit_policy
+
+
+def own_policy_paragraph(episode: Episode, texts: SuppliedTexts | None = None) -> str:
     """The policy paragraph the episode itself shows ('' when silent)."""
-    return episode.explicit_policy if episode.policy is Policy.EXPLICIT else ""
+    return explicit_policy(episode, texts) if episode.policy is Policy.EXPLICIT else ""
+
+
+def supplies_policy(episode: Episode, texts: SuppliedTexts | None) -> bool:
+    """Whether ``texts`` changes the episode's own policy paragraph."""
+    return own_policy_paragraph(episode, texts) != own_policy_paragraph(episode)
 
 
 def prompt_without_policy(episode: Episode) -> str:

@@ -46,9 +46,11 @@ from commitbench.oracles.base import (
     compose_context,
     intervention_stack,
     prompt_text,
+    supplied_texts,
     text_hash,
 )
 from commitbench.protocol import ActionKind, Event, EventKind, Revision, ToolCallRecord, parse_action, reply
+from commitbench.textslots import SuppliedTexts
 from commitbench.traces import ModelCallRecord
 
 REWRITE_KIND = "rewritten"
@@ -130,8 +132,8 @@ class CapabilityCard(Intervention):
         super().__init__(env)
 
     def card_for(self, episode: Any) -> str:
-        """The card of an episode's setup."""
-        return self.render_for_setup(episode.setup)
+        """The card of an episode's setup (the environment's supplied text for it, when it has one)."""
+        return render_capability_card_for(self.suite, _setup_id(episode.setup), supplied_texts(self))
 
 
     def extras(self) -> EnvExtras:
@@ -191,9 +193,11 @@ def tool_activity(calls: Sequence[ToolCallRecord]) -> str:
     return "\n".join(lines)
 
 
-def rewrite_prompt(card: str, draft: ReplyDraft) -> str:
-    """The rewrite prompt for one flagged draft (the paper's inputs, the project's wording)."""
-    return Template(prompt_text(REWRITE_PROMPT)).substitute(
+def rewrite_prompt(card: str, draft: ReplyDraft, texts: SuppliedTexts | None = None) -> str:
+    """The rewrite prompt for one flagged draft (the paper's inputs, the project's wording unless ``texts`` supplies
+    the slot followup.rewrite_prompt)."""
+    template = (texts.get("followup.rewrite_prompt") if texts is not None else None) or prompt_text(REWRITE_PROMPT)
+    return Template(template).substitute(
         card=card, user_message=draft.user_message, tool_activity=tool_activity(draft.calls), draft=draft.reply
     )
 
@@ -291,8 +295,9 @@ class DetectAndRewrite(Intervention):
             if verdict.flagged:
                 self._original = act.text
                 self._flagged_by = verdict.checker
-                card = render_capability_card_for(self.suite, str(self._factors.get("setup", "")))
-                prompt = rewrite_prompt(card, self._draft(act.text))
+                texts = supplied_texts(self)
+                card = render_capability_card_for(self.suite, str(self._factors.get("setup", "")), texts)
+                prompt = rewrite_prompt(card, self._draft(act.text), texts)
                 request = Event(kind=EventKind.REVISION_REQUEST, step=0, text=prompt)
                 info = {k: v for k, v in self._last_info.items() if k != PRIVILEGED_KEY}
                 obs = observation([request], context=self._context())
@@ -307,10 +312,19 @@ class DetectAndRewrite(Intervention):
         return compose_context(intervention_stack(self))
 
 
-def render_capability_card_for(suite: SuiteSetups, setup: str) -> str:
-    """The capability card of a setup (by id), as fix A shows it and the rewriter reads it."""
+def render_capability_card_for(suite: SuiteSetups, setup: str, texts: SuppliedTexts | None = None) -> str:
+    """The capability card of a setup (by id), as fix A shows it and the rewriter reads it (the text supplied for
+    the slot followup.card.<setup>, when ``texts`` has one)."""
+    supplied = texts.get(f"followup.card.{setup}") if texts is not None else None
+    if supplied is not None:
+        return supplied
     affordances = suite.affordances(SetupId(setup))
     return render_capability_card(affordances.properties, affordances.enabling_tools)
+
+
+def _setup_id(setup: Any) -> str:
+    return str(getattr(setup, "value", setup))
+
 
 
 def _no_params(name: str, params: Mapping[str, Any]) -> None:

@@ -33,10 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH
+from commitbench.episodes.standing.prompts import POLICY_PARAGRAPH, explicit_policy
 from commitbench.episodes.standing.spec import PolicyWording
 from commitbench.extras import EnvExtras, PromptSection
-from commitbench.oracles.base import Intervention, InterventionError, prompt_text, text_hash
+from commitbench.oracles.base import Intervention, InterventionError, prompt_text, supplied_texts, text_hash
+from commitbench.textslots import SuppliedTexts
 from commitbench.yamlfile import YamlError, parse_yaml
 
 POLICY_TEXTS: tuple[str, ...] = ("explicit", "paraphrase-1", "paraphrase-2", "silent")
@@ -133,18 +134,22 @@ def paraphrases() -> dict[str, ParaphraseWordings]:
     return read_paraphrases(prompt_text(PARAPHRASE_FILE))
 
 
-def policy_paragraph(text: str, episode: Episode | None = None) -> str:
+def policy_paragraph(text: str, episode: Episode | None = None, texts: SuppliedTexts | None = None) -> str:
     """The paragraph shown for a policy wording ('' for silent), in the wording of the episode's profile
-    (without an episode: the project's)."""
+    (without an episode: the project's); on an episode of the paper profile, the text ``texts`` supplies for the
+    wording's slot (standing.release_policy, standing.policy_paraphrase_1, ...), when it has one."""
     if text == "explicit":
         if episode is None:
             raise InterventionError("the explicit wording is the episode's own (its profile's): pass the episode")
-        return episode.explicit_policy
+        return explicit_policy(episode, texts)
     if text == "silent":
         return ""
     found = paraphrases().get(text)
     if found is not None:
-        return found.text(episode.policy_wording if episode is not None else PolicyWording.COMMITBENCH)
+        wording = episode.policy_wording if episode is not None else PolicyWording.COMMITBENCH
+        slot = f"standing.policy_{text.replace('-', '_')}"
+        supplied = texts.get(slot) if texts is not None and wording is PolicyWording.PAPER else None
+        return supplied or found.text(wording)
     raise InterventionError(f"unknown policy wording {text!r}; choose one of {', '.join(POLICY_TEXTS)}")
 
 
@@ -166,19 +171,22 @@ class ReleasePolicy(Intervention):
     def param(self) -> str:
         return self.text
 
+    def _paragraph(self, episode: Episode) -> str:
+        """This arm's wording for one episode (a supplied text of the papers' slots where the run has one)."""
+        return policy_paragraph(self.text, episode, supplied_texts(self))
+
     def extras(self) -> EnvExtras:
         if self.text == "explicit":  # the episode's own wording (its profile's), whatever its policy factor
-            section = PromptSection(source=self.name, order=self.order, render=_episode_policy,
+            section = PromptSection(source=self.name, order=self.order, render=self._paragraph,
                                     replaces=POLICY_PARAGRAPH)
             identity = text_hash("explicit: the episode's own wording")
         elif self.text == "silent":
             section = PromptSection(source=self.name, order=self.order, text="", replaces=POLICY_PARAGRAPH)
             identity = text_hash("")
         else:  # a paraphrase, in the wording of the episode's profile
-            text = self.text
-            section = PromptSection(source=self.name, order=self.order,
-                                    render=lambda episode: policy_paragraph(text, episode), replaces=POLICY_PARAGRAPH)
-            identity = text_hash(*(paraphrases()[text].text(wording) for wording in PolicyWording))
+            section = PromptSection(source=self.name, order=self.order, render=self._paragraph,
+                                    replaces=POLICY_PARAGRAPH)
+            identity = text_hash(*(paraphrases()[self.text].text(wording) for wording in PolicyWording))
         return EnvExtras(
             sections=(section,),
             factors={"policy_shown": "silent" if self.text == "silent" else "explicit", "policy_text": self.text},
@@ -186,5 +194,4 @@ class ReleasePolicy(Intervention):
         )
 
 
-def _episode_policy(episode: Episode) -> str:
-    return policy_paragraph("explicit", episode)
+
