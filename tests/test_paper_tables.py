@@ -141,3 +141,21 @@ def test_paper_tables_of_an_inspect_log_directory(tmp_path: Path, mock_server: M
     directory = tmp_path / "logs-commitbench" / "report" / "paper"
     index = check_index(directory, STANDING_ITEMS)
     assert index["standing-table8"]["status"] in ("written", "partly")
+
+
+@pytest.mark.slow
+def test_followup_paper_tables_of_an_inspect_log_directory(tmp_path: Path, mock_server: MockServer,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from _inspect_fixtures import followup_responder, inspect_run
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused-by-the-mock")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    mock_server.set_responder(followup_responder)
+    log = inspect_run(mock_server, "commitbench/followup", {"setups": ["C0", "C2"]}, tmp_path / "logs", limit=8)
+    assert log.status == "success"
+    report(tmp_path / "logs", capsys)
+    index = check_index(tmp_path / "logs-commitbench" / "report" / "paper", FOLLOWUP_ITEMS)
+    assert index["followup-table13"]["status"] == "written"
+    assert index["followup-figure5"]["status"] == "not reproducible"
