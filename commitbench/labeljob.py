@@ -27,8 +27,8 @@ from commitbench.judges.labelling import (
     pin_judge_settings,
 )
 from commitbench.llm import ModelClient
-from commitbench.planning import run_suite
 from commitbench.rundir import read_manifest
+from commitbench.rundir.reader import run_suite
 from commitbench.traces import latest_traces
 
 

@@ -19,7 +19,10 @@ it, or whole runs of it. The merged directory holds:
   merged cache (and its replay would diverge), so that trace is left out too, and its cell is
   played again, from the cache, by the next ``run``;
 * ``manifest.json``: the experiment's manifest (its cells and cells hash are the whole config's, so
-  ``commitbench run CONFIG --out MERGED`` resumes it), with every source's invocations.
+  ``commitbench run CONFIG --out MERGED`` resumes it), with every source's invocations;
+* ``cells.jsonl``: the cell table (:mod:`commitbench.rundir.cells`), the sources' tables joined. The
+  sources' cells come from their tables, so a merge imports no player and expands no config (a source
+  written before tables has its config expanded: :func:`commitbench.rundir.reader.directory_cells`).
 
 Labels are not merged: ``commitbench label`` labels the merged directory again (from the cache,
 for an LLM judge whose calls the sources' caches hold). A merge that fails (a damaged cache, a trace
@@ -39,13 +42,6 @@ from pydantic import BaseModel, Field
 from commitbench import identity
 from commitbench.cache import CacheError, CacheMode, CallCache
 from commitbench.jsonl import append_lines, iter_lines
-from commitbench.planning import (
-    cell_facts,
-    config_of_manifest,
-    expand_cells,
-    experiment_cells,
-    select_config_episodes,
-)
 from commitbench.runcells import CellFacts, TraceRow, iter_trace_rows
 from commitbench.rundir import (
     LOCK_FILE,
@@ -56,13 +52,16 @@ from commitbench.rundir import (
     read_manifest,
     write_manifest,
 )
+from commitbench.rundir.cells import CELLS_FILE, CellTable, CellTableError, write_cell_table
+from commitbench.rundir.reader import directory_cells
+from commitbench.suites import get_suite
 from commitbench.traces import TRACES_FILE, TraceFileError
 
 __all__ = ["MergeError", "MergeSummary", "merge_runs"]
 
 CACHE_FILE = "cache.sqlite"
 # What a merge writes into its (empty) target, removed again when it fails.
-_WRITTEN = (CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm", TRACES_FILE, MANIFEST_FILE)
+_WRITTEN = (CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm", TRACES_FILE, MANIFEST_FILE, CELLS_FILE)
 # What must agree for two run directories to hold the same experiment.
 _SAME_EXPERIMENT = ("name", "suite", "players", "interventions", "samples", "episode_set_version", "prompt_hashes")
 _BATCH = 256
@@ -138,11 +137,20 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
             raise MergeError(f"{path} holds another experiment than {paths[0]} (they differ in {', '.join(differ)})")
     if out.exists() and any(out.iterdir()):
         raise MergeError(f"{out} is not empty; merge into a new directory")
+    suite = get_suite(manifests[0].suite)
+    selection = suite.selection.model_validate(manifests[0].config.get("episodes") or {})
+    suite.check_set_version(manifests[0].episode_set_version, paths[0], selection)
     config_data = dict(manifests[0].config)
     config_data["cache"] = {**(config_data.get("cache") or {}), "path": None}
-    config = config_of_manifest(config_data)
-    cells = expand_cells(config, select_config_episodes(config))
-    known = {**experiment_cells(manifests[0], skip_config=True), **cell_facts(config, cells)}
+    table = CellTable((), ())
+    for path, manifest in zip(paths, manifests, strict=True):
+        try:
+            table = table.union(directory_cells(path, manifest))
+        except (CellTableError, ValueError) as exc:
+            raise MergeError(str(exc)) from None
+    table = table.of_shard(None)  # the merged directory holds every shard
+    cells = table.current_keys()
+    known = table.facts()
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -152,7 +160,9 @@ def merge_runs(out_dir: Path | str, sources: Sequence[Path | str]) -> MergeSumma
     try:
         with _writes_to(out), directory_lock(out):
             try:
-                return _merge_locked(out, paths, manifests, config_data, cells, known)
+                summary = _merge_locked(out, paths, manifests, config_data, cells, known)
+                write_cell_table(out, table)
+                return summary
             except CacheError as exc:
                 failed = True
                 raise MergeError(str(exc)) from None
@@ -182,7 +192,7 @@ def _writes_to(out: Path) -> Iterator[None]:
 
 
 def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], config_data: dict[str, Any],
-                  cells: list[Any], known: Mapping[str, CellFacts]) -> MergeSummary:
+                  cells: list[str], known: Mapping[str, CellFacts]) -> MergeSummary:
     # The caches first: which calls were answered differently, and whose answer the merged cache keeps.
     losing: list[set[str]] = [set() for _ in paths]  # per source: cache keys whose answer lost
     cache = CallCache(out / CACHE_FILE, CacheMode.READ_WRITE, run_id=uuid.uuid4().hex)
@@ -227,7 +237,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
         if batch:
             append_lines(target, batch)
         by_source[str(path)] = len(wanted)
-    done = sum(1 for c in cells if c.run_key in taken)
+    done = sum(1 for key in cells if key in taken)
     status = RunStatus.COMPLETE if done == len(cells) else RunStatus.INCOMPLETE
     base = manifests[0]
     merged = base.model_copy(
@@ -237,7 +247,7 @@ def _merge_locked(out: Path, paths: list[Path], manifests: list[RunManifest], co
             "message": "merged from " + ", ".join(str(p) for p in paths),
             "config": config_data,
             "config_hash": identity.config_hash(config_data),
-            "cells_hash": identity.cells_hash(c.run_key for c in cells),
+            "cells_hash": identity.cells_hash(cells),
             "cells_total": len(cells),
             "cells_done": done,
             "started_at": min(m.started_at for m in manifests),

@@ -1,9 +1,11 @@
-"""What a config plays: its players, its cells, the plan of ``run --dry-run``, and the suite of a run directory.
+"""What a config plays: its players, its cells and their table, and the plan of ``run --dry-run``.
 
 A *cell* is (player, intervention arm, episode, sample); its run key is
 :func:`commitbench.identity.run_key`. Expansion is deterministic (player, arm, episode, sample, in
-config order), so every process that expands a config (a resumed run, a shard, a Ray worker, a
-merge) finds the same cells.
+config order), so every process that expands a config (a resumed run, a shard, a Ray worker) finds the
+same cells. Only playing expands a config: a run writes its cells into the directory's cell table
+(:func:`cell_table`, :mod:`commitbench.rundir.cells`), and every verb that reads a finished run reads
+that (:mod:`commitbench.rundir.reader`), without importing a player.
 """
 
 from __future__ import annotations
@@ -18,37 +20,39 @@ from pydantic import BaseModel, Field
 from commitbench import identity
 from commitbench.agents.base import Agent
 from commitbench.agents.chat import RENDER_HASH, chat_identity
-from commitbench.agents.custom import custom_identity, is_agent_path, load_agent_class, new_agent
+from commitbench.agents.custom import (
+    custom_identity,
+    is_agent_path,
+    load_agent_class,
+    model_player_identity,
+    new_agent,
+    uses_harness_model,
+)
 from commitbench.agents.local_model import DEFAULT_ALIAS
+from commitbench.agents.registry import find_agent
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, JudgeConfig
 from commitbench.modelentry import ModelEntry
 from commitbench.oracles.registry import check_intervention
-from commitbench.runcells import CellFacts, scan_trace_file
-from commitbench.rundir import MANIFEST_FILE, RunManifest, read_manifest, redacted_json
-from commitbench.suites import AnySuite, get_suite, suite_for_env
-from commitbench.traces import TRACES_FILE, AgentIdentity, iter_traces
+from commitbench.rundir import redacted_json
+from commitbench.rundir.cells import CellGroup, CellTable
+from commitbench.suites import AnySuite
+from commitbench.traces import AgentIdentity
 
 __all__ = [
     "MAX_CELLS",
     "Cell",
-    "EpisodeSetMismatchError",
     "PlanRow",
     "Player",
     "PlayerKind",
     "RunPlan",
     "arm_services",
-    "cell_facts",
-    "check_episode_set",
-    "config_of_manifest",
+    "cell_table",
     "count_cells",
-    "episode_set_version",
     "expand_cells",
-    "experiment_cells",
     "manifest_config",
     "plan",
     "players",
     "prompt_hashes",
-    "run_suite",
     "select_config_episodes",
     "service_identities",
     "stored_judge",
@@ -73,10 +77,11 @@ class Player:
     name: str
     kind: str  # a PlayerKind
     identity: AgentIdentity
-    model: ModelEntry | None = None
+    model: ModelEntry | None = None  # the chat agent's model, or the model a player of the user's own calls
     privileged: bool = False  # plays through the privileged channel (reference agents read the script)
-    # Makes a fresh agent per cell (not for chat: the cell player builds it on the model's client).
-    factory: Callable[[], Agent] | None = field(default=None, compare=False)
+    # Makes a fresh agent per cell (not for chat: the cell player builds it on the model's client). A player
+    # of the user's own that calls the harness's model (uses_model) is made with its HarnessModel.
+    factory: Callable[..., Agent] | None = field(default=None, compare=False)
     repeats: int = 1  # samples of each episode (the config's samples for players that are not deterministic)
 
 
@@ -119,22 +124,42 @@ def players(config: ExperimentConfig) -> list[Player]:
                 out.append(Player(name=agent_name, kind=PlayerKind.CHAT, identity=agent_identity, model=entry,
                                   repeats=config.samples))
         elif is_agent_path(name):
-            cls = load_agent_class(name)
-            out.append(Player(
-                name=name, kind=PlayerKind.CUSTOM, identity=custom_identity(name, cls),
-                privileged=bool(getattr(cls, "privileged", False)), factory=_factory(name, cls),
-                repeats=config.samples,
-            ))
+            out.extend(_own_players(config, name, load_agent_class(name)))
         else:
-            make = suite.reference_agents[name]
-            agent = make()
-            out.append(Player(name=name, kind=PlayerKind.REFERENCE, identity=agent.identity(),
-                              privileged=bool(getattr(agent, "privileged", False)), factory=make))
+            registered = find_agent(name, suite.name)
+            if registered.reference:
+                agent = registered.make()
+                identified = getattr(agent, "identity", None)
+                agent_identity = identified() if callable(identified) else AgentIdentity(name=name, kind="reference")
+                out.append(Player(name=name, kind=PlayerKind.REFERENCE, identity=agent_identity,
+                                  privileged=bool(getattr(agent, "privileged", False)), factory=registered.make))
+            elif isinstance(registered.make, type):  # a plug-in's player class, played as a class of the user's own
+                out.extend(_own_players(config, name, registered.make))
+            else:
+                raise ValueError(f"agent {name!r} is registered with a factory, not a class: a player that is no "
+                                 "reference rule must be a class (its identity is made from it)")
     return out
 
 
-def _factory(name: str, cls: type[Any]) -> Callable[[], Agent]:
-    return lambda: new_agent(name, cls)
+def _own_players(config: ExperimentConfig, name: str, cls: type[Any]) -> list[Player]:
+    """A class of the user's own: one player, or one per model of the config when it calls the harness's
+    model (``uses_model``; its name is then ``name@model`` and the model's identity enters its run keys)."""
+    privileged = bool(getattr(cls, "privileged", False))
+    if not uses_harness_model(cls):
+        return [Player(name=name, kind=PlayerKind.CUSTOM, identity=custom_identity(name, cls), privileged=privileged,
+                       factory=lambda: new_agent(name, cls), repeats=config.samples)]
+    if not config.models:
+        raise ValueError(f"agent {name} calls the harness's model (uses_model): the config names no model for it")
+    out = []
+    for entry in config.models:
+        player = f"{name}@{entry.name}"
+        settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
+        out.append(Player(
+            name=player, kind=PlayerKind.CUSTOM, identity=model_player_identity(player, name, cls, settings),
+            model=entry, privileged=privileged, factory=lambda model, p=player: new_agent(p, cls, model),
+            repeats=config.samples,
+        ))
+    return out
 
 
 def select_config_episodes(config: ExperimentConfig) -> list[Any]:
@@ -172,31 +197,22 @@ def expand_cells(config: ExperimentConfig, episodes: Sequence[Any]) -> list[Cell
     return cells
 
 
-def cell_facts(config: ExperimentConfig, cells: Sequence[Cell]) -> dict[str, CellFacts]:
-    """run key -> what a trace of that cell says about itself (see :mod:`commitbench.runcells`)."""
-    agents: dict[str, dict[str, Any]] = {}
-    facts: dict[str, CellFacts] = {}
+def cell_table(config: ExperimentConfig, cells: Sequence[Cell], current: bool = True) -> CellTable:
+    """The cell table of a config's cells (what a run writes into its directory; ``current``: cells of the
+    directory's config, not of one --force replaced)."""
+    groups: dict[tuple[str, str], CellGroup] = {}
+    rows = []
     for cell in cells:
-        agent = agents.get(cell.player.name)
-        if agent is None:
-            agent = agents[cell.player.name] = cell.player.identity.model_dump(mode="json")
-        facts[cell.run_key] = CellFacts(config.env, cell.episode_id, cell.sample, tuple(cell.arm.names()), agent)
-    return facts
-
-
-def config_of_manifest(data: dict[str, Any]) -> ExperimentConfig:
-    """The experiment config a manifest records (its cache file is the directory's own: the path is dropped)."""
-    return ExperimentConfig.model_validate({**data, "cache": {**(data.get("cache") or {}), "path": None}})
-
-
-def experiment_cells(manifest: RunManifest, skip_config: bool = False) -> dict[str, CellFacts]:
-    """The cells a run directory holds traces of: its config's, and those of the configs ``--force`` replaced
-    (``skip_config``: the earlier configs' only)."""
-    facts: dict[str, CellFacts] = {}
-    for data in ([] if skip_config else [manifest.config]) + list(manifest.earlier_configs):
-        config = config_of_manifest(data)
-        facts.update(cell_facts(config, expand_cells(config, select_config_episodes(config))))
-    return facts
+        label = cell.arm.label()
+        group = groups.get((cell.player.name, label))
+        if group is None:
+            group = groups[(cell.player.name, label)] = CellGroup(
+                player=cell.player.name, kind=cell.player.kind, identity=cell.player.identity.model_dump(mode="json"),
+                arm=label, interventions=cell.arm.names(), env_id=config.env, profile=config.profile.value,
+                current=current,
+            )
+        rows.append((cell.run_key, group, cell.episode_id, cell.sample))
+    return CellTable.build(rows)
 
 
 def manifest_config(config: ExperimentConfig) -> dict[str, Any]:
@@ -272,53 +288,10 @@ def plan(config: ExperimentConfig) -> RunPlan:
         name=config.name, suite=suite.name, env=config.env, episodes=len(episodes), samples=config.samples, rows=rows,
         cells=sum(r.cells for r in rows), model_calls=sum(r.model_calls for r in rows),
         judge=stored_judge(suite, config.judge),
-        episode_set_version=episode_set_version(suite, config.episodes), warnings=config.warnings(),
+        episode_set_version=suite.set_version(config.episodes), warnings=config.warnings(),
     )
 
 
 def prompt_hashes(config: ExperimentConfig) -> dict[str, str]:
     """Hashes of everything that writes text the agents see: the suite's data and the chat rendering."""
     return {**config.suite.prompt_hashes(config.episodes), "chat_render": RENDER_HASH}
-
-
-class EpisodeSetMismatchError(ValueError):
-    """A run directory was played on another version of its suite's episode set than this checkout compiles."""
-
-
-def episode_set_version(suite: AnySuite, selection: BaseModel) -> str | None:
-    """The version of the episode set a suite's filter compiles to (None: the suite has no versions)."""
-    return suite.episode_set_version(selection) if suite.episode_set_version is not None else None
-
-
-def check_episode_set(suite: AnySuite, recorded: str | None, run_dir: Path, selection: BaseModel) -> None:
-    """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""
-    current = episode_set_version(suite, selection)
-    if current is None or recorded == current:
-        return
-    made = f"version {recorded}" if recorded else "a version from before versions were recorded"
-    raise EpisodeSetMismatchError(
-        f"{run_dir} was played on {made} of the {suite.name} episode set; this checkout compiles version {current}. "
-        "Episode texts and ids differ between versions, so their runs cannot be mixed or read together: start a "
-        "new run directory, or read this one with the version of commitbench that made it"
-    )
-
-
-def run_suite(run_dir: Path | str) -> AnySuite:
-    """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's,
-    and whose every trace line must be a trace of one of its cells: :mod:`commitbench.runcells`), else from
-    the environment of its first trace."""
-    run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
-    if manifest is not None:
-        suite = get_suite(manifest.suite)
-        selection = suite.selection.model_validate(manifest.config.get("episodes") or {})
-        check_episode_set(suite, manifest.episode_set_version, run_dir, selection)
-        # Every line must be a trace of a cell of the run's experiment (the rule 'run' and 'merge' apply).
-        scan_trace_file(run_dir / TRACES_FILE, experiment_cells(manifest))
-        return suite
-    path = run_dir / TRACES_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} holds neither {MANIFEST_FILE} nor {TRACES_FILE}; is it a run directory?")
-    for trace in iter_traces(path):
-        return suite_for_env(trace.env_id)
-    raise ValueError(f"{path} holds no trace, so the run's suite is unknown")

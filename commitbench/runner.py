@@ -49,11 +49,8 @@ from commitbench.planning import (
     Cell,
     PlayerKind,
     arm_services,
-    cell_facts,
-    check_episode_set,
-    episode_set_version,
+    cell_table,
     expand_cells,
-    experiment_cells,
     manifest_config,
     players,
     prompt_hashes,
@@ -77,6 +74,8 @@ from commitbench.rundir import (
     write_final_manifest,
     write_manifest,
 )
+from commitbench.rundir.cells import CellTable, read_cell_table, write_cell_table
+from commitbench.rundir.reader import legacy_cell_table
 from commitbench.traces import TRACES_FILE
 from commitbench.tracewriter import PlayCounters, TraceWriter
 
@@ -150,6 +149,8 @@ class Runner:
         self.counters = PlayCounters()
         self.player = CellPlayer(config)
         self.all_cells: list[Cell] = []  # every cell of the experiment (of every shard)
+        # The directory's cell table: the experiment's cells and those of configs --force added before.
+        self.cell_table = CellTable((), ())
         self._play_wall = 0.0
         self._play_cpu = 0.0
         # The embedded model's server, started for the run when a model is local (watched while cells play).
@@ -180,12 +181,17 @@ class Runner:
         cells = self.all_cells = expand_cells(self.config, episodes)
         # Every line must be a trace of a cell of the experiment (of any shard), or of an experiment whose
         # cells --force added to the directory: the rule 'merge' and every reader apply too.
-        known = cell_facts(self.config, cells)
+        table = cell_table(self.config, cells)
         previous = read_manifest(self.out_dir)
         if previous is not None:
             self._check_custom_players(previous)
-            same = previous.config_hash == identity.config_hash(manifest_config(self.config))
-            known.update(experiment_cells(previous, skip_config=same))
+            held = read_cell_table(self.out_dir, previous.cells_hash)
+            if held is None:  # a directory written before cell tables: its configs are expanded once, here
+                same = previous.config_hash == identity.config_hash(manifest_config(self.config))
+                held = legacy_cell_table(previous, skip_config=same)
+            table = table.superseding(held)
+        self.cell_table = table.of_shard(self.shard)
+        known = table.facts()
         if self.shard is not None:  # this directory holds one shard of the experiment ('commitbench merge' joins them)
             cells = [c for c in cells if identity.in_shard(c.run_key, self.shard)]
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +233,7 @@ class Runner:
         try:
             episodes, cells, pending, torn = self.prepare()
             manifest = self._begin_manifest(cells, len(episodes), len(pending))
+            write_cell_table(self.out_dir, self.cell_table)  # before any cell plays: the directory describes itself
         except OSError as exc:  # nothing has been played: the directory cannot take a run
             raise RunDirectoryError(self.out_dir, exc) from None
         reserve_space(self.out_dir)
@@ -259,21 +266,21 @@ class Runner:
     def _open_services(self, pending: list[Cell], run_id: str) -> tuple[dict[str, str], CallCache | None]:
         """Start the embedded model's server when a pending cell (or the judge in play) needs it, and open
         the cache; (model name -> base URL of a server started for the run, the cache)."""
-        chat_pending = [c for c in pending if c.player.kind == PlayerKind.CHAT]
+        model_pending = [c for c in pending if c.player.model is not None]  # the chat agent's, and own agents'
         judge_in_play = self.config.judge.kind == "llm" and any(arm_services(c.arm) for c in pending)
         self.player.judge_in_play = judge_in_play
         judge_model = self.config.judge.model
         local_judge = judge_in_play and judge_model is not None and judge_model.local
         base_urls: dict[str, str] = {}
         mode = CacheMode(self.config.cache.mode)
-        local_player = any(c.player.model is not None and c.player.model.local for c in chat_pending)
+        local_player = any(c.player.model is not None and c.player.model.local for c in model_pending)
         if mode is not CacheMode.REPLAY_ONLY and (local_player or local_judge):
             server = self.local_server = self._local_server_factory().start()
             base_urls.update({e.name: server.base_url for e in self.config.models if e.local})
             if local_judge:
                 base_urls[JUDGE_KEY] = server.base_url
         cache = None
-        if (chat_pending or judge_in_play) and mode is not CacheMode.OFF:
+        if (model_pending or judge_in_play) and mode is not CacheMode.OFF:
             cache = CallCache(self.cache_path(), self.config.cache.mode, run_id=run_id)
         return base_urls, cache
 
@@ -303,7 +310,7 @@ class Runner:
         cells_hash = identity.cells_hash(c.run_key for c in cells)
         if previous is not None:
             # Never mixed, not even with --force: the traces of two versions cannot be read together.
-            check_episode_set(suite, previous.episode_set_version, self.out_dir, self.config.episodes)
+            suite.check_set_version(previous.episode_set_version, self.out_dir, self.config.episodes)
         if previous is not None and previous.cells_hash != cells_hash and not self.force:
             raise ValueError(
                 f"{self.out_dir} holds a different experiment (cells hash {previous.cells_hash[:12]}, this config "
@@ -335,7 +342,7 @@ class Runner:
             samples=self.config.samples,
             seeds=seeds,
             prompt_hashes=prompt_hashes(self.config),
-            episode_set_version=episode_set_version(suite, self.config.episodes),
+            episode_set_version=suite.set_version(self.config.episodes),
             packages=package_versions(),
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,

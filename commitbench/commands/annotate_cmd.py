@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _suite(run_dir: Path) -> Suite:
-    from commitbench.planning import run_suite
+    from commitbench.rundir.reader import run_suite
 
     try:
         suite = run_suite(run_dir)

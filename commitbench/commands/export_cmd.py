@@ -44,7 +44,7 @@ def _handle(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pyarrow is an extra
         raise UsageError(f"export needs the [export] extra ({exc.name or exc} is missing): "
                          "pip install 'commitbench[export]'") from None
-    from commitbench.planning import run_suite
+    from commitbench.rundir.reader import run_suite
 
     if not args.run_dir.is_dir():
         raise UsageError(f"{args.run_dir} is not a directory (a run directory written by 'commitbench run')")

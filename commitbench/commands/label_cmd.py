@@ -115,7 +115,7 @@ def _handle(args: argparse.Namespace) -> int:
     from commitbench.cache import CacheError, CacheMode
     from commitbench.labeljob import configured_judge, label_directory
     from commitbench.llm import ModelEndpointError
-    from commitbench.planning import run_suite
+    from commitbench.rundir.reader import run_suite
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")

@@ -36,8 +36,8 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from commitbench.merge import MergeError, merge_runs
-    from commitbench.planning import EpisodeSetMismatchError
     from commitbench.rundir import RunDirectoryBusyError, RunStatus
+    from commitbench.suites import EpisodeSetMismatchError
     from commitbench.traces import TraceFileError
 
     try:

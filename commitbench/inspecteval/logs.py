@@ -2,14 +2,16 @@
 
 Every sample of ``commitbench/standing`` and ``commitbench/followup`` stores its episode's trace
 (:data:`~commitbench.inspecteval.play.TRACE_KEY`) and the experiment config its cell belongs to
-(:data:`~commitbench.inspecteval.play.CONFIG_KEY`, the config ``commitbench run SUITE --agent chat``
-would build). :func:`convert_logs` writes those into a run directory: the traces through the project's
-trace file helpers (``traces.jsonl``, in the order the evals were created, so a cell played by two
-evals counts once, by the rule every reader applies: the last good trace of a run key), and a manifest
-(:mod:`commitbench.rundir`) of the config, one invocation per eval. Logs of several models of the same
-task and parameters become one run with every model (so the report compares them); anything else is
-refused with an :class:`InspectLogError`: a log of another task, an eval that did not finish
-(``error``, ``cancelled``, still ``started``), a log without its samples or a sample without its trace.
+(:data:`~commitbench.inspecteval.play.CONFIG_KEY`, the config ``commitbench run SUITE --agent chat`` would
+build). :func:`convert_logs` writes those into a run directory: the traces through the project's trace file
+helpers (``traces.jsonl``, in the order the evals were created, so a cell played by two evals counts once,
+by the rule every reader applies: the last good trace of a run key), and a manifest
+(:mod:`commitbench.rundir`) of the config, one invocation per eval, and the cell table of the config's cells
+(:mod:`commitbench.rundir.cells`), so the run directory reads like one of ``commitbench run``. Logs of
+several models of the same task and parameters become one run with every model (so the report compares
+them); anything else is refused with an :class:`InspectLogError`: a log of another task, an eval that did
+not finish (``error``, ``cancelled``, still ``started``), a log without its samples or a sample without its
+trace.
 
 The run directory is the log directory's sibling ``<LOG_DIR>-commitbench`` (:func:`default_run_dir`),
 kept so that ``report``'s files, ``view``'s site and labels of ``commitbench label`` stay beside it. It
@@ -31,8 +33,8 @@ from commitbench import identity
 from commitbench.config import ExperimentConfig
 from commitbench.jsonl import write_atomic
 from commitbench.planning import (
-    config_of_manifest,
-    episode_set_version,
+    Cell,
+    cell_table,
     expand_cells,
     manifest_config,
     players,
@@ -49,6 +51,8 @@ from commitbench.rundir import (
     package_versions,
     write_manifest,
 )
+from commitbench.rundir.cells import CELLS_FILE, write_cell_table
+from commitbench.rundir.reader import config_of_manifest
 from commitbench.traces import TRACES_FILE, EpisodeTrace, append_traces
 
 __all__ = [
@@ -193,9 +197,7 @@ def _invocation(path: Path, log: Any, good: int, failed: int) -> Invocation:
 
 
 def _manifest(config: ExperimentConfig, entries: Sequence[tuple[Path, Any, list[EpisodeTrace]]],
-              done: int) -> RunManifest:
-    episodes = select_config_episodes(config)
-    cells = expand_cells(config, episodes)
+              done: int, episodes: Sequence[Any], cells: Sequence[Cell]) -> RunManifest:
     config_json = manifest_config(config)
     invocations = [_invocation(p, log, sum(not t.infra_error for t in ts), sum(bool(t.infra_error) for t in ts))
                    for p, log, ts in entries]
@@ -218,7 +220,7 @@ def _manifest(config: ExperimentConfig, entries: Sequence[tuple[Path, Any, list[
         players=[p.identity.model_dump(mode="json") for p in players(config)],
         interventions=[arm.label() for arm in config.interventions], episodes=len(episodes), samples=config.samples,
         seeds=seeds, prompt_hashes=prompt_hashes(config),
-        episode_set_version=episode_set_version(config.suite, config.episodes), packages=packages,
+        episode_set_version=config.suite.set_version(config.episodes), packages=packages,
         git={"commit": revision.commit, "dirty": bool(revision.dirty)} if revision is not None else None,
         started_at=min(i.started_at for i in invocations), updated_at=now_iso(),
         ended_at=max((i.ended_at for i in invocations if i.ended_at), default=None), invocations=invocations,
@@ -253,14 +255,18 @@ def convert_logs(source: Path | str, run_dir: Path | str | None = None) -> Conve
     done = len({t.run_key for t in every if not t.infra_error})
     summary = ConversionSummary(run_dir=str(out), logs=[str(p) for p, _ in logs], suite=config.suite.name,
                                 samples=len(every), cells_total=0, cells_done=done, rewritten=True)
-    if recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")).get("logs") == fingerprint:
+    if (recorded.is_file() and (out / CELLS_FILE).is_file()
+            and json.loads(recorded.read_text(encoding="utf-8")).get("logs") == fingerprint):
         manifest = RunManifest.model_validate_json((out / MANIFEST_FILE).read_text(encoding="utf-8"))
         return summary.model_copy(update={"cells_total": manifest.cells_total, "rewritten": False})
-    manifest = _manifest(config, entries, done)
+    episodes = select_config_episodes(config)
+    cells = expand_cells(config, episodes)
+    manifest = _manifest(config, entries, done, episodes, cells)
     out.mkdir(parents=True, exist_ok=True)
     with directory_lock(out):
         (out / TRACES_FILE).unlink(missing_ok=True)
         append_traces(out / TRACES_FILE, every)
+        write_cell_table(out, cell_table(config, cells))
         write_manifest(out, manifest)
         write_atomic(recorded, json.dumps({"logs": fingerprint, "written_at": now_iso()}, indent=2))
     return summary.model_copy(update={"cells_total": manifest.cells_total})
