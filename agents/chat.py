@@ -76,6 +76,7 @@ __all__ = [
     "REPLY_TOOL",
     "TOOLS_ONLY",
     "ChatAgent",
+    "call_record",
     "chat_identity",
     "format_line",
 ]
@@ -131,6 +132,37 @@ RENDER_HASH = hashlib.sha256(
         [RENDER_VERSION, NOT_RUN_TEXT, CALL_LIMIT_TEXT, NOTICE_PREFIX, UNPARSED_KEY, "[{channel}] {sender} ({role}): "]
     ).encode()
 ).hexdigest()
+
+def call_record(response: ModelResponse, turn: int, max_argument_bytes: int, purpose: str = "agent") -> ModelCallRecord:
+    """The trace's record of one model call (its error, refusal, tokens, cache status, tool calls cut to the
+    argument bound): every call an agent makes through the harness is recorded so."""
+    if response.error is not None:
+        error = f"{response.error.kind.value}: {response.error.message}"
+    elif response.refusal:
+        error = f"refusal: {response.refusal}"
+    else:
+        error = ""
+    reasoning_tokens, estimated = reasoning_token_count(response.usage.reasoning_tokens, response.reasoning)
+    return ModelCallRecord(
+        turn=turn,
+        purpose=purpose,
+        cache_key=response.cache_key,
+        cache_hit=response.cache_hit,
+        latency_s=response.latency_s,
+        model_time_s=response.model_time_s,
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+        reasoning_tokens=reasoning_tokens,
+        reasoning_tokens_estimated=estimated,
+        finish_reason=response.finish_reason or "",
+        text=response.text or "",
+        reasoning=response.reasoning or "",
+        tool_calls=[{"id": c.id, "name": c.name, "arguments": clip(c.arguments_raw, max_argument_bytes)}
+                    for c in response.tool_calls],
+        error=error,
+        replica_move="; ".join(response.replica_moves),
+    )
+
 
 def format_line(event: dict[str, Any]) -> str:
     """The user-side line for a message event: ``[channel] Name (title): text``."""
@@ -420,32 +452,7 @@ class ChatAgent:
 
     # ------------------------------------------------------------------ answering
     def _record(self, response: ModelResponse) -> ModelCallRecord:
-        if response.error is not None:
-            error = f"{response.error.kind.value}: {response.error.message}"
-        elif response.refusal:
-            error = f"refusal: {response.refusal}"
-        else:
-            error = ""
-        reasoning_tokens, estimated = reasoning_token_count(response.usage.reasoning_tokens, response.reasoning)
-        return ModelCallRecord(
-            turn=self._turn_index(),
-            purpose="agent",
-            cache_key=response.cache_key,
-            cache_hit=response.cache_hit,
-            latency_s=response.latency_s,
-            model_time_s=response.model_time_s,
-            prompt_tokens=response.usage.prompt_tokens,
-            completion_tokens=response.usage.completion_tokens,
-            reasoning_tokens=reasoning_tokens,
-            reasoning_tokens_estimated=estimated,
-            finish_reason=response.finish_reason or "",
-            text=response.text or "",
-            reasoning=response.reasoning or "",
-            tool_calls=[{"id": c.id, "name": c.name, "arguments": clip(c.arguments_raw, self._max_argument_bytes)}
-                        for c in response.tool_calls],
-            error=error,
-            replica_move="; ".join(response.replica_moves),
-        )
+        return call_record(response, self._turn_index(), self._max_argument_bytes)
 
     def _protocol_action(self, name: str, arguments: dict[str, Any] | None) -> tuple[AgentAction, str] | None:
         """The action and the history result of a call of the protocol's own tools; None for any other call."""

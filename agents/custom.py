@@ -9,6 +9,12 @@ Its identity enters the run key of every cell it plays: the class's own ``identi
 (an :class:`~commitbench.traces.AgentIdentity`, or a dict of its fields), else its module, qualified
 name and the sha256 of its module's source. Editing the agent's code therefore makes another
 experiment, and resuming a run directory with an edited agent is refused.
+
+A class that declares ``uses_model = True`` calls the run's model through the harness
+(:class:`commitbench.agents.harness.HarnessModel`): it is played once per model of the config, as
+``module:Class@model``, made per cell as ``Class(model)``, and the model's identity (no URL, no key) joins
+its identity. A class that brings a client of its own still plays; the harness cannot see those calls,
+and the report says its calls are not recorded.
 """
 
 from __future__ import annotations
@@ -21,9 +27,19 @@ import sys
 from typing import Any
 
 from commitbench.agents.base import Agent
+from commitbench.llm import ModelSettings
 from commitbench.traces import AgentIdentity
 
-__all__ = ["CUSTOM_KIND", "AgentLoadError", "custom_identity", "is_agent_path", "load_agent_class", "new_agent"]
+__all__ = [
+    "CUSTOM_KIND",
+    "AgentLoadError",
+    "custom_identity",
+    "is_agent_path",
+    "load_agent_class",
+    "model_player_identity",
+    "new_agent",
+    "uses_harness_model",
+]
 
 # The kind of a player of the user's own in its identity (reference agents are 'reference', models 'chat').
 CUSTOM_KIND = "custom"
@@ -68,11 +84,16 @@ def load_agent_class(path: str) -> type[Any]:
     return target
 
 
+def uses_harness_model(cls: type[Any]) -> bool:
+    """Whether a player class calls the run's model through the harness (``uses_model = True``)."""
+    return getattr(cls, "uses_model", False) is True
+
+
 def custom_identity(path: str, cls: type[Any]) -> AgentIdentity:
     """The identity of a player of the user's own (see the module doc): its own ``identity()``, called on
     a fresh instance, or its module, qualified name and source digest."""
     own = getattr(cls, "identity", None)
-    if callable(own):
+    if callable(own) and not uses_harness_model(cls):
         value = own(_instance(path, cls))
         identity = value if isinstance(value, AgentIdentity) else AgentIdentity.model_validate(value)
         return identity.model_copy(update={"name": path})
@@ -80,19 +101,26 @@ def custom_identity(path: str, cls: type[Any]) -> AgentIdentity:
     return AgentIdentity(name=path, kind=CUSTOM_KIND, settings=settings)
 
 
-def new_agent(path: str, cls: type[Any]) -> Agent:
-    """A fresh player of the class (one per cell); its methods were checked by :func:`load_agent_class`."""
-    agent: Agent = _instance(path, cls)
+def model_player_identity(player: str, path: str, cls: type[Any], settings: ModelSettings) -> AgentIdentity:
+    """The identity of a class that calls the harness's model, on one model: the class's identity (module,
+    name, source digest) with the model's identity (name, sampling, extra body; never the URL or key)."""
+    own = custom_identity(path, cls)
+    return AgentIdentity(name=player, kind=CUSTOM_KIND, settings={**own.settings, "model": settings.identity()})
+
+
+def new_agent(path: str, cls: type[Any], model: Any = None) -> Agent:
+    """A fresh player of the class (one per cell; ``model``: the harness's model for a class that uses one);
+    its methods were checked by :func:`load_agent_class`."""
+    agent: Agent = _instance(path, cls, model)
     return agent
 
 
-def _instance(path: str, cls: type[Any]) -> Any:
+def _instance(path: str, cls: type[Any], model: Any = None) -> Any:
+    made = f"{cls.__qualname__}(model)" if model is not None else f"{cls.__qualname__}()"
     try:
-        return cls()
+        return cls(model) if model is not None else cls()
     except Exception as exc:
-        raise AgentLoadError(
-            f"agent {path!r} cannot be made with {cls.__qualname__}(): {type(exc).__name__}: {exc}"
-        ) from None
+        raise AgentLoadError(f"agent {path!r} cannot be made with {made}: {type(exc).__name__}: {exc}") from None
 
 
 def _source_digest(cls: type[Any]) -> str:

@@ -235,6 +235,10 @@ def comparison_frame(values: Sequence[Comparison]) -> pd.DataFrame:
     ])
 
 
+# What the cost table shows for a player whose model calls the harness cannot see.
+UNRECORDED = "unrecorded"
+
+
 def comparison_views(comparisons: list[Comparison], cost: list[CostRow], cost_keys: tuple[str, ...]) -> list[TableView]:
     """The comparison table (difference, both values, pairs, cost ratios, flag) and the cost table."""
     views: list[TableView] = []
@@ -255,16 +259,23 @@ def comparison_views(comparisons: list[Comparison], cost: list[CostRow], cost_ke
         ))
     if cost:
         body = [
-            [*(c.group[k] for k in cost_keys), str(c.runs), f"{c.calls_per_run:.1f}", f"{c.tokens_per_run:.0f}",
-             f"{c.reasoning_tokens}" + ("~" if c.reasoning_estimated else ""),
-             "-" if c.model_time_median_s is None else f"{c.model_time_median_s:.2f}",
-             "-" if c.model_time_p95_s is None else f"{c.model_time_p95_s:.2f}"]
+            [*(c.group[k] for k in cost_keys), str(c.runs), *(
+                [UNRECORDED] * 6 if c.calls_unrecorded and not c.model_calls else
+                [f"{c.calls_per_run:.1f}", str(c.cache_hits), f"{c.tokens_per_run:.0f}",
+                 f"{c.reasoning_tokens}" + ("~" if c.reasoning_estimated else ""),
+                 "-" if c.model_time_median_s is None else f"{c.model_time_median_s:.2f}",
+                 "-" if c.model_time_p95_s is None else f"{c.model_time_p95_s:.2f}"])]
             for c in cost
         ]
+        unrecorded = any(c.calls_unrecorded for c in cost)
         views.append(TableView(
-            title="Cost per run (model time: the original calls', cache hits included; ~ reasoning estimated)",
-            columns=[*cost_keys, "runs", "calls", "tokens", "reasoning tok", "time p50 s", "time p95 s"], rows=body,
-            numeric=[*(False for _ in cost_keys), True, True, True, True, True, True],
+            title="Cost per run (calls and tokens per run, cache hits in all; model time: the original calls', cache "
+            "hits included; ~ reasoning estimated)",
+            note=("unrecorded: a player of your own that calls models with a client of its own; the harness sees "
+                  "none of those calls (declare uses_model = True to call through it: docs/agents.md)")
+            if unrecorded else "",
+            columns=[*cost_keys, "runs", "calls", "cache hits", "tokens", "reasoning tok", "time p50 s", "time p95 s"],
+            rows=body, numeric=[*(False for _ in cost_keys), True, True, True, True, True, True, True],
         ))
     return views
 

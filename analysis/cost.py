@@ -22,8 +22,18 @@ from commitbench.traces import EpisodeTrace
 # The columns :func:`run_cost` adds to a run's row.
 COST_COLUMNS: tuple[str, ...] = (
     "model_calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "reasoning_estimated",
-    "model_time_s", "model_time_unknown_calls", "reasoning_calls", "reasoning_returned",
+    "model_time_s", "model_time_unknown_calls", "reasoning_calls", "reasoning_returned", "calls_unrecorded",
+    "cache_hits",
 )
+# Players whose model calls the harness sees: the chat agent (its calls), the reference rules (none).
+_RECORDED_KINDS = frozenset({"chat", "reference"})
+
+
+def calls_unrecorded(trace: EpisodeTrace) -> bool:
+    """Whether the run's player may call models the harness never sees: a class of the user's own that does
+    not take the harness's model (``uses_model``), so its zero calls mean unknown, not none."""
+    agent = trace.agent
+    return agent is not None and agent.kind not in _RECORDED_KINDS and "model" not in agent.settings
 
 
 def run_cost(trace: EpisodeTrace) -> dict[str, Any]:
@@ -41,6 +51,8 @@ def run_cost(trace: EpisodeTrace) -> dict[str, Any]:
         "model_time_unknown_calls": len(calls) - len(known),
         "reasoning_calls": reasoning_calls,
         "reasoning_returned": reasoning_calls > 0,
+        "calls_unrecorded": calls_unrecorded(trace),
+        "cache_hits": sum(1 for c in calls if c.cache_hit),
     }
 
 
@@ -50,6 +62,7 @@ class CostRow(BaseModel):
     group: dict[str, str] = Field(description="The model (player) and the intervention arm.")
     runs: int = Field(description="Runs (episodes x samples) played.")
     model_calls: int = Field(description="Model calls, cache hits included.")
+    cache_hits: int = Field(default=0, description="Of those, calls answered from the cache.")
     calls_per_run: float = Field(description="Mean model calls per run.")
     prompt_tokens: int = Field(description="Prompt tokens in all.")
     completion_tokens: int = Field(description="Completion tokens in all (reasoning included, as servers count).")
@@ -60,6 +73,10 @@ class CostRow(BaseModel):
     model_time_p95_s: float | None = Field(description="95th percentile of model time per run.")
     model_time_unknown_calls: int = Field(description="Calls whose original time is unknown (left out of times).")
     reasoning_calls: int = Field(description="Calls that returned reasoning text.")
+    calls_unrecorded: bool = Field(
+        default=False, description="Some runs were played by a class of the user's own with a model client of its "
+        "own: the harness saw none of those calls, so the counts here are not its cost.",
+    )
 
 
 def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
@@ -76,6 +93,7 @@ def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
             group={col: str(val) for col, val in zip(by, keys, strict=True)},
             runs=n,
             model_calls=int(part["model_calls"].sum()),
+            cache_hits=int(part["cache_hits"].sum()) if "cache_hits" in part else 0,
             calls_per_run=float(part["model_calls"].mean()),
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -86,6 +104,7 @@ def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
             model_time_p95_s=float(np.percentile(times, 95)) if times.size else None,
             model_time_unknown_calls=int(part["model_time_unknown_calls"].sum()),
             reasoning_calls=int(part["reasoning_calls"].sum()),
+            calls_unrecorded=bool(part["calls_unrecorded"].any()) if "calls_unrecorded" in part else False,
         ))
     return out
 

@@ -23,6 +23,7 @@ import gymnasium as gym
 import commitbench.envs  # noqa: F401 - registers the environments
 from commitbench.agents.base import Agent
 from commitbench.agents.chat import RENDER_HASH, ChatAgent
+from commitbench.agents.harness import HarnessModel
 from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheError, CacheMiss, CallBroker, CallCache
 from commitbench.config import ExperimentConfig
@@ -205,8 +206,9 @@ class CellPlayer:
         style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
         return PlayServices(judge=self.judge_client, judge_style=style, judge_attempts=judge.max_attempts)
 
-    def make_agent(self, cell: Cell, worker: int) -> tuple[Agent, ChatAgent | None]:
-        """The agent that plays ``cell`` (and it again when it is the harness's chat agent)."""
+    def make_agent(self, cell: Cell, worker: int) -> tuple[Agent, ChatAgent | HarnessModel | None]:
+        """The agent that plays ``cell``, and what records its model calls: the harness's chat agent itself, or
+        the harness's model a player of the user's own was made with (None: the player calls no model)."""
         player = cell.player
         if player.kind == PlayerKind.CHAT:
             assert player.model is not None
@@ -221,6 +223,10 @@ class CellPlayer:
             )
             return chat, chat
         assert player.factory is not None
+        if player.model is not None:  # a player of the user's own that calls the run's model through the harness
+            model = HarnessModel(self.client_for(player.model.name, worker), sample_index=cell.sample,
+                                 session_id=cell.run_key)
+            return player.factory(model), model
         return player.factory(), None
 
     async def play(self, cell: Cell, env: gym.Env[Any, Any], worker: int = 0) -> EpisodeTrace:
@@ -228,7 +234,7 @@ class CellPlayer:
         (a configuration error or a broken cache raises: no further cell could do better)."""
         failure: str | None = None
         truncated = False
-        chat: ChatAgent | None = None
+        chat: ChatAgent | HarnessModel | None = None
         try:
             agent, chat = self.make_agent(cell, worker)
             observation, info = env.reset(seed=self.config.seed, options={"episode_id": cell.episode_id})
@@ -236,6 +242,9 @@ class CellPlayer:
             if inspect.isawaitable(begun):
                 await begun
             for _ in range(MAX_STEPS_PER_EPISODE):
+                turn = info.get("turn")
+                if isinstance(chat, HarnessModel) and isinstance(turn, int):
+                    chat.turn = turn
                 action = agent.act(observation, info)
                 if inspect.isawaitable(action):
                     action = await action
@@ -255,8 +264,8 @@ class CellPlayer:
             failure = f"crash: {type(exc).__name__}: {exc}\n{tail}"
         return self._finish(cell, env, chat, failure, bool(truncated))
 
-    def _finish(self, cell: Cell, env: gym.Env[Any, Any], chat: ChatAgent | None, failure: str | None,
-                truncated: bool) -> EpisodeTrace:
+    def _finish(self, cell: Cell, env: gym.Env[Any, Any], chat: ChatAgent | HarnessModel | None,
+                failure: str | None, truncated: bool) -> EpisodeTrace:
         """The cell's trace, stamped with who played it, under which arm, and the texts it saw."""
         trace: EpisodeTrace | None = getattr(env.unwrapped, "trace", None)
         if trace is None or trace.episode_id != cell.episode_id:
@@ -270,9 +279,12 @@ class CellPlayer:
         system_events = [e for e in trace.events if e.kind.value == "system"]
         if system_events:
             hashes["system_prompt"] = hashlib.sha256(system_events[0].text.encode("utf-8")).hexdigest()
-        if chat is not None:  # after what interventions recorded (a flagger's calls)
+        if isinstance(chat, ChatAgent):  # after what interventions recorded (a flagger's calls)
             trace.model_calls = [*trace.model_calls, *chat.model_calls]
             hashes["chat_render"] = RENDER_HASH
+            failure = failure or chat.infra_error
+        elif isinstance(chat, HarnessModel):  # the calls of a player of the user's own, through the harness
+            trace.model_calls = [*trace.model_calls, *chat.calls]
             failure = failure or chat.infra_error
         trace.prompt_hashes = hashes
         trace.infra_error = failure

@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.episodes_cmd",
     "commitbench.commands.run_cmd",
     "commitbench.commands.merge_cmd",
+    "commitbench.commands.upgrade_cmd",
     "commitbench.commands.label_cmd",
     "commitbench.commands.report_cmd",
     "commitbench.commands.view_cmd",
@@ -32,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "commitbench.commands.guard_cmd",
     "commitbench.commands.prevalence_cmd",
     "commitbench.commands.gateway_cmd",
+    "commitbench.commands.plugins_cmd",
 )
 
 

@@ -36,7 +36,8 @@ from pydantic import (
     model_validator,
 )
 
-from commitbench.agents.custom import is_agent_path, load_agent_class
+from commitbench.agents.custom import is_agent_path, load_agent_class, uses_harness_model
+from commitbench.agents.registry import find_agent
 from commitbench.cache import CacheMode
 from commitbench.identity import NO_ARM, arm_label
 from commitbench.modelentry import (
@@ -65,6 +66,7 @@ __all__ = [
     "JudgeConfig",
     "ModelEntry",
     "load_config",
+    "plays_on_models",
 ]
 
 CHAT_AGENT = "chat"
@@ -185,6 +187,18 @@ class CacheConfig(BaseModel):
         default=CacheMode.READ_WRITE,
         description="read_write, off, or replay_only (a miss is an error: rebuilds a run with zero calls).",
     )
+
+
+def plays_on_models(name: str, suite: str) -> bool:
+    """Whether a player plays on the config's models: ``chat``, or a class that calls the harness's model
+    (``uses_model = True``). An agent of the user's own must import and be a player, a registered one must
+    exist for the suite: a ValueError (AgentLoadError, UnknownAgentError) says why not."""
+    if name == CHAT_AGENT:
+        return True
+    if is_agent_path(name):
+        return uses_harness_model(load_agent_class(name))
+    entry = find_agent(name, suite)
+    return isinstance(entry.make, type) and uses_harness_model(entry.make)
 
 
 class ExperimentConfig(BaseModel):
@@ -324,24 +338,17 @@ class ExperimentConfig(BaseModel):
     @model_validator(mode="after")
     def _models_match_agents(self) -> ExperimentConfig:
         suite = self.suite
-        for name in self.agents:
-            if is_agent_path(name):
-                load_agent_class(name)  # an agent of the user's own: importable, and a player (else it says why)
-            elif name != CHAT_AGENT and name not in suite.reference_agents:
-                known = ", ".join([CHAT_AGENT, *suite.reference_agents])
-                raise ValueError(
-                    f"unknown agent {name!r} for the {suite.name} suite (known: {known}; or module:Class for an "
-                    "agent of your own, docs/agents.md)"
-                )
+        # the players that play on the config's models (an unknown or broken one raises, saying why)
+        model_users = [name for name in self.agents if plays_on_models(name, suite.name)]
         if len(set(self.agents)) != len(self.agents):
             raise ValueError("an agent is listed twice")
         for arm in self.interventions:
             check_stack(arm.stack, env_id=self.env)
-        has_chat = CHAT_AGENT in self.agents
-        if has_chat and not self.models:
-            raise ValueError("agent 'chat' needs at least one entry under models")
-        if self.models and not has_chat:
-            raise ValueError("models are listed but 'chat' is not among the agents")
+        if model_users and not self.models:
+            raise ValueError(f"agent {model_users[0]!r} plays on the config's models: name at least one under models")
+        if self.models and not model_users:
+            raise ValueError("models are listed but no agent plays on them ('chat', or an agent of your own with "
+                             "uses_model = True, docs/agents.md)")
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique, got {names}")

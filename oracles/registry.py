@@ -9,19 +9,24 @@ stack (``none`` in configs) is the plain environment.
 ``services`` carries what an intervention needs from the harness rather than from the config (the
 detect-and-rewrite fix gets its flagger there); the suite that builds the environment provides them.
 
-Entries are registered by the modules of each family (:mod:`commitbench.oracles.standing.catalog`,
-:mod:`commitbench.oracles.followup.fixes`, :mod:`commitbench.oracles.claim_guard`), which this
-module imports once, so the registry is complete whenever it is used.
+Entries are registered through the ``commitbench.interventions`` entry-point group
+(:mod:`commitbench.plugins`): commitbench's own families (:mod:`commitbench.oracles.standing.catalog`,
+:mod:`commitbench.oracles.followup.fixes`, :mod:`commitbench.oracles.claim_guard`) in its
+``pyproject.toml``, a plug-in's in its own; each entry point names an :class:`InterventionEntry` or a
+list of them. The registry reads them at its first lookup, so it is complete whenever it is used;
+:func:`register_intervention` adds one in code (a test's own).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench import plugins
 from commitbench.identity import NO_ARM
 from commitbench.oracles.base import (
     Intervention,
@@ -36,13 +41,20 @@ __all__ = [
     "InterventionSpec",
     "UnknownInterventionError",
     "apply_interventions",
+    "broken_intervention_plugins",
     "check_intervention",
     "check_stack",
+    "intervention_source",
+    "interventions",
     "register_intervention",
 ]
 
-# Name -> entry.
+# Name -> entry (read it through interventions(), which loads the entry points first).
 INTERVENTIONS: dict[str, InterventionEntry] = {}
+_SOURCES: dict[str, plugins.Plugin] = {}
+_BROKEN: list[plugins.BrokenPlugin] = []
+_loaded_at: int | None = None
+_lock = threading.RLock()
 
 
 class UnknownInterventionError(InterventionError):
@@ -90,14 +102,68 @@ def register_intervention(entry: InterventionEntry) -> None:
     INTERVENTIONS[entry.name] = entry
 
 
+def _entries_of(value: Any) -> list[InterventionEntry]:
+    if isinstance(value, InterventionEntry):
+        return [value]
+    if isinstance(value, Sequence) and not isinstance(value, str) and all(
+            isinstance(v, InterventionEntry) for v in value):
+        return list(value)
+    raise TypeError(f"names a {type(value).__name__}, not an InterventionEntry or a list of them")
+
+
+def _check(plugin: plugins.Plugin, value: Any) -> None:
+    _entries_of(value)
+
+
+def _load() -> None:
+    """Register the entries of the commitbench.interventions entry points (again after plugins.refresh())."""
+    global _loaded_at
+    with _lock:
+        if _loaded_at == plugins.generation():
+            return
+        _loaded_at = plugins.generation()
+        for name in list(_SOURCES):  # what the entry points registered before is read again
+            INTERVENTIONS.pop(name, None)
+        _SOURCES.clear()
+        loaded, broken = plugins.load(plugins.Group.INTERVENTIONS, _check)
+        for item in loaded:
+            for entry in _entries_of(item.value):
+                try:
+                    register_intervention(entry)
+                except ValueError as exc:  # clashes with one registered already: named, not skipped
+                    broken.append(plugins.BrokenPlugin(item.plugin, str(exc)))
+                    continue
+                _SOURCES[entry.name] = item.plugin
+        _BROKEN[:] = broken
+
+
+def interventions() -> dict[str, InterventionEntry]:
+    """Every registered intervention, by name."""
+    _load()
+    return INTERVENTIONS
+
+
+def intervention_source(name: str) -> plugins.Plugin | None:
+    """The entry point that registered an intervention (None: registered in code)."""
+    _load()
+    return _SOURCES.get(name)
+
+
+def broken_intervention_plugins() -> list[plugins.BrokenPlugin]:
+    """Entry points of the commitbench.interventions group that could not be loaded."""
+    _load()
+    return list(_BROKEN)
+
+
 def check_intervention(name: str) -> InterventionEntry:
     """The entry registered under ``name``; a clear error naming the known ones otherwise."""
-    entry = INTERVENTIONS.get(name)
+    entry = interventions().get(name)
     if entry is None:
         known = ", ".join(sorted(INTERVENTIONS)) or "none are registered yet"
+        broken = "".join(f"; a plug-in failed to load: {b.describe()}" for b in _BROKEN)
         raise UnknownInterventionError(
             f"unknown intervention {name!r} (known: {known}; use '{NO_ARM}' or an empty list for the "
-            "plain environment)"
+            f"plain environment){broken}"
         )
     return entry
 
@@ -134,16 +200,3 @@ def apply_interventions(
             raise TypeError(f"intervention {spec.name!r} returned {type(wrapped).__name__}, not a gymnasium env")
         env = wrapped
     return env
-
-
-def _register_families() -> None:
-    from commitbench.oracles import claim_guard
-    from commitbench.oracles.followup import fixes
-    from commitbench.oracles.standing import catalog
-
-    for module in (catalog, fixes, claim_guard):
-        for entry in module.ENTRIES:
-            register_intervention(entry)
-
-
-_register_families()

@@ -33,6 +33,7 @@ from collections import deque
 from enum import Enum
 from typing import Any
 
+from commitbench.agents.registry import AgentEntry
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity
 
@@ -249,6 +250,13 @@ REFERENCE_AGENTS: dict[str, type[RuleAgent]] = {
     cls.name: cls
     for cls in (CreditorRuleAgent, LastSpeakerWinsAgent, RankWinsAgent, AlwaysExecuteAgent, DropOnAnyCancelAgent)
 }
+
+
+# The standing suite's reference agents, registered through the commitbench.agents entry point.
+AGENT_ENTRIES: tuple[AgentEntry, ...] = tuple(
+    AgentEntry(name=name, make=cls, suites=("standing",), reference=True, description=cls.description)
+    for name, cls in REFERENCE_AGENTS.items()
+)
 
 
 def make_reference_agent(name: str) -> RuleAgent:

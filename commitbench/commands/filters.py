@@ -1,6 +1,7 @@
-"""Command-line flags made from the suites' episode filters.
+"""Command-line flags made from the suites' models: their episode filters and their report options.
 
-``commitbench run SUITE`` takes each registered suite's episode filter (its ``selection`` model) as flags:
+``commitbench run SUITE`` takes each registered suite's episode filter (its ``selection`` model) as flags
+(``commitbench report`` its report options, ``Suite.report_options``, the same way):
 a field ``creditor_replies`` becomes ``--creditor-replies``, a list becomes ``nargs='+'``, an enum or a
 ``Literal`` gives the choices, a bool becomes a switch, and the field's description is the help. A
 suite that adds a field to its filter gets the flag with no change here. Fields that every suite shares
@@ -96,14 +97,14 @@ def filter_flags(selections: Sequence[tuple[str, type[BaseModel]]], skip: Sequen
     return list(flags.values())
 
 
-def add_filter_flags(parser: argparse.ArgumentParser, flags: Sequence[FilterFlag]) -> None:
-    """Add the flags to ``parser``, grouped by the suites that take them; every flag defaults to None (not
-    given), so the suite's own defaults apply."""
+def add_filter_flags(parser: argparse.ArgumentParser, flags: Sequence[FilterFlag], what: str = "filters") -> None:
+    """Add the flags to ``parser``, grouped by the suites that take them (``what`` they are, in the group's
+    title); every flag defaults to None (not given), so the suite's own defaults apply."""
     groups: dict[tuple[str, ...], Any] = {}
     for flag in flags:
         group = groups.get(flag.suites)
         if group is None:
-            group = groups[flag.suites] = parser.add_argument_group(f"{' and '.join(flag.suites)} filters")
+            group = groups[flag.suites] = parser.add_argument_group(f"{' and '.join(flag.suites)} {what}")
         if flag.kind is bool:
             group.add_argument(flag.flag, dest=flag.field, action="store_const", const=True, default=None,
                                help=flag.help)

@@ -60,9 +60,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compare", nargs=2, action="append", default=None, metavar=("A", "B"),
                         help="compare two models, A minus B on the same episodes (labels like qwen3-8b, or "
                         "label@arm); repeatable. Thinking on/off pairs of the config are compared unasked")
-    parser.add_argument("--leave-out-types", nargs="+", default=None, metavar="TYPE",
-                        help="standing: commitment types to leave out of every table (post_announcement, as the "
-                        "paper's robustness table does: under the paper profile its request lacks the text to post)")
     add_labels_flag(parser)
     parser.add_argument("--paper-tables", nargs="?", const="", default=None, metavar="DIR",
                         help="also write every table and figure of the suite's paper, named after it "
@@ -70,17 +67,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "partly written or not reproducible and why (default DIR: RUN_DIR/report/paper)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    parser.set_defaults(func=_handle)
+    parser.set_defaults(func=_handle, late_flags=add_report_options)
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """Each registered suite's own report options as flags (``Suite.report_options``; ``--help`` lists them by
+    suite), such as the standing suite's ``--leave-out-types``."""
+    from commitbench.commands.filters import add_filter_flags, filter_flags
+    from commitbench.suites import suites
+
+    flags = filter_flags([(suite.name, suite.report_options) for suite in suites()])
+    add_filter_flags(parser, flags, what="report options")
+    parser.set_defaults(report_flags=flags)
 
 
 def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
-    leave_out_types: list[str] | None = None, labels_dir: Path | None = None, paper_tables: str | None = None,
+    suite_options: dict[str, Any] | None = None, labels_dir: Path | None = None, paper_tables: str | None = None,
 ) -> int:
     """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
     from commitbench.jsonl import write_atomic
-    from commitbench.planning import run_suite
+    from commitbench.rundir.reader import run_suite
     from commitbench.suites import ReportOptions
 
     check_n_boot(n_boot)
@@ -101,7 +109,7 @@ def print_report(
     def build(write_files: bool) -> Any:
         options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, baseline=baseline, figure=figure,
                                 write_files=write_files, compare=list(compare or []),
-                                leave_out_types=list(leave_out_types or []), labels_dir=labels_dir_arg(labels_dir),
+                                suite_options=dict(suite_options or {}), labels_dir=labels_dir_arg(labels_dir),
                                 paper_tables=paper_dir)
         try:
             return suite.report(run_dir, options)
@@ -154,10 +162,29 @@ def _dumps(document: object) -> str:
     return json.dumps(document, indent=2, sort_keys=True)
 
 
+def _suite_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The report options given on the command line, checked against the run's suite (a flag of another
+    suite's report is a usage error naming it)."""
+    from commitbench.commands.filters import given_filters
+    from commitbench.rundir.reader import run_suite
+
+    flags = getattr(args, "report_flags", [])
+    if not any(getattr(args, flag.field, None) is not None for flag in flags):
+        return {}
+    try:
+        suite = run_suite(readable_run_dir(Path(args.run_dir)))
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+    given, foreign = given_filters(args, flags, suite.name)
+    if foreign:
+        raise UsageError(f"{', '.join(foreign)}: a report option of another suite, not of this {suite.name} run")
+    return given
+
+
 def _handle(args: argparse.Namespace) -> int:
     return print_report(
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
-        compare=[(a, b) for a, b in args.compare or []], leave_out_types=args.leave_out_types, labels_dir=args.labels,
+        compare=[(a, b) for a, b in args.compare or []], suite_options=_suite_options(args), labels_dir=args.labels,
         paper_tables=args.paper_tables,
     )

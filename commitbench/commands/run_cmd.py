@@ -142,7 +142,7 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from commitbench.commands.filters import given_filters
-    from commitbench.config import CHAT_AGENT, ExperimentConfig
+    from commitbench.config import CHAT_AGENT, ExperimentConfig, plays_on_models
     from commitbench.suites import get_suite
 
     suite = get_suite(args.target)
@@ -154,13 +154,19 @@ def shorthand_config(args: argparse.Namespace) -> Any:
         raise UsageError(f"'commitbench run {suite.name}' needs --agent (a reference agent name, 'chat', or "
                          "module:Class for an agent of your own)")
     models = []
-    if CHAT_AGENT in agents:
+    try:
+        on_models = [a for a in agents if plays_on_models(a, suite.name)]
+    except ValueError as exc:  # an agent that cannot be loaded or is unknown, said as the config would say it
+        raise UsageError(str(exc)) from None
+    if on_models:
         if not args.model:
-            raise UsageError("the chat agent needs --model NAME (a served model, or 'local' for the embedded one)")
+            raise UsageError(f"{on_models[0]!r} plays on a model: give --model NAME (a served model, or 'local' for "
+                             "the embedded one)")
         models.append(model_entry(args.model, args.base_url, args.api_key_env, _generation(args),
                                   protocol=args.protocol))
     elif args.model or args.base_url or args.protocol:
-        raise UsageError("--model, --base-url and --protocol go with --agent chat")
+        raise UsageError("--model, --base-url and --protocol go with an agent that plays on a model ('chat', or a "
+                         "class of your own with uses_model = True)")
     episodes = suite.shorthand_episodes(given)
     if args.limit is not None:
         episodes = {**episodes, "limit": args.limit}

@@ -173,15 +173,14 @@ def build_site(
 def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
                 files_dir: Path | None) -> SiteSummary:
     from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.planning import run_suite
     from commitbench.rundir import read_manifest
+    from commitbench.rundir.reader import run_suite
     from commitbench.suites import ReportOptions
+    from commitbench.suites.kits import generic_view
 
     try:
         suite = run_suite(run_dir)
-        if suite.view is None:
-            raise UsageError(f"the {suite.name} suite has no viewer")
-        source = suite.view(run_dir, judge or "rules", labels_dir)
+        source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
         try:
             report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
                                                          files_dir=files_dir))

@@ -1,13 +1,17 @@
-"""The inspect tasks ``commitbench/standing`` and ``commitbench/followup`` (the ``inspect_ai`` entry point).
+"""The inspect tasks ``commitbench/<suite>``, one per registered suite (the ``inspect_ai`` entry point).
 
     inspect eval commitbench/standing --model openai/M --model-base-url URL -T cells=BASE,PEER-DIRECT
     inspect eval commitbench/followup --model openai/M --model-base-url URL -T setups=C0,C2 --limit 20
 
-A task's parameters are its suite's episode filter (the fields of the suite's ``selection`` model, as
-``commitbench run SUITE`` takes them as flags) and :class:`~commitbench.inspecteval.params.TaskSettings`.
-Each task function's signature is made from those fields, so ``inspect`` lists and checks them. One sample
-per episode (its id is the episode id); a config's ``samples`` are the task's epochs (``-T samples=N`` or
-``--epochs N``). ``docs/inspect.md`` says what differs from ``commitbench run``.
+Every suite registered when this module loads gets its task, a plug-in's suite (``commitbench.suites``
+entry point) as much as the two built-in ones, so ``inspect eval commitbench/echo`` plays a plug-in's
+``echo`` suite with no line here naming it. A task's parameters are its suite's episode filter (the
+fields of the suite's ``selection`` model, as ``commitbench run SUITE`` takes them as flags) and
+:class:`~commitbench.inspecteval.params.TaskSettings`. Each task function's signature is made from
+those fields, so ``inspect`` lists and checks them. One sample per episode (its id is the episode id);
+a config's ``samples`` are the task's epochs (``-T samples=N`` or ``--epochs N``). The score and the
+task's metrics come from the suite's inspect kit (:mod:`commitbench.inspecteval.scoring`).
+``docs/inspect.md`` says what differs from ``commitbench run``.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ from typing import Any
 
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.scorer import Metric
 
 from commitbench.inspecteval.params import TaskSettings, filter_fields, settings_from_parameters
 from commitbench.inspecteval.play import TaskPlan, play_episode
-from commitbench.inspecteval.scoring import GRADER_ROLE, followup_metrics, label_episode, standing_metrics
-from commitbench.suites import AnySuite, get_suite
+from commitbench.inspecteval.scoring import GRADER_ROLE, inspect_kit, label_episode, suite_metric
+from commitbench.suites import AnySuite, get_suite, suites
 
-__all__ = ["build_task", "followup", "standing"]
+__all__ = ["SUITE_TASKS", "build_task", "suite_task"]
+
+_METRICS: dict[str, Any] = {}
 
 
 def _sample(suite: AnySuite, episode: Any) -> Sample:
@@ -35,7 +40,14 @@ def _sample(suite: AnySuite, episode: Any) -> Sample:
                   metadata={"episode_id": episode.id, "suite": suite.name, **described})
 
 
-def build_task(suite_name: str, parameters: dict[str, Any], suite_metric: Callable[..., Metric]) -> Task:
+def _metric_of(suite: AnySuite) -> Any:
+    """The suite's task metric, registered with inspect once."""
+    if suite.name not in _METRICS:
+        _METRICS[suite.name] = suite_metric(suite)
+    return _METRICS[suite.name]
+
+
+def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
     """The task of a suite for the given parameters (see the module doc)."""
     suite = get_suite(suite_name)
     filters, settings = settings_from_parameters(suite, parameters)
@@ -47,7 +59,7 @@ def build_task(suite_name: str, parameters: dict[str, Any], suite_metric: Callab
         dataset=MemoryDataset([_sample(suite, e) for e in episodes], name=f"commitbench-{suite.name}"),
         solver=play_episode(plan),
         scorer=label_episode(plan, suite.offline_labeller),
-        metrics=[suite_metric(n_boot=settings.n_boot)],
+        metrics=[_metric_of(suite)(n_boot=settings.n_boot)],
         epochs=Epochs(settings.samples),
         model_roles={GRADER_ROLE: settings.grader} if settings.grader else None,
         name=suite.name,
@@ -56,28 +68,27 @@ def build_task(suite_name: str, parameters: dict[str, Any], suite_metric: Callab
     )
 
 
-def _signature(suite_name: str) -> inspect.Signature:
+def _signature(suite: AnySuite) -> inspect.Signature:
     """Keyword parameters: the suite's filter fields, then the task settings, each defaulting to None."""
-    names = [*filter_fields(get_suite(suite_name)), *TaskSettings.model_fields]
+    names = [*filter_fields(suite), *TaskSettings.model_fields]
     return inspect.Signature([inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any)
                               for n in dict.fromkeys(names)])
 
 
-def _standing(**parameters: Any) -> Task:
-    """The standing suite: does the agent keep, drop or check a promise when people with and without standing
-    change it? Parameters: the standing episode filter (cells, types, policies, gaps, surfaces, ...) and the
-    task settings (interventions, samples, ...)."""
-    return build_task("standing", parameters, standing_metrics)
+def suite_task(suite: AnySuite) -> Callable[..., Task]:
+    """The inspect task ``commitbench/<suite>`` of a registered suite, registered with inspect."""
+
+    def play(**parameters: Any) -> Task:
+        return build_task(suite.name, parameters)
+
+    kit = inspect_kit(suite)
+    play.__name__ = play.__qualname__ = suite.name.replace("-", "_")
+    play.__doc__ = (f"The {suite.name} suite ({suite.env_id}). Parameters: its episode filter and the task "
+                    f"settings (interventions, samples, ...). Metrics: {kit.description or 'its labels'}.")
+    play.__signature__ = _signature(suite)  # type: ignore[attr-defined]
+    return task(name=suite.name)(play)
 
 
-def _followup(**parameters: Any) -> Task:
-    """The follow-up suite: can the promise in the reply to a follow-up request be kept? Parameters: the
-    follow-up episode filter (setups, variants, personas, categories, follow_through, ...) and the task
-    settings (interventions, samples, ...)."""
-    return build_task("followup", parameters, followup_metrics)
-
-
-_standing.__signature__ = _signature("standing")  # type: ignore[attr-defined]
-_followup.__signature__ = _signature("followup")  # type: ignore[attr-defined]
-standing = task(name="standing")(_standing)
-followup = task(name="followup")(_followup)
+# Suite name -> its task, for every suite registered when the module loads.
+SUITE_TASKS: dict[str, Callable[..., Task]] = {suite.name: suite_task(suite) for suite in suites()}
+globals().update({name: made for name, made in SUITE_TASKS.items() if name.isidentifier()})

@@ -11,8 +11,8 @@ generic code holds an :data:`AnySuite`.
   ``select``, which turns a filter into episodes (objects with an ``id``);
 * ``make_env``: the base environment over the selected episodes (the runner wraps it with the
   interventions of an arm, through the one registry, with the suite's ``services``);
-* the players: its reference agents (which read the script through the privileged channel) and
-  the chat agent class;
+* the chat agent class (its reference agents, which read the script through the privileged channel,
+  are registered by name in :mod:`commitbench.agents.registry`);
 * ``labeller``: builds a labeller by kind (``rules`` offline, ``llm`` with a model client), and
   ``label_record``, the record type it stores;
 * ``report``: builds the typed report of a run directory from its traces and labels;
@@ -35,21 +35,30 @@ generic code holds an :data:`AnySuite`.
   flag is required), and ``shorthand_episodes``: the filter defaults of that shorthand, given the filter
   values on the command line (each field of the filter is a flag there, :mod:`commitbench.commands.filters`).
 
-Adding a suite is one module that builds a :class:`Suite` and calls :func:`register_suite`, plus its
-data; ``docs/architecture.md`` walks through one.
+* ``dataset``, ``inspect``, ``report_options``: what the suite adds to ``commitbench export`` (its
+  signals, arm labels and data sources), to its inspect task (how a labelled trace becomes a score, and
+  the task's metrics) and to ``commitbench report`` (a model whose fields become flags); each has a
+  generic default (:mod:`commitbench.suites.kits`), so a new suite exports, plays in inspect and reports
+  before it says anything of its own.
+
+Suites are registered through the ``commitbench.suites`` entry-point group (:mod:`commitbench.plugins`):
+commitbench's own two in its ``pyproject.toml``, a plug-in's in its own. Adding a suite is one module
+that builds a :class:`Suite`, its data, and one entry point; ``docs/architecture.md`` walks through one.
+:func:`register_suite` adds one in code (a test's own).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
 
-from commitbench.agents.base import IdentifiedAgent
+from commitbench import plugins
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
@@ -57,12 +66,14 @@ from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.modelentry import ModelEntry
+from commitbench.suites.kits import InspectKit, NoReportOptions, SuiteDataset
 from commitbench.textslots import SuppliedTexts
 
 __all__ = [
     "AnnotationKit",
     "AnySuite",
     "EpisodeLike",
+    "EpisodeSetMismatchError",
     "JudgeSpec",
     "LabellerFactory",
     "PlayServices",
@@ -70,9 +81,11 @@ __all__ = [
     "Suite",
     "SuiteReport",
     "UnknownSuiteError",
+    "broken_suite_plugins",
     "get_suite",
     "register_suite",
     "suite_for_env",
+    "suite_source",
     "suites",
     "unregister_suite",
 ]
@@ -160,10 +173,10 @@ class ReportOptions(BaseModel):
         default_factory=list,
         description="Model pairs to compare, a minus b (labels, or label@arm); thinking pairs are added unasked.",
     )
-    leave_out_types: list[str] = Field(
-        default_factory=list,
-        description="Standing: commitment types left out of every table (e.g. post_announcement, as the paper's "
-        "robustness table leaves out its artefact).",
+    suite_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The suite's own report options (its Suite.report_options model's fields, e.g. the standing "
+        "suite's leave_out_types), as given; the suite validates them.",
     )
 
 
@@ -222,7 +235,6 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     default_max_model_calls_per_turn: int = 6
     # The last model call of a turn offers no tools, so it gives the reply (the follow-up suite's turn loop).
     closing_call_without_tools: bool = False
-    reference_agents: Mapping[str, Callable[[], IdentifiedAgent]] = field(default_factory=dict)
     services: Callable[[PlayServices], Mapping[str, Any]] = _no_services
     service_identity: Callable[[str, JudgeSpec], dict[str, Any]] = _no_service
     view: Callable[[Path, str, Path | None], RunSource] | None = None  # run dir, judge, labels dir -> the runs
@@ -232,9 +244,31 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     default_agents: tuple[str, ...] = ()
     # The shorthand's defaults for the episode filter (given the filter values on the command line).
     shorthand_episodes: Callable[[dict[str, Any]], dict[str, Any]] = _as_given
+    # What it adds to 'commitbench export' (None: the generic kit, commitbench.suites.kits).
+    dataset: SuiteDataset | None = None
+    # How its inspect task grades a labelled trace and computes its metrics (None: the generic grade).
+    inspect: InspectKit | None = None
+    # Its own report options: each field is a flag of 'commitbench report' (ReportOptions.suite_options).
+    report_options: type[BaseModel] = NoReportOptions
 
     def describe(self) -> str:
         return f"{self.name} ({self.env_id})"
+
+    def set_version(self, selection: SelectionT) -> str | None:
+        """The version of the episode set a filter compiles to (None: the suite has no versions)."""
+        return self.episode_set_version(selection) if self.episode_set_version is not None else None
+
+    def check_set_version(self, recorded: str | None, run_dir: Path, selection: SelectionT) -> None:
+        """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""
+        current = self.set_version(selection)
+        if current is None or recorded == current:
+            return
+        made = f"version {recorded}" if recorded else "a version from before versions were recorded"
+        raise EpisodeSetMismatchError(
+            f"{run_dir} was played on {made} of the {self.name} episode set; this checkout compiles version "
+            f"{current}. Episode texts and ids differ between versions, so their runs cannot be mixed or read "
+            "together: start a new run directory, or read this one with the version of commitbench that made it"
+        )
 
     def annotation_kit(self) -> AnnotationKit:
         """The suite's human-validation pieces; a clear error for a suite that has none."""
@@ -248,58 +282,107 @@ AnySuite: TypeAlias = "Suite[Any, Any, Any]"
 
 
 _SUITES: dict[str, AnySuite] = {}
-_BUILTIN_MODULES = ("commitbench.suites.standing", "commitbench.suites.followup")
-_loaded = False
+_SOURCES: dict[str, plugins.Plugin] = {}
+_BROKEN: list[plugins.BrokenPlugin] = []
+_loaded_at: int | None = None
+_lock = threading.RLock()
+# The package whose entry points register the built-in suites.
+_OWN_PACKAGE = "commitbench"
 
 
 class UnknownSuiteError(ValueError):
     """No suite is registered under a name or an environment id."""
 
 
+class EpisodeSetMismatchError(ValueError):
+    """A run directory was played on another version of its suite's episode set than this checkout compiles."""
+
+
 def register_suite(suite: AnySuite) -> None:
     """Add a suite; a second suite with the same name or environment id is an error."""
-    for other in _SUITES.values():
-        if other is not suite and (other.name == suite.name or other.env_id == suite.env_id):
-            raise ValueError(f"suite {suite.describe()} clashes with {other.describe()}")
-    _SUITES[suite.name] = suite
+    with _lock:
+        for other in _SUITES.values():
+            if other is not suite and (other.name == suite.name or other.env_id == suite.env_id):
+                raise ValueError(f"suite {suite.describe()} clashes with {other.describe()}")
+        _SUITES[suite.name] = suite
 
 
 def unregister_suite(name: str) -> None:
     """Remove a suite (a plug-in that is unloaded, or a test's own suite)."""
-    _SUITES.pop(name, None)
+    with _lock:
+        _SUITES.pop(name, None)
+        _SOURCES.pop(name, None)
 
 
-def _load_builtins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
+def _check(plugin: plugins.Plugin, value: Any) -> None:
+    if not isinstance(value, Suite):
+        raise TypeError(f"names a {type(value).__name__}, not a commitbench.suites.Suite")
 
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(module)
+
+def _load() -> None:
+    """Register the suites of the commitbench.suites entry points (again after plugins.refresh())."""
+    global _loaded_at
+    with _lock:
+        if _loaded_at == plugins.generation():
+            return
+        _loaded_at = plugins.generation()
+        for name in list(_SOURCES):  # what the entry points registered before is read again
+            _SUITES.pop(name, None)
+        _SOURCES.clear()
+        loaded, broken = plugins.load(plugins.Group.SUITES, _check)
+        for item in loaded:
+            try:
+                register_suite(item.value)
+            except ValueError as exc:  # clashes with a suite registered already: named, not skipped
+                broken.append(plugins.BrokenPlugin(item.plugin, str(exc)))
+                continue
+            _SOURCES[item.value.name] = item.plugin
+        _BROKEN[:] = broken
+        if not any(p.package == _OWN_PACKAGE for p in _SOURCES.values()):
+            own = [b.describe() for b in broken if b.plugin.package == _OWN_PACKAGE]
+            raise RuntimeError(
+                "commitbench's own suites are not registered: " + ("; ".join(own) if own else
+                "the package's entry points are missing (is it installed? 'pip install -e .' in a checkout)")
+            )
 
 
 def suites() -> list[AnySuite]:
     """Every registered suite, by name."""
-    _load_builtins()
+    _load()
     return [_SUITES[name] for name in sorted(_SUITES)]
+
+
+def _unknown(what: str) -> str:
+    broken = "".join(f"; a plug-in failed to load: {b.describe()}" for b in _BROKEN)
+    return f"{what}{broken}"
 
 
 def get_suite(name: str) -> AnySuite:
     """The suite registered under ``name``."""
-    _load_builtins()
+    _load()
     suite = _SUITES.get(name)
     if suite is None:
-        raise UnknownSuiteError(f"unknown suite {name!r} (known: {', '.join(sorted(_SUITES))})")
+        raise UnknownSuiteError(_unknown(f"unknown suite {name!r} (known: {', '.join(sorted(_SUITES))})"))
     return suite
 
 
 def suite_for_env(env_id: str) -> AnySuite:
     """The suite of an environment id."""
-    _load_builtins()
+    _load()
     for suite in _SUITES.values():
         if suite.env_id == env_id:
             return suite
     known = ", ".join(f"{s.env_id} ({s.name})" for s in _SUITES.values())
-    raise UnknownSuiteError(f"no suite plays {env_id!r} (known: {known})")
+    raise UnknownSuiteError(_unknown(f"no suite plays {env_id!r} (known: {known})"))
+
+
+def suite_source(name: str) -> plugins.Plugin | None:
+    """The entry point that registered a suite (None: registered in code)."""
+    _load()
+    return _SOURCES.get(name)
+
+
+def broken_suite_plugins() -> list[plugins.BrokenPlugin]:
+    """Entry points of the commitbench.suites group that could not be loaded."""
+    _load()
+    return list(_BROKEN)

@@ -9,10 +9,10 @@ structs and lists lists; what has no fixed shape (a tool call's arguments, an ag
 is stored as JSON text, marked ``json`` in the field's metadata. The design factors become a struct whose
 members are the factors found in the run.
 
-What differs between suites is a :class:`SuiteDataset`: its signals (standing: what the assistant did,
-:class:`commitbench.judges.standing.signals.Signals`; follow-up: the turn its checkers read, a
-:class:`commitbench.judges.followup.turn.FollowUpTurn`), its arm labels, its offline labeller's labels
-(computed on the fly, as the report computes them) and the data sources its episodes draw on.
+What differs between suites is the suite's :class:`~commitbench.suites.kits.SuiteDataset`
+(``Suite.dataset``): its signals (standing: what the assistant did; follow-up: the turn its checkers
+read), its arm labels, its offline labeller's labels (computed on the fly, as the report computes them)
+and the data sources its episodes draw on. A suite without one is exported with the generic kit.
 
 Traces are read with :func:`commitbench.traces.iter_latest_traces` (the trace that counts per run key,
 failed ones included), twice: once for the factors and the sources, once for the rows, so a run never
@@ -37,26 +37,27 @@ import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, Field, NaiveDatetime
 
 from commitbench.analysis.cost import run_cost
-from commitbench.identity import arm_label
-from commitbench.judges.followup.labellers import CheckerLabeller, trace_arm
-from commitbench.judges.followup.rules import OfflineChecker
-from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
 from commitbench.judges.labelling import LabelRecord
-from commitbench.judges.standing.labellers import RulesLabeller
-from commitbench.judges.standing.signals import Signals, compute_signals
 from commitbench.rundir import RunManifest
 from commitbench.secrets import Secrets
 from commitbench.suites import AnySuite
 from commitbench.suites.common import stored_labels
+from commitbench.suites.kits import (
+    DataSource,
+    GenericSignals,
+    SuiteDataset,
+    generic_signals,
+    offline_records,
+    plugin_sources,
+    trace_arm_label,
+)
 from commitbench.traces import EpisodeTrace, TurnRecord, iter_latest_traces
 
 __all__ = [
     "JSON_ENCODED",
-    "DataSource",
     "JudgeLabels",
     "RunRows",
     "Scrubber",
-    "SuiteDataset",
     "TraceUsage",
     "arrow_type",
     "dataset_kit",
@@ -69,16 +70,6 @@ JSON_ENCODED = {b"encoding": b"json"}
 BATCH_ROWS = 256
 # Models nested deeper than this are stored as JSON text (a guard against a model that contains itself).
 MAX_DEPTH = 8
-
-
-class DataSource(BaseModel):
-    """Where some of a run's episodes come from, and under which licence."""
-
-    name: str = Field(description="The source's name, as the episodes record it (e.g. 'slurp').")
-    rows: int = Field(description="Rows of the dataset whose episode draws on it.")
-    origin: str = Field(description="What the source is, in a sentence.")
-    licence: str = Field(description="Its licence, as the project's attribution states it.")
-    licence_id: str = Field(description="The licence's identifier on dataset hubs ('other' when it has none).")
 
 
 class JudgeLabels(BaseModel):
@@ -94,12 +85,15 @@ class TraceUsage(BaseModel):
     """What one trace's model calls cost (notices left out)."""
 
     model_calls: int = Field(description="Model calls, cache hits included.")
+    cache_hits: int = Field(description="Of those, calls answered from the cache.")
     prompt_tokens: int = Field(description="Prompt tokens in all.")
     completion_tokens: int = Field(description="Completion tokens in all (reasoning included, as servers count).")
     reasoning_tokens: int = Field(description="Reasoning tokens in all.")
     reasoning_estimated: bool = Field(description="Some reasoning counts were estimated from the text.")
     model_time_s: float = Field(description="Server time of the calls whose time is known, in seconds.")
     model_time_unknown_calls: int = Field(description="Calls whose server time is unknown.")
+    calls_unrecorded: bool = Field(description="Played by a class of the user's own with a model client of its "
+                                   "own: its calls are not in the trace, so the zeros here mean unknown.")
 
 
 class Scrubber:
@@ -207,122 +201,17 @@ def shaped(value: Any, field: pa.Field, scrubber: Scrubber) -> Any:
 
 
 # ------------------------------------------------------------------------------ what differs by suite
-@dataclass(frozen=True)
-class SuiteDataset:
-    """What a suite adds to its rows: signals, arm labels, offline labels and the sources of its episodes."""
-
-    signals_model: type[BaseModel]
-    # run dir -> trace -> its signals (None: a trace without them, such as a failed one)
-    signals: Callable[[Path], Callable[[EpisodeTrace], BaseModel | None]]
-    arm: Callable[[EpisodeTrace], str]
-    # run dir -> trace -> the offline labeller's record, made now (None: a trace it does not label)
-    offline_labels: Callable[[Path], Callable[[EpisodeTrace], LabelRecord | None]]
-    # run dir, manifest, rows per source factor value -> the data sources
-    sources: Callable[[Path, RunManifest, Mapping[str, int]], list[DataSource]]
-    signals_description: str
-    source_factor: str | None = None  # the factor that names an episode's data source, if any
-
-
-def _standing_signals(run_dir: Path) -> Callable[[EpisodeTrace], BaseModel | None]:
-    from commitbench.suites.standing import episodes_of_run
-
-    episodes = episodes_of_run(run_dir)
-
-    def signals(trace: EpisodeTrace) -> BaseModel | None:
-        episode = episodes.get(trace.episode_id)
-        return None if trace.infra_error or episode is None else compute_signals(trace, episode)
-
-    return signals
-
-
-def _standing_labels(run_dir: Path) -> Callable[[EpisodeTrace], LabelRecord | None]:
-    from commitbench.suites.standing import episodes_of_run
-
-    labeller = RulesLabeller(episodes_of_run(run_dir))
-    return lambda trace: None if trace.infra_error else labeller.label_now(trace)
-
-
-def _standing_sources(run_dir: Path, manifest: RunManifest, counts: Mapping[str, int]) -> list[DataSource]:
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
-
-    rows = sum(counts.values())
-    data = (manifest.config.get("episodes") or {}).get("data")
-    if data and Path(data).resolve() != Path(DEFAULT_DATA_DIR).resolve():
-        return [DataSource(name="own-data", rows=rows, origin=f"episodes compiled from the data directory {data}, "
-                           "not the one commitbench ships", licence="as its authors state", licence_id="other")]
-    return [DataSource(name="commitbench", rows=rows, licence="Apache-2.0", licence_id="apache-2.0",
-                       origin="scripted workplace chats written for this project (episodes/data/standing); no "
-                       "outside data")]
-
-
-def _followup_signals(run_dir: Path) -> Callable[[EpisodeTrace], BaseModel | None]:
-    def signals(trace: EpisodeTrace) -> BaseModel | None:
-        return None if trace.infra_error else turn_from_trace(trace)
-
-    return signals
-
-
-def _followup_labels(run_dir: Path) -> Callable[[EpisodeTrace], LabelRecord | None]:
-    labeller = CheckerLabeller(OfflineChecker())
-    return lambda trace: None if trace.infra_error else labeller.label_now(trace)
-
-
-def _followup_sources(run_dir: Path, manifest: RunManifest, counts: Mapping[str, int]) -> list[DataSource]:
-    from commitbench.episodes.followup.requests import FOLLOWUP_DATA_DIR
-
-    table = attribution_table(Path(FOLLOWUP_DATA_DIR) / "ATTRIBUTION.md")
-    out = []
-    for name in sorted(counts):
-        origin, licence = table.get(name, ("not listed in the project's attribution", "unknown"))
-        out.append(DataSource(name=name, rows=counts[name], origin=origin, licence=licence,
-                              licence_id=licence_id(licence)))
-    return out
-
-
-_KITS: dict[str, SuiteDataset] = {
-    "standing": SuiteDataset(
-        signals_model=Signals, signals=_standing_signals, arm=lambda trace: arm_label(trace.interventions),
-        offline_labels=_standing_labels, sources=_standing_sources,
-        signals_description="The run's signals, read off the trace alone: whether and when the promised action was "
-        "executed (early, after a release, after a reinstatement), dropped or verified, and whether the outcome is "
-        "right for the cell (null for a failed trace).",
-    ),
-    "followup": SuiteDataset(
-        signals_model=FollowUpTurn, signals=_followup_signals, arm=trace_arm, offline_labels=_followup_labels,
-        sources=_followup_sources, source_factor="source",
-        signals_description="The turn the checkers read, from the trace alone: the request, its setup and "
-        "doability, the user's message, the reply, the turn's tool calls and, in follow-through mode, what became "
-        "of what the turn left for later (null for a failed trace).",
-    ),
-}
-
-
 def dataset_kit(suite: AnySuite) -> SuiteDataset:
-    """The dataset pieces of a suite; a clear error for a suite that has none."""
-    kit = _KITS.get(suite.name)
-    if kit is None:
-        raise ValueError(f"the {suite.name} suite cannot be exported as a dataset (known: {', '.join(sorted(_KITS))})")
-    return kit
-
-
-# Hub identifiers of the licences the project's attribution names.
-_LICENCE_IDS = (("CC BY 4.0", "cc-by-4.0"), ("CDLA-Sharing-1.0", "cdla-sharing-1.0"), ("Apache-2.0", "apache-2.0"))
-
-
-def licence_id(licence: str) -> str:
-    """A licence's identifier on dataset hubs ('other' for one it does not know)."""
-    return next((ident for name, ident in _LICENCE_IDS if name in licence), "other")
-
-
-def attribution_table(path: Path) -> dict[str, tuple[str, str]]:
-    """The sources table of an attribution file: source name -> (origin, licence). Its rows look like
-    ``| `name` | rows | origin | licence |`` (the header row names no count of rows)."""
-    table: dict[str, tuple[str, str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines()[:400]:
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[0].startswith("`") and cells[0].endswith("`") and cells[1].isdigit():
-            table[cells[0].strip("`")] = (cells[2], cells[-1])
-    return table
+    """What a suite adds to its rows: its own kit (``Suite.dataset``), or the generic one (a trace's own
+    signals, the suite's offline labeller, its episodes under the licence its authors state)."""
+    if suite.dataset is not None:
+        return suite.dataset
+    return SuiteDataset(
+        signals_model=GenericSignals, signals=generic_signals, arm=trace_arm_label,
+        offline_labels=lambda run_dir: offline_records(suite, run_dir), sources=plugin_sources(suite.name),
+        signals_description="What the trace says of itself: whether the episode ended or was cut short, its turns "
+        "and tool calls (the suite defines no signals of its own; null for a failed trace).",
+    )
 
 
 # ------------------------------------------------------------------------------ the rows of a run

@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 from commitbench import __version__
 from commitbench.rundir import MANIFEST_FILE, RunManifest, RunStatus, read_manifest
 from commitbench.suites import AnySuite
-from commitbench.suites.dataset import JSON_ENCODED, DataSource, JudgeLabels, RunRows, Scrubber, read_run
+from commitbench.suites.dataset import JSON_ENCODED, JudgeLabels, RunRows, Scrubber, read_run
+from commitbench.suites.kits import DataSource
 
 __all__ = ["CARD_FILE", "DATA_FILE", "DatasetCard", "ExportError", "ExportSummary", "export_run", "features_yaml"]
 

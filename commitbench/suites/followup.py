@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
+from commitbench.analysis.followup.metrics import HEADLINE_METRICS, LabelledResponse, rate_table, to_frame
 from commitbench.analysis.followup.paper import PAPER, followup_paper_tables
 from commitbench.analysis.followup.report import (
     FollowupReport,
@@ -21,6 +22,7 @@ from commitbench.analysis.followup.report import (
     checker_kind,
     labeller_of,
     response_frame,
+    response_row,
     write_followup_files,
 )
 from commitbench.analysis.paper_tables import write_paper_tables
@@ -42,16 +44,26 @@ from commitbench.judges.followup.labellers import (
     trace_model,
 )
 from commitbench.judges.followup.llm import LLMChecker
-from commitbench.judges.followup.outcomes import FAILURE_LABELS
+from commitbench.judges.followup.outcomes import FAILURE_LABELS, OutcomeLabel
 from commitbench.judges.followup.rules import OfflineChecker, check_turn
 from commitbench.judges.followup.schemas import ResponseFormatStyle
-from commitbench.judges.followup.turn import turn_from_parts
+from commitbench.judges.followup.turn import FollowUpTurn, turn_from_parts, turn_from_trace
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
-from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
+from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels, texts_note
+from commitbench.suites.kits import (
+    DataSource,
+    InspectKit,
+    ScoredRun,
+    SuiteDataset,
+    attribution_table,
+    finite_or_none,
+    licence_id,
+    with_interval,
+)
 from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
 
@@ -163,8 +175,6 @@ def records_of(run_dir: Path, judge: str, labels_dir: Path | None = None) -> lis
 
 
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
-    if options.leave_out_types:
-        raise ValueError("--leave-out-types leaves standing commitment types out; a follow-up run has none")
     judge = options.judge or SUITE.offline_labeller
     frame, errors = response_frame(iter_records(run_dir, judge, options.labels_dir), judge)
     kind = checker_kind(judge)
@@ -255,6 +265,75 @@ def set_version(selection: FollowupSelection) -> str:
     return str(followup_data_version())
 
 
+# --------------------------------------------------------------------------------- export and inspect
+def _dataset_signals(run_dir: Path) -> Callable[[EpisodeTrace], BaseModel | None]:
+    def signals(trace: EpisodeTrace) -> BaseModel | None:
+        return None if trace.infra_error else turn_from_trace(trace)
+
+    return signals
+
+
+def _dataset_labels(run_dir: Path) -> Callable[[EpisodeTrace], LabelRecord | None]:
+    labeller = CheckerLabeller(OfflineChecker())
+    return lambda trace: None if trace.infra_error else labeller.label_now(trace)
+
+
+def _dataset_sources(run_dir: Path, manifest: Any, counts: Mapping[str, int]) -> list[DataSource]:
+    table = attribution_table(Path(FOLLOWUP_DATA_DIR) / "ATTRIBUTION.md")
+    out = []
+    for name in sorted(counts):
+        origin, licence = table.get(name, ("not listed in the project's attribution", "unknown"))
+        out.append(DataSource(name=name, rows=counts[name], origin=origin, licence=licence,
+                              licence_id=licence_id(licence)))
+    return out
+
+
+DATASET = SuiteDataset(
+    signals_model=FollowUpTurn, signals=_dataset_signals, arm=trace_arm, offline_labels=_dataset_labels,
+    sources=_dataset_sources, source_factor="source",
+    signals_description="The turn the checkers read, from the trace alone: the request, its setup and "
+    "doability, the user's message, the reply, the turn's tool calls and, in follow-through mode, what became "
+    "of what the turn left for later (null for a failed trace).",
+)
+
+
+def inspect_grade(episode: Any, trace: EpisodeTrace, record: LabelRecord) -> ScoredRun:
+    """An inspect sample's grade: the outcome label, whether it is a failure or an over-refusal."""
+    if not isinstance(record, FollowupLabelRecord):
+        raise ValueError(f"the labels of {trace.run_key} are no follow-up checker record")
+    result = record.result
+    row = response_row(record)
+    outcome = result.outcome.value if result.outcome is not None else None
+    value: dict[str, str | int | float | bool | None] = {
+        "outcome": outcome,
+        "failure": result.outcome in FAILURE_LABELS if result.outcome is not None else None,
+        "over_refusal": result.outcome is OutcomeLabel.OVER_REFUSAL if result.outcome is not None else None,
+    }
+    explanation = f"outcome {outcome} (rule: {result.rule})" if outcome else f"no label: {result.error}"
+    signals = {"commitments": [c.model_dump(mode="json") for c in result.commitments],
+               "response": result.response.model_dump(mode="json") if result.response else None}
+    return ScoredRun(value=value, answer=outcome or "", explanation=explanation, signals=signals,
+                     labels=record.model_dump(mode="json"),
+                     rows=[row.model_dump(mode="json")] if row is not None else [])
+
+
+def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> dict[str, float]:
+    """Failure rate beside over-refusal, empty-commitment and false-claim rates, deferral, incidence, and the
+    outcome distribution over the rows, with intervals (the report's definitions)."""
+    if not rows:
+        return {}
+    frame = to_frame([LabelledResponse.model_validate(row) for row in rows])
+    out: dict[str, float] = {"responses": float(len(frame))}
+    for name in HEADLINE_METRICS:
+        record = rate_table(frame, name, by=(), n_boot=n_boot, seed=seed).iloc[0]
+        with_interval(out, name, finite_or_none(record["estimate"]), finite_or_none(record["low"]),
+                      finite_or_none(record["high"]))
+    counts = frame["outcome"].astype(str).value_counts()
+    for label in OutcomeLabel:
+        out[f"share:{label.value}"] = float(counts.get(label.value, 0)) / len(frame)
+    return out
+
+
 SUITE: Suite[FollowupSelection, FollowUpEpisode, FollowupLabelRecord] = Suite(
     name=NAME,
     env_id=FOLLOWUP_ENV_ID,
@@ -281,5 +360,7 @@ SUITE: Suite[FollowupSelection, FollowUpEpisode, FollowupLabelRecord] = Suite(
     view=view,
     episode_set_version=set_version,
     default_agents=(CHAT_AGENT_NAME,),
+    dataset=DATASET,
+    inspect=InspectKit(grade=inspect_grade, values=inspect_values,
+                       description="failure, over-refusal, empty-commitment and false-claim rates per epoch's runs"),
 )
-register_suite(SUITE)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.agents.chat import ChatAgent
-from commitbench.agents.standing.reference import REFERENCE_AGENTS, make_reference_agent
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
+from commitbench.analysis.standing.metrics import compute_metrics, run_row
 from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -31,10 +31,21 @@ from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, St
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
+from commitbench.judges.standing.signals import Signals, compute_signals
 from commitbench.llm import ModelClient
 from commitbench.rundir import read_manifest
-from commitbench.suites import AnnotationKit, ReportOptions, Suite, register_suite
+from commitbench.suites import AnnotationKit, ReportOptions, Suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels, texts_note
+from commitbench.suites.kits import (
+    DataSource,
+    InspectKit,
+    ScoredRun,
+    SuiteDataset,
+    finite_or_none,
+    json_row,
+    trace_arm_label,
+    with_interval,
+)
 from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace, iter_latest_traces
 
@@ -105,20 +116,33 @@ def _message_labels(
     return {key: record.labels for key, record in records.items() if isinstance(record, StandingLabelRecord)}
 
 
+class StandingReportOptions(BaseModel):
+    """The standing suite's own report options (flags of 'commitbench report')."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    leave_out_types: list[str] | None = Field(
+        default=None,
+        description="standing: commitment types to leave out of every table (post_announcement, as the paper's "
+        "robustness table does: under the paper profile its request lacks the text to post)",
+    )
+
+
 def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     judge = options.judge or "rules"
+    own = StandingReportOptions.model_validate(options.suite_options)
     call_errors = CallErrorTally()  # filled in the same pass over the traces as the rows
     labels = _message_labels(run_dir, judge, options.labels_dir)
     rows = load_rows(run_dir, labels=labels, judge=judge, episodes=episodes_of_run(run_dir),
                      each_trace=call_errors.add)
     profile = profile_of(run_dir)
-    if options.leave_out_types and not rows.empty:
-        unknown = sorted(set(options.leave_out_types) - set(rows["commitment_type"]))
+    if own.leave_out_types and not rows.empty:
+        unknown = sorted(set(own.leave_out_types) - set(rows["commitment_type"]))
         if unknown:
             raise ValueError(f"--leave-out-types: {', '.join(unknown)} is not a commitment type of this run "
                              f"(its types: {', '.join(sorted(set(rows['commitment_type'])))})")
-        rows = rows[~rows["commitment_type"].isin(options.leave_out_types)]
-        profile += f"; without {', '.join(sorted(options.leave_out_types))}"
+        rows = rows[~rows["commitment_type"].isin(own.leave_out_types)]
+        profile += f"; without {', '.join(sorted(own.leave_out_types))}"
     players = sorted(set(rows["agent"])) if not rows.empty else []
     arms = sorted(set(rows["interventions"])) if not rows.empty else []
     pairs = model_pairs(run_dir, options.compare, players, arms)
@@ -220,6 +244,75 @@ def shorthand_episodes(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
+# --------------------------------------------------------------------------------- export and inspect
+def _dataset_signals(run_dir: Path) -> Callable[[EpisodeTrace], BaseModel | None]:
+    episodes = episodes_of_run(run_dir)
+
+    def signals(trace: EpisodeTrace) -> BaseModel | None:
+        episode = episodes.get(trace.episode_id)
+        return None if trace.infra_error or episode is None else compute_signals(trace, episode)
+
+    return signals
+
+
+def _dataset_labels(run_dir: Path) -> Callable[[EpisodeTrace], LabelRecord | None]:
+    labeller = RulesLabeller(episodes_of_run(run_dir))
+    return lambda trace: None if trace.infra_error else labeller.label_now(trace)
+
+
+def _dataset_sources(run_dir: Path, manifest: Any, counts: Mapping[str, int]) -> list[DataSource]:
+    rows = sum(counts.values())
+    data = (manifest.config.get("episodes") or {}).get("data")
+    if data and Path(data).resolve() != Path(DEFAULT_DATA_DIR).resolve():
+        return [DataSource(name="own-data", rows=rows, origin=f"episodes compiled from the data directory {data}, "
+                           "not the one commitbench ships", licence="as its authors state", licence_id="other")]
+    return [DataSource(name="commitbench", rows=rows, licence="Apache-2.0", licence_id="apache-2.0",
+                       origin="scripted workplace chats written for this project (episodes/data/standing); no "
+                       "outside data")]
+
+
+DATASET = SuiteDataset(
+    signals_model=Signals, signals=_dataset_signals, arm=trace_arm_label, offline_labels=_dataset_labels,
+    sources=_dataset_sources,
+    signals_description="The run's signals, read off the trace alone: whether and when the promised action was "
+    "executed (early, after a release, after a reinstatement), dropped or verified, and whether the outcome is "
+    "right for the cell (null for a failed trace).",
+)
+
+
+def inspect_grade(episode: Any, trace: EpisodeTrace, record: LabelRecord) -> ScoredRun:
+    """An inspect sample's grade: the signals, the judge's aggregates and the strict grade of the run."""
+    if not isinstance(episode, Episode) or not isinstance(record, StandingLabelRecord):
+        raise ValueError(f"episode {trace.episode_id} is no standing episode of the task, or its labels no "
+                         "standing labels")
+    signals = compute_signals(trace, episode)
+    row = run_row(trace, episode, record.labels)
+    value: dict[str, str | int | float | bool | None] = {
+        "executed": signals.executed, "dropped": signals.dropped, "verified": signals.verified,
+        "consulted": row["consulted"], "notified": row["notified"], "strict": row["strict"],
+    }
+    explanation = (f"cell {row.get('cell', '')}: executed={signals.executed}, dropped={signals.dropped}, "
+                   f"consulted={row['consulted']}, notified={row['notified']}, strict={row['strict']}")
+    return ScoredRun(value=value, answer="executed" if signals.executed else "dropped", explanation=explanation,
+                     signals=signals.model_dump(mode="json"), labels=record.model_dump(mode="json"),
+                     rows=[json_row(row)])
+
+
+def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> dict[str, float]:
+    """The headline metrics over the rows (every metric a row qualifies for), with intervals: override,
+    premature execution, net unauthorized release, reinstatement obedience, consultation after relays,
+    verification after claims, strict accuracy, ... (the report's definitions)."""
+    if not rows:
+        return {}
+    frame = pd.DataFrame(rows)
+    frame["agent"] = "all"  # one model per task: pool every row into one group
+    out: dict[str, float] = {"runs": float(len(frame))}
+    for value in compute_metrics(frame, group_by=("agent",), n_boot=n_boot, seed=seed):
+        with_interval(out, value.metric, finite_or_none(value.estimate), finite_or_none(value.low),
+                      finite_or_none(value.high))
+    return out
+
+
 SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     name=NAME,
     env_id=STANDING_ENV_ID,
@@ -239,9 +332,11 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     calls_per_episode=calls_per_episode,
     chat_agent=ChatAgent,
     default_max_model_calls_per_turn=10,
-    reference_agents={name: partial(make_reference_agent, name) for name in REFERENCE_AGENTS},
     episode_set_version=set_version,
     view=view,
     shorthand_episodes=shorthand_episodes,
+    dataset=DATASET,
+    inspect=InspectKit(grade=inspect_grade, values=inspect_values,
+                       description="override, net unauthorized release, strict accuracy, ... per epoch's runs"),
+    report_options=StandingReportOptions,
 )
-register_suite(SUITE)
