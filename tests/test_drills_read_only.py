@@ -111,6 +111,35 @@ def test_every_reader_works_from_a_read_only_run_and_writes_nothing_into_it(
     assert tree(archived) == before
 
 
+def test_an_older_run_directory_without_a_cell_table_reads_from_read_only_storage(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory played before cell tables (no cells.jsonl): its cells come from its recorded config, and
+    nothing is written into it, the table included; ``commitbench upgrade`` is refused with the reason."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, 64 * 1024) as mounted:
+        if os.geteuid() == 0 and not mounted:
+            pytest.skip("cannot mount a tmpfs here")
+        run = disk / "run"
+        chat_run(mock_server.base_url, run, limit=2)
+        (run / "cells.jsonl").unlink()
+        with read_only(disk if mounted else run):
+            before = tree(run)
+            code, out, err = cli(capsys, "report", str(run), "--n-boot", "20", "--json")
+            assert code == 0, err
+            assert json.loads(out)["runs"] == 4
+            code, out, err = cli(capsys, "view", str(run), "--out", str(tmp_path / "site"), "--n-boot", "20")
+            assert code == 0, err
+            code, out, err = cli(capsys, "export", str(run), "--out", str(tmp_path / "dataset"))
+            assert code == 0, err
+            code, out, err = cli(capsys, "merge", str(tmp_path / "merged"), str(run))
+            assert code == 0, err
+            assert (tmp_path / "merged" / "cells.jsonl").is_file()  # the merged directory has its table
+            code, out, err = cli(capsys, "upgrade", str(run))
+            assert code == 2 and "cells.jsonl" in err and "Traceback" not in err, err
+            assert tree(run) == before
+
+
 def test_what_would_write_into_read_only_storage_is_a_one_line_error(
     archived: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,9 +13,10 @@ from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.spec import SpecError, episode_set_version
-from commitbench.planning import EpisodeSetMismatchError, run_suite
 from commitbench.rundir import MANIFEST_FILE, read_manifest
+from commitbench.rundir.reader import run_suite
 from commitbench.runner import run_experiment
+from commitbench.suites import EpisodeSetMismatchError
 
 # The ids each version compiles to (sha256 of the sorted ids of the project profile's episodes). A change
 # to the data that moves any id must bump episodes/data/standing/VERSION and add its line here.

@@ -33,11 +33,12 @@ from commitbench.judges.labelling import labels_path
 from commitbench.judges.standing.rules import rule_judge_version
 from commitbench.labeljob import label_directory
 from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
-from commitbench.planning import run_suite
 from commitbench.rundir import RunStatus, read_manifest
+from commitbench.rundir.reader import run_suite
 from commitbench.runner import run_experiment
-from commitbench.suites.dataset import arrow_type, attribution_table, licence_id
+from commitbench.suites.dataset import arrow_type
 from commitbench.suites.export import CARD_FILE, DATA_FILE, export_run
+from commitbench.suites.kits import attribution_table, licence_id
 from commitbench.traces import TRACES_FILE, latest_traces
 
 FAST_RETRY = {"max_attempts": 3, "base_delay_s": 0.005, "max_delay_s": 0.05, "seed": 5}

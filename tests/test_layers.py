@@ -50,11 +50,12 @@ BOTTOM = (
     "commitbench.rundir",
     "commitbench.tracewriter",
     "commitbench.progress",
+    "commitbench.plugins",
 )
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
     "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
-    "commitbench.modelentry", "commitbench.inspecteval",
+    "commitbench.modelentry", "commitbench.inspecteval", "commitbench.rundir.reader",
 )
 # The mock chat server of the tests and benchmarks: no part of a run, so nothing below the command line
 # may import it.

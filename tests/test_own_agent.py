@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +14,7 @@ import pytest
 
 from commitbench.cli import main
 from commitbench.config import ConfigError, load_config
+from commitbench.mock import MockServer, ReplySpec
 from commitbench.traces import latest_traces
 
 # Ten lines: an agent that calls the promised action at its first chance, then answers every message.
@@ -32,11 +36,25 @@ def agent_package(tmp_path: Path) -> Iterator[Path]:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "eager.py").write_text(AGENT_SOURCE, encoding="utf-8")
+    (package / "onestep.py").write_text(_doc_block("## An agent that calls a model: through the harness"),
+                                        encoding="utf-8")
     sys.path.insert(0, str(tmp_path / "pkg"))
     yield package
-    sys.path.remove(str(tmp_path / "pkg"))
+    uninstall(tmp_path / "pkg")
+
+
+def uninstall(root: Path) -> None:
+    """Take the package off the path and out of the imported modules, and delete its files."""
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
     for name in [m for m in sys.modules if m == "myagents" or m.startswith("myagents.")]:
         del sys.modules[name]
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _doc_block(section: str) -> str:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
+    return doc.split(section, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def test_a_ten_line_agent_plays_through_run_report_and_view(
@@ -88,6 +106,115 @@ def test_a_config_names_an_agent_of_its_own_and_bad_ones_are_refused_clearly(
 
 
 def test_the_documented_example_is_the_agent_played_here() -> None:
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
-    block = doc.split("## A complete example", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    assert block.strip() == AGENT_SOURCE.strip()
+    assert _doc_block("## A complete example").strip() == AGENT_SOURCE.strip()
+    assert len(_doc_block("## An agent that calls a model: through the harness").strip().splitlines()) <= 20
+
+
+PLAY = ["--cells", "BASE", "CRED-DIRECT", "--types", "deploy_service", "--gaps", "1", "--surfaces", "0",
+        "--policies", "explicit", "--no-progress", "--no-report"]
+
+
+def test_a_finished_run_reads_without_the_agents_code(
+    agent_package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "standing", "--agent", "myagents.eager:Eager", "--out", str(out), *PLAY]) == 0
+    assert (out / "cells.jsonl").exists()
+    uninstall(tmp_path / "pkg")
+    with pytest.raises(ImportError):
+        importlib.import_module("myagents.eager")
+    capsys.readouterr()
+
+    assert main(["label", str(out)]) == 0
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0
+    assert "myagents.eager:Eager" in capsys.readouterr().out
+    assert main(["view", str(out), "--out", str(tmp_path / "site"), "--n-boot", "20"]) == 0
+    merged = tmp_path / "merged"
+    assert main(["merge", str(merged), str(out)]) == 0
+    assert "complete: 2 of 2 cells" in capsys.readouterr().out
+    assert main(["report", str(merged), "--json", "--n-boot", "20"]) == 0
+    if importlib.util.find_spec("pyarrow") is not None:
+        assert main(["export", str(out), "--out", str(tmp_path / "dataset")]) == 0
+    assert not [m for m in sys.modules if m.startswith("myagents")]  # nothing imported it
+
+
+def test_an_older_run_directory_reads_without_writes_and_upgrade_writes_its_table(
+    agent_package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "standing", "--agent", "myagents.eager:Eager", "--out", str(out), *PLAY]) == 0
+    assert main(["label", str(out)]) == 0
+    table = (out / "cells.jsonl").read_text(encoding="utf-8")
+    (out / "cells.jsonl").unlink()  # as a directory played before cell tables
+    capsys.readouterr()
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0  # the config is expanded: its agent imported
+    assert main(["view", str(out), "--out", str(tmp_path / "site"), "--n-boot", "20"]) == 0
+    assert not (out / "cells.jsonl").exists()  # reading writes no table (read-only storage: tests/test_drills_*)
+
+    uninstall(tmp_path / "pkg")
+    capsys.readouterr()
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 2
+    assert "commitbench upgrade" in capsys.readouterr().err
+    assert main(["upgrade", str(out)]) == 2  # its players cannot be imported here: nothing is written
+    assert "cannot expand the config" in capsys.readouterr().err and not (out / "cells.jsonl").exists()
+
+    sys.path.insert(0, str(tmp_path / "pkg2"))
+    try:
+        (tmp_path / "pkg2" / "myagents").mkdir(parents=True)
+        (tmp_path / "pkg2" / "myagents" / "__init__.py").write_text("", encoding="utf-8")
+        (tmp_path / "pkg2" / "myagents" / "eager.py").write_text(AGENT_SOURCE, encoding="utf-8")
+        assert main(["upgrade", str(out)]) == 0
+        assert "2 cells" in capsys.readouterr().out
+        assert (out / "cells.jsonl").read_text(encoding="utf-8") == table  # the table run would have written
+        assert main(["upgrade", str(out)]) == 2
+        assert "already has" in capsys.readouterr().err
+    finally:
+        uninstall(tmp_path / "pkg2")
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0  # read from the table alone
+
+
+def test_the_documented_harness_agent_is_cached_traced_and_costed(
+    agent_package: Path, tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(lambda request: ReplySpec(text="Noted, I will keep to what was agreed."))
+    out = tmp_path / "run"
+    model = ["--model", "mock-model", "--base-url", mock_server.base_url]
+    assert main(["run", "standing", "--agent", "myagents.onestep:OneStep", *model, "--out", str(out), *PLAY]) == 0
+    traces = latest_traces(out)
+    assert {t.agent.name for t in traces} == {"myagents.onestep:OneStep@mock-model"}
+    assert all(t.agent.settings["model"]["model"] == "mock-model" for t in traces)
+    played = mock_server.stats().chat_completions
+    calls = [c for t in traces for c in t.model_calls]
+    assert played > 0 and len(calls) == played and not any(c.cache_hit for c in calls)
+    assert all(c.prompt_tokens > 0 and c.completion_tokens > 0 for c in calls)
+    capsys.readouterr()
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0
+    (cost,) = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["model_calls"] == played and cost["cache_hits"] == 0 and not cost["calls_unrecorded"]
+    assert cost["prompt_tokens"] == sum(c.prompt_tokens for c in calls) > 0
+
+    again = tmp_path / "again"  # the same cells from the first run's cache: no call reaches the server
+    assert main(["run", "standing", "--agent", "myagents.onestep:OneStep", *model, "--out", str(again),
+                 "--cache", str(out / "cache.sqlite"), "--replay", *PLAY]) == 0
+    assert mock_server.stats().chat_completions == played
+    capsys.readouterr()
+    assert main(["report", str(again), "--json", "--n-boot", "20"]) == 0
+    (cost,) = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["model_calls"] == played and cost["cache_hits"] == played
+    assert main(["report", str(again), "--n-boot", "20"]) == 0
+    printed = capsys.readouterr().out
+    assert "cache hits" in printed and "myagents.onestep:OneStep@mock-model" in printed
+
+
+def test_an_agent_with_a_client_of_its_own_is_reported_as_unrecorded(
+    agent_package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "standing", "--agent", "myagents.eager:Eager", "--out", str(out), *PLAY]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0
+    (cost,) = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["calls_unrecorded"] and cost["model_calls"] == 0
+    assert main(["report", str(out), "--n-boot", "20"]) == 0
+    printed = capsys.readouterr().out
+    assert "unrecorded" in printed and "uses_model = True" in printed

@@ -109,8 +109,8 @@ def test_the_documented_full_example_is_a_valid_config(tmp_path: Path) -> None:
     [
         ({"agents": ["creditor-rule"], "colour": "red"}, "colour: Extra inputs are not permitted"),
         ({"agents": ["oracle"]}, "unknown agent 'oracle'"),
-        ({"agents": ["chat"]}, "needs at least one entry under models"),
-        ({"agents": ["creditor-rule"], "models": [{"name": "m", "base_url": "http://x/v1"}]}, "'chat' is not among"),
+        ({"agents": ["chat"]}, "plays on the config's models: name at least one under models"),
+        ({"agents": ["creditor-rule"], "models": [{"name": "m", "base_url": "http://x/v1"}]}, "no agent plays on them"),
         ({"agents": ["chat"], "models": [{"name": "m"}]}, "needs base_url"),
         ({"agents": ["creditor-rule"], "interventions": ["ledger"]}, "unknown intervention 'ledger'"),
         ({"agents": ["creditor-rule"], "samples": 0}, "samples: Input should be greater than or equal to 1"),
@@ -294,8 +294,8 @@ def test_cli_shorthand_runs_a_reference_agent(tmp_path: Path, capsys: pytest.Cap
     ("args", "message"),
     [
         (["run", "standing"], "needs --agent"),
-        (["run", "standing", "--agent", "chat"], "needs --model"),
-        (["run", "standing", "--agent", "creditor-rule", "--model", "x"], "go with --agent chat"),
+        (["run", "standing", "--agent", "chat"], "plays on a model: give --model"),
+        (["run", "standing", "--agent", "creditor-rule", "--model", "x"], "go with an agent that plays on a model"),
         (["run", "standing", "--agent", "creditor-rule", "--cells", "NOPE"], "unknown cell: NOPE"),
         (["run", "missing.yaml", "--agent", "chat"], "--agent only go with"),
         (["run", "missing.yaml"], "cannot read config missing.yaml"),
