@@ -21,24 +21,25 @@ A labels file holds one labeller's records. :func:`one_labeller_labels` (what re
 :func:`label_run` refuse a file in which any record names another labeller
 (:class:`MixedLabellersError`), so no table ever pools the labels of two judges or checkers.
 
-Every record also carries its labeller's *version* (:attr:`LabelRecord.labeller_version`): a digest
-of what decides its labels (the rule code of an offline labeller; the prompts, the output schema
-and what the judge is shown of an LLM judge; :func:`code_version`). A record of another version is
-stale: :func:`label_run` labels it again for an offline labeller always and for an LLM judge when
-asked (``relabel_stale``), and :func:`check_versions` says what a report may read: offline labels are
-computed anew, stale LLM labels are refused with the command that refreshes them, and no table mixes
-two versions.
+Every record also carries its labeller's *version* (:attr:`LabelRecord.labeller_version`), a string each
+labeller declares as a constant beside its code (``RULE_JUDGE_VERSION``, ``LLM_JUDGE_VERSION``,
+``OFFLINE_CHECKER_VERSION``, ``LLM_CHECKER_VERSION``). The rule: **bump the declared version whenever the
+labeller's outputs change** (its rules; an LLM judge's prompts, output schema, what it is shown of a trace,
+or how its answers become labels), and only then, so moving or renaming code never makes stored labels
+stale. The tests say when: ``tests/test_labeller_versions.py`` pins each version together with a
+fingerprint of the labeller's outputs on a fixed corpus of traces (an offline labeller's labels; an LLM
+judge's requests and the labels it makes of scripted answers), and fails when the fingerprint moves and the
+version does not. A record of another version is stale: :func:`label_run` labels it again for an offline
+labeller always and for an LLM judge when asked (``relabel_stale``), and :func:`check_versions` says what a
+report may read: offline labels are computed anew, stale LLM labels are refused with the command that
+refreshes them, and no table mixes two versions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import inspect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import cache
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, Field
@@ -58,7 +59,6 @@ __all__ = [
     "MixedLabellersError",
     "StaleLabelsError",
     "check_versions",
-    "code_version",
     "label_run",
     "labels_path",
     "one_labeller_labels",
@@ -92,8 +92,8 @@ class LabelRecord(BaseModel):
     judge_errors: int = Field(default=0, description="Items of the trace the judge could not label.")
     labeller_version: str = Field(
         default="",
-        description="Digest of what decided these labels (rule code; prompts, schema and what the judge is shown); "
-        "'' in records made before versions were kept, which count as stale.",
+        description="The version its labeller declared when it made these labels (it moves whenever the labeller's "
+        "outputs change); '' in records made before versions were kept, which count as stale.",
     )
 
     @property
@@ -174,25 +174,6 @@ class Labeller(Protocol[RecordT_co]):
     def cheap(self) -> bool: ...
 
     async def label(self, trace: EpisodeTrace) -> RecordT_co: ...
-
-
-@cache
-def _file_bytes(path: str) -> bytes:
-    return Path(path).read_bytes()
-
-
-def code_version(modules: Iterable[ModuleType] = (), objects: Iterable[object] = (), texts: Iterable[str] = ()) -> str:
-    """A labeller's version: sha256 (16 hex digits) over the source files of ``modules``, the source of
-    ``objects`` (functions or classes) and ``texts`` (prompts, JSON schemas)."""
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update(module.__name__.encode())
-        digest.update(_file_bytes(str(module.__file__)))
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())  # type: ignore[arg-type]
-    for text in texts:
-        digest.update(text.encode())
-    return digest.hexdigest()[:16]
 
 
 class StaleLabelsError(ValueError):

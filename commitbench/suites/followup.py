@@ -35,15 +35,13 @@ from commitbench.judges.followup.labellers import (
     CheckerLabeller,
     FollowupLabelRecord,
     labeller_version,
-    llm_checker_version,
     make_checker,
-    offline_checker_version,
     trace_arm,
     trace_model,
 )
-from commitbench.judges.followup.llm import LLMChecker
+from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, LLMChecker
 from commitbench.judges.followup.outcomes import FAILURE_LABELS
-from commitbench.judges.followup.rules import OfflineChecker, check_turn
+from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION, OfflineChecker, check_turn
 from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.followup.turn import turn_from_parts
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
@@ -122,10 +120,10 @@ def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
         raise ValueError(f"the follow-up suite has no service {name!r}")
     model = judge.model
     if judge.kind != "llm" or model is None:
-        return {"checker": OFFLINE_NAME, "version": offline_checker_version()}
+        return {"checker": OFFLINE_NAME, "version": OFFLINE_CHECKER_VERSION}
     settings = pin_judge_settings(model.model_settings(local_alias=DEFAULT_ALIAS))
     return {"checker": "llm", "model": settings.identity(), "response_format": judge.response_format,
-            "max_attempts": judge.max_attempts, "version": llm_checker_version()}
+            "max_attempts": judge.max_attempts, "version": LLM_CHECKER_VERSION}
 
 
 def labeller(

@@ -83,6 +83,12 @@ PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "f
 # The follow-through mode's delivery judge (its hash is recorded only with the labels that used it).
 DELIVERY_PROMPT = "followup_delivery"
 DEFAULT_MAX_ATTEMPTS = 3
+# The LLM checker's version, stored with its labels: bump it whenever what decides them changes (its prompts,
+# the delivery judge's too; its output schemas; what it is shown of a trace; the rules that turn its answers
+# into a label: feasibility, anchoring, follow-through, the outcome, the time and content matchers).
+# tests/test_labeller_versions.py pins it with the requests the checker sends for a fixed corpus of traces and
+# the labels it makes of scripted answers, and says when it must move.
+LLM_CHECKER_VERSION = "17fedc3765d50470"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.episodes.standing.episode import Episode
 from commitbench.identity import judge_name
 from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
-from commitbench.judges.labelling import Attempts, LabellerUnavailable, code_version
+from commitbench.judges.labelling import Attempts, LabellerUnavailable
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
 from commitbench.protocol import EventKind
@@ -177,13 +177,11 @@ def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA
     return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
 
 
-def llm_judge_version() -> str:
-    """The LLM judge's version (stored with its labels): its prompt, its output schema, and what it is shown of
-    a trace (the cases, their conversation window, their rendering)."""
-    return code_version(
-        objects=(judge_cases, _line, _where, render_case),
-        texts=(judge_prompt(), json.dumps(response_format(), sort_keys=True), str(CONVERSATION_WINDOW)),
-    )
+# The LLM judge's version, stored with its labels: bump it whenever what decides them changes (its prompt, its
+# output schema, what it is shown of a trace: the cases, their conversation window, their rendering; how an
+# answer becomes a label). tests/test_labeller_versions.py pins it with the requests the judge sends for a
+# fixed corpus of traces and the labels it makes of scripted answers, and says when it must move.
+LLM_JUDGE_VERSION = "af776e9df7aa7e54"
 
 
 # ------------------------------------------------------------------------------- the judge
