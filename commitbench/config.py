@@ -39,6 +39,7 @@ from pydantic import (
 from commitbench.agents.custom import is_agent_path, load_agent_class
 from commitbench.cache import CacheMode
 from commitbench.identity import NO_ARM, arm_label
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS
 from commitbench.modelentry import (
     LABEL,
     MAX_CONCURRENCY,
@@ -154,7 +155,8 @@ class JudgeConfig(BaseModel):
         default=None, description="json_schema or json_object (default: json_object for a local model)."
     )
     max_attempts: int = Field(
-        default=3, ge=1, strict=True, description="Attempts per item before a judge error is recorded."
+        default=DEFAULT_MAX_ATTEMPTS, ge=1, strict=True,
+        description="Attempts per item before a judge error is recorded.",
     )
     allow_tested_model: bool = Field(
         default=False,

@@ -38,7 +38,7 @@ refreshes them, and no table mixes two versions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -107,57 +107,6 @@ RecordT_co = TypeVar("RecordT_co", bound=LabelRecord, covariant=True)
 
 class LabellerUnavailable(RuntimeError):
     """The judge model could not be reached after retries: nothing is stored, the trace is labelled later."""
-
-
-# How many sample indices a judge walks past, at most, for one item when it passes over cached bad replies.
-MAX_SAMPLE_INDEX = 64
-
-
-class Attempts:
-    """The sample indices of a judge's attempts at one item (attempt k is sample index k: its own seed and
-    cache key, so every attempt is replayable and a retry is a new sample).
-
-    ``fresh`` (``label --retry-errors``): a reply the cache already holds that turned out unusable is passed
-    over without counting (:meth:`pass_over`), so the ``max_attempts`` attempts are new calls and never replay
-    a failed reply. Without it the attempts replay what the cache holds, as a rebuild must. Iterate::
-
-        attempts = Attempts(3, fresh=True)
-        for index in attempts:
-            response = await client.complete(..., sample_index=index)
-            if unusable(response) and attempts.pass_over(response.cache_hit):
-                continue
-    """
-
-    def __init__(self, max_attempts: int, fresh: bool = False) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.max_attempts = max_attempts
-        self.fresh = fresh
-        self.counted = 0
-        self.passed_over = 0
-        self._index = -1
-        self._skip = False
-
-    def __iter__(self) -> Iterator[int]:
-        while self._index + 1 < MAX_SAMPLE_INDEX:
-            if self._index >= 0 and not self._skip:
-                self.counted += 1
-            self._skip = False
-            if self.counted >= self.max_attempts:
-                return
-            self._index += 1
-            yield self._index
-
-    def pass_over(self, cache_hit: bool) -> bool:
-        """Whether the current attempt's unusable reply is passed over uncounted: a cached one, when fresh."""
-        self._skip = self.fresh and cache_hit
-        self.passed_over += self._skip
-        return self._skip
-
-    @property
-    def attempt(self) -> int:
-        """The number of the current attempt among the counted ones (1 for the first)."""
-        return self.counted + 1
 
 
 class Labeller(Protocol[RecordT_co]):

@@ -27,11 +27,12 @@ from _raw_server import RawRequest, RawServer, completion, http_bytes
 from commitbench.gateway.detectors import LLMDetector
 from commitbench.gateway.turn import ReplyChoice, ToolActivity, Turn
 from commitbench.judges.followup.llm import LLMChecker, load_prompt
-from commitbench.judges.followup.schemas import ResponseFormatStyle, ResponseJudgeOutput
+from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.followup.turn import turn_from_trace
 from commitbench.judges.labelling import pin_judge_settings
 from commitbench.judges.standing.llm import LLMJudge, judge_cases
 from commitbench.llm import ModelClient, ModelSettings
+from commitbench.llm.structured import ResponseFormatStyle
 
 PINS = Path(__file__).resolve().parent / "structured_requests.json"
 NOT_JSON = "Sorry, no JSON today."

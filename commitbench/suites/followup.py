@@ -42,10 +42,10 @@ from commitbench.judges.followup.labellers import (
 from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, LLMChecker
 from commitbench.judges.followup.outcomes import FAILURE_LABELS
 from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION, OfflineChecker, check_turn
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.followup.turn import turn_from_parts
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite, register_suite
@@ -128,7 +128,7 @@ def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, run_dir: Path | None = None, fresh_retries: bool = False,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, run_dir: Path | None = None, fresh_retries: bool = False,
 ) -> Labeller[FollowupLabelRecord]:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``; ``fresh_retries``: its
     retries never replay an unusable reply the cache holds)."""

@@ -16,10 +16,10 @@ from pydantic import Field
 from commitbench.identity import arm_label
 from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, CheckResult
 from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
 from commitbench.judges.labelling import LabelRecord
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.traces import EpisodeTrace
 
 OFFLINE_NAME = "rules"
@@ -79,7 +79,7 @@ def trace_model(trace: EpisodeTrace) -> str:
 
 def make_checker(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, fresh_retries: bool = False,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, fresh_retries: bool = False,
 ) -> Checker:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``): the one factory of both."""
     from commitbench.judges.followup.llm import LLMChecker
