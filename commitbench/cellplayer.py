@@ -28,10 +28,10 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheError, CacheMiss, CallBroker, CallCache
 from commitbench.config import ExperimentConfig
 from commitbench.envs.privileged import RevealScriptAnnotations
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import LabellerUnavailable, pin_judge_settings
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, ReplicaPool, RetryPolicy, merge_client_stats
 from commitbench.llm.client import default_http_client
+from commitbench.llm.structured import judge_style
 from commitbench.oracles.base import play_step
 from commitbench.oracles.registry import apply_interventions
 from commitbench.planning import Cell, PlayerKind
@@ -203,7 +203,7 @@ class CellPlayer:
         judge = self.config.judge
         if self.judge_client is None or judge.model is None:
             return PlayServices()
-        style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
+        style = judge_style(judge.response_format, judge.model.local)
         return PlayServices(judge=self.judge_client, judge_style=style, judge_attempts=judge.max_attempts)
 
     def make_agent(self, cell: Cell, worker: int) -> tuple[Agent, ChatAgent | HarnessModel | None]:

@@ -40,6 +40,7 @@ from commitbench.agents.custom import is_agent_path, load_agent_class, uses_harn
 from commitbench.agents.registry import find_agent
 from commitbench.cache import CacheMode
 from commitbench.identity import NO_ARM, arm_label
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS
 from commitbench.modelentry import (
     LABEL,
     MAX_CONCURRENCY,
@@ -156,7 +157,8 @@ class JudgeConfig(BaseModel):
         default=None, description="json_schema or json_object (default: json_object for a local model)."
     )
     max_attempts: int = Field(
-        default=3, ge=1, strict=True, description="Attempts per item before a judge error is recorded."
+        default=DEFAULT_MAX_ATTEMPTS, ge=1, strict=True,
+        description="Attempts per item before a judge error is recorded.",
     )
     allow_tested_model: bool = Field(
         default=False,

@@ -17,7 +17,6 @@ from pathlib import Path
 from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer, unless_it_dies
 from commitbench.cache import CacheMode, CallCache
 from commitbench.config import JudgeConfig
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import (
     Labeller,
     LabelRecord,
@@ -27,6 +26,7 @@ from commitbench.judges.labelling import (
     pin_judge_settings,
 )
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import ResponseFormatStyle, judge_style
 from commitbench.rundir import read_manifest
 from commitbench.rundir.reader import run_suite
 from commitbench.traces import latest_traces
@@ -61,7 +61,7 @@ def judge_client(
     try:
         base_url = server.base_url if server is not None else None
         settings = pin_judge_settings(judge.model.model_settings(base_url, local_alias=DEFAULT_ALIAS))
-        style = ResponseFormatStyle(judge.response_format or ("json_object" if judge.model.local else "json_schema"))
+        style = judge_style(judge.response_format, judge.model.local)
         yield ModelClient(settings, cache=cache, max_concurrency=max(1, concurrency)), style, server
     finally:
         cache.close()

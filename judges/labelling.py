@@ -21,24 +21,25 @@ A labels file holds one labeller's records. :func:`one_labeller_labels` (what re
 :func:`label_run` refuse a file in which any record names another labeller
 (:class:`MixedLabellersError`), so no table ever pools the labels of two judges or checkers.
 
-Every record also carries its labeller's *version* (:attr:`LabelRecord.labeller_version`): a digest
-of what decides its labels (the rule code of an offline labeller; the prompts, the output schema
-and what the judge is shown of an LLM judge; :func:`code_version`). A record of another version is
-stale: :func:`label_run` labels it again for an offline labeller always and for an LLM judge when
-asked (``relabel_stale``), and :func:`check_versions` says what a report may read: offline labels are
-computed anew, stale LLM labels are refused with the command that refreshes them, and no table mixes
-two versions.
+Every record also carries its labeller's *version* (:attr:`LabelRecord.labeller_version`), a string each
+labeller declares as a constant beside its code (``RULE_JUDGE_VERSION``, ``LLM_JUDGE_VERSION``,
+``OFFLINE_CHECKER_VERSION``, ``LLM_CHECKER_VERSION``). The rule: **bump the declared version whenever the
+labeller's outputs change** (its rules; an LLM judge's prompts, output schema, what it is shown of a trace,
+or how its answers become labels), and only then, so moving or renaming code never makes stored labels
+stale. The tests say when: ``tests/test_labeller_versions.py`` pins each version together with a
+fingerprint of the labeller's outputs on a fixed corpus of traces (an offline labeller's labels; an LLM
+judge's requests and the labels it makes of scripted answers), and fails when the fingerprint moves and the
+version does not. A record of another version is stale: :func:`label_run` labels it again for an offline
+labeller always and for an LLM judge when asked (``relabel_stale``), and :func:`check_versions` says what a
+report may read: offline labels are computed anew, stale LLM labels are refused with the command that
+refreshes them, and no table mixes two versions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import inspect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import cache
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, Field
@@ -58,7 +59,6 @@ __all__ = [
     "MixedLabellersError",
     "StaleLabelsError",
     "check_versions",
-    "code_version",
     "label_run",
     "labels_path",
     "one_labeller_labels",
@@ -92,8 +92,8 @@ class LabelRecord(BaseModel):
     judge_errors: int = Field(default=0, description="Items of the trace the judge could not label.")
     labeller_version: str = Field(
         default="",
-        description="Digest of what decided these labels (rule code; prompts, schema and what the judge is shown); "
-        "'' in records made before versions were kept, which count as stale.",
+        description="The version its labeller declared when it made these labels (it moves whenever the labeller's "
+        "outputs change); '' in records made before versions were kept, which count as stale.",
     )
 
     @property
@@ -107,57 +107,6 @@ RecordT_co = TypeVar("RecordT_co", bound=LabelRecord, covariant=True)
 
 class LabellerUnavailable(RuntimeError):
     """The judge model could not be reached after retries: nothing is stored, the trace is labelled later."""
-
-
-# How many sample indices a judge walks past, at most, for one item when it passes over cached bad replies.
-MAX_SAMPLE_INDEX = 64
-
-
-class Attempts:
-    """The sample indices of a judge's attempts at one item (attempt k is sample index k: its own seed and
-    cache key, so every attempt is replayable and a retry is a new sample).
-
-    ``fresh`` (``label --retry-errors``): a reply the cache already holds that turned out unusable is passed
-    over without counting (:meth:`pass_over`), so the ``max_attempts`` attempts are new calls and never replay
-    a failed reply. Without it the attempts replay what the cache holds, as a rebuild must. Iterate::
-
-        attempts = Attempts(3, fresh=True)
-        for index in attempts:
-            response = await client.complete(..., sample_index=index)
-            if unusable(response) and attempts.pass_over(response.cache_hit):
-                continue
-    """
-
-    def __init__(self, max_attempts: int, fresh: bool = False) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.max_attempts = max_attempts
-        self.fresh = fresh
-        self.counted = 0
-        self.passed_over = 0
-        self._index = -1
-        self._skip = False
-
-    def __iter__(self) -> Iterator[int]:
-        while self._index + 1 < MAX_SAMPLE_INDEX:
-            if self._index >= 0 and not self._skip:
-                self.counted += 1
-            self._skip = False
-            if self.counted >= self.max_attempts:
-                return
-            self._index += 1
-            yield self._index
-
-    def pass_over(self, cache_hit: bool) -> bool:
-        """Whether the current attempt's unusable reply is passed over uncounted: a cached one, when fresh."""
-        self._skip = self.fresh and cache_hit
-        self.passed_over += self._skip
-        return self._skip
-
-    @property
-    def attempt(self) -> int:
-        """The number of the current attempt among the counted ones (1 for the first)."""
-        return self.counted + 1
 
 
 class Labeller(Protocol[RecordT_co]):
@@ -174,25 +123,6 @@ class Labeller(Protocol[RecordT_co]):
     def cheap(self) -> bool: ...
 
     async def label(self, trace: EpisodeTrace) -> RecordT_co: ...
-
-
-@cache
-def _file_bytes(path: str) -> bytes:
-    return Path(path).read_bytes()
-
-
-def code_version(modules: Iterable[ModuleType] = (), objects: Iterable[object] = (), texts: Iterable[str] = ()) -> str:
-    """A labeller's version: sha256 (16 hex digits) over the source files of ``modules``, the source of
-    ``objects`` (functions or classes) and ``texts`` (prompts, JSON schemas)."""
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update(module.__name__.encode())
-        digest.update(_file_bytes(str(module.__file__)))
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())  # type: ignore[arg-type]
-    for text in texts:
-        digest.update(text.encode())
-    return digest.hexdigest()[:16]
 
 
 class StaleLabelsError(ValueError):

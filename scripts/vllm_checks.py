@@ -26,9 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from commitbench.judges.followup.schemas import DetectorOutput, response_format_for
+from commitbench.judges.followup.schemas import DetectorOutput
 from commitbench.judges.standing.llm import StandingJudgeOutput, response_format
 from commitbench.llm import ModelClient, ModelSettings
+from commitbench.llm.structured import response_format_for
 from commitbench.traces import read_traces
 
 ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")

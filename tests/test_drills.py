@@ -737,7 +737,7 @@ def test_the_local_model_server_dies_with_its_parent(tmp_path: Path, ending: str
 def test_a_hostile_judge_reply_is_a_recorded_judge_error(reply: str, reason: str) -> None:
     from pydantic import BaseModel
 
-    from commitbench.judges.followup.schemas import parse_model_json
+    from commitbench.llm.structured import parse_model_json
 
     class Verdict(BaseModel):
         rationale: Any

@@ -26,11 +26,11 @@ from commitbench.cli import main
 from commitbench.config import ExperimentConfig
 from commitbench.envs import FOLLOWUP_ENV_ID, STANDING_ENV_ID
 from commitbench.episodes.followup.requests import FOLLOWUP_DATA_DIR
-from commitbench.judges.followup.labellers import llm_checker_version, offline_checker_version
-from commitbench.judges.followup.llm import DELIVERY_PROMPT, load_prompt
+from commitbench.judges.followup.llm import DELIVERY_PROMPT, LLM_CHECKER_VERSION, load_prompt
+from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION
 from commitbench.judges.followup.schemas import ResponseJudgeOutput
 from commitbench.judges.labelling import labels_path
-from commitbench.judges.standing.rules import rule_judge_version
+from commitbench.judges.standing.rules import RULE_JUDGE_VERSION
 from commitbench.labeljob import label_directory
 from commitbench.mock import MockServer, ReplySpec, ToolCallSpec
 from commitbench.rundir import RunStatus, read_manifest
@@ -166,7 +166,7 @@ def test_a_standing_run_loads_as_one_row_per_trace_with_the_rule_judges_labels(
     assert front["configs"] == [{"config_name": "default", "data_files": [{"split": "train", "path": DATA_FILE}]}]
     assert front["dataset_info"]["splits"][0]["num_examples"] == 24
     assert manifest.config_hash in card and f"`{manifest.episode_set_version}`" in card
-    assert f"| `rules` | `{rule_judge_version()}` | computed during the export | 24 |" in card
+    assert f"| `rules` | `{RULE_JUDGE_VERSION}` | computed during the export | 24 |" in card
     assert "written for this project" in card and "`standing` (`commitbench/Standing-v0`)" in card
 
 
@@ -193,8 +193,8 @@ def test_a_follow_through_run_keeps_both_checkers_labels_its_ledger_and_the_lice
     assert front["license"] == ["apache-2.0", "cc-by-4.0", "cdla-sharing-1.0"]
     card = (tmp_path / "dataset" / CARD_FILE).read_text(encoding="utf-8")
     assert "| `slurp` | 4 |" in card and "CC BY 4.0 |" in card and "CDLA-Sharing-1.0 |" in card
-    assert f"| `{JUDGE}` | `{llm_checker_version()}` | stored by `commitbench label` | 12 |" in card
-    assert f"| `rules` | `{offline_checker_version()}` | computed during the export | 12 |" in card
+    assert f"| `{JUDGE}` | `{LLM_CHECKER_VERSION}` | stored by `commitbench label` | 12 |" in card
+    assert f"| `rules` | `{OFFLINE_CHECKER_VERSION}` | computed during the export | 12 |" in card
     assert [(s.name, s.rows) for s in summary.card.sources] == [("bitext", 4), ("slurp", 4), ("template", 4)]
 
 

@@ -98,8 +98,9 @@ def test_llm_checker_sends_json_object_with_bounded_strings_to_llama_cpp(mock_se
     import asyncio
 
     from commitbench.judges.followup.labellers import make_checker
-    from commitbench.judges.followup.schemas import GRAMMAR_MAX_STRING, DetectorOutput, ResponseFormatStyle
+    from commitbench.judges.followup.schemas import DetectorOutput
     from commitbench.llm import ModelClient
+    from commitbench.llm.structured import GRAMMAR_MAX_STRING, ResponseFormatStyle
     from commitbench.mock import ReplySpec
 
     mock_server.script(ReplySpec(text=DetectorOutput(commitments=[]).model_dump_json()))

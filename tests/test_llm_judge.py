@@ -292,14 +292,9 @@ def _unbounded(node: object, path: str = "$") -> list[str]:
 
 def test_every_string_of_every_judge_schema_is_bounded_in_both_forms() -> None:
     # A constrained small model can otherwise write inside one string until the token limit cuts the JSON.
-    from commitbench.judges.followup.schemas import (
-        DetectorOutput,
-        FeasibilityJudgeOutput,
-        ResponseFormatStyle,
-        ResponseJudgeOutput,
-        response_format_for,
-    )
+    from commitbench.judges.followup.schemas import DetectorOutput, FeasibilityJudgeOutput, ResponseJudgeOutput
     from commitbench.judges.standing.llm import response_format
+    from commitbench.llm.structured import ResponseFormatStyle, response_format_for
 
     for style in ResponseFormatStyle:
         formats = [response_format(style)] + [

@@ -52,6 +52,18 @@ ONCE = [
     "select_episodes",
     "label_run",
     "judge_name",
+    # structured output (commitbench.llm.structured): one schema builder, one parse-and-retry loop
+    "ResponseFormatStyle",
+    "judge_style",
+    "strict_json_schema",
+    "response_format_for",
+    "parse_model_json",
+    "ParsedModelOutput",
+    "ask_structured",
+    "Attempts",
+    "DEFAULT_MAX_ATTEMPTS",
+    "GRAMMAR_MAX_STRING",
+    "GRAMMAR_MAX_ITEMS",
 ]
 
 

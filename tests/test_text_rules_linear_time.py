@@ -29,8 +29,9 @@ from commitbench.episodes.followup import mine, requests, rewrite
 from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Person
 from commitbench.judges.followup import cues, rules
-from commitbench.judges.followup.schemas import DetectorOutput, parse_model_json
+from commitbench.judges.followup.schemas import DetectorOutput
 from commitbench.judges.standing import rules as standing_rules
+from commitbench.llm.structured import parse_model_json
 from commitbench.oracles.standing.ledger import normalise_entry_id
 from commitbench.textscan import ThenInClause
 

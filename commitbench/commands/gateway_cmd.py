@@ -119,8 +119,8 @@ def serve_handler(args: argparse.Namespace) -> int:
         client = cache = None
         if args.judge_model:
             from commitbench.cache import CallCache
-            from commitbench.judges.followup.schemas import ResponseFormatStyle
             from commitbench.llm import ModelClient, ModelSettings
+            from commitbench.llm.structured import ResponseFormatStyle
 
             settings = ModelSettings(model=args.judge_model, base_url=args.judge_base_url, temperature=0.0,
                                      api_key_env=args.judge_api_key_env)

@@ -14,11 +14,12 @@ from typing import Protocol
 
 from commitbench.gateway.turn import ReplyChoice, Turn
 from commitbench.judges.followup.cues import detect_commitments
-from commitbench.judges.followup.llm import DEFAULT_MAX_ATTEMPTS, ask_json
-from commitbench.judges.followup.schemas import DetectorOutput, ResponseFormatStyle
+from commitbench.judges.followup.llm import ask_json
+from commitbench.judges.followup.schemas import DetectorOutput
 from commitbench.judges.followup.turn import TurnToolCall, render_exchange
 from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 
 
 class DetectorUnavailable(RuntimeError):

@@ -24,7 +24,10 @@ llama.cpp server, the mock server) and adds what a long benchmark run needs:
   texts, names and ids are escaped as they arrive, so whatever a server sends can be cached and
   written to a trace. Configuration problems (bad API key, unknown model, a server that answered
   none of the model's first calls usably) do raise :class:`ModelEndpointError`, since no call of the
-  run could succeed; a replay-only cache raises :class:`commitbench.cache.CacheMiss` on a miss.
+  run could succeed; a replay-only cache raises :class:`commitbench.cache.CacheMiss` on a miss;
+* structured output (:mod:`commitbench.llm.structured`): a pydantic model asked for as JSON (its bounded
+  strict schema in the server's ``response_format`` style) and read back, with one parse-and-retry loop
+  for every judge, checker and detector.
 
 Typical use::
 

@@ -62,9 +62,9 @@ from commitbench import plugins
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.modelentry import ModelEntry
 from commitbench.suites.kits import InspectKit, NoReportOptions, SuiteDataset
 from commitbench.textslots import SuppliedTexts
@@ -109,7 +109,7 @@ class PlayServices:
 
     judge: ModelClient | None = None  # the run's LLM judge (through the run's cache), when the config names one
     judge_style: ResponseFormatStyle | None = None  # its response-format style
-    judge_attempts: int = 3  # attempts per judge item before a judge error is recorded
+    judge_attempts: int = DEFAULT_MAX_ATTEMPTS  # attempts per judge item before a judge error is recorded
 
 
 class JudgeSpec(Protocol):

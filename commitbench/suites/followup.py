@@ -37,19 +37,17 @@ from commitbench.judges.followup.labellers import (
     CheckerLabeller,
     FollowupLabelRecord,
     labeller_version,
-    llm_checker_version,
     make_checker,
-    offline_checker_version,
     trace_arm,
     trace_model,
 )
-from commitbench.judges.followup.llm import LLMChecker
+from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, LLMChecker
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, OutcomeLabel
-from commitbench.judges.followup.rules import OfflineChecker, check_turn
-from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION, OfflineChecker, check_turn
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_parts, turn_from_trace
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
@@ -134,15 +132,15 @@ def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
         raise ValueError(f"the follow-up suite has no service {name!r}")
     model = judge.model
     if judge.kind != "llm" or model is None:
-        return {"checker": OFFLINE_NAME, "version": offline_checker_version()}
+        return {"checker": OFFLINE_NAME, "version": OFFLINE_CHECKER_VERSION}
     settings = pin_judge_settings(model.model_settings(local_alias=DEFAULT_ALIAS))
     return {"checker": "llm", "model": settings.identity(), "response_format": judge.response_format,
-            "max_attempts": judge.max_attempts, "version": llm_checker_version()}
+            "max_attempts": judge.max_attempts, "version": LLM_CHECKER_VERSION}
 
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, run_dir: Path | None = None, fresh_retries: bool = False,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, run_dir: Path | None = None, fresh_retries: bool = False,
 ) -> Labeller[FollowupLabelRecord]:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``; ``fresh_retries``: its
     retries never replay an unusable reply the cache holds)."""

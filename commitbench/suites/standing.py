@@ -25,7 +25,6 @@ from commitbench.episodes.standing.compiler import episodes_of_profiles, load_ep
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version, load_spec
-from commitbench.judges.followup.schemas import ResponseFormatStyle
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel
@@ -33,6 +32,7 @@ from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.judges.standing.signals import Signals, compute_signals
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite
 from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels, texts_note
@@ -93,7 +93,7 @@ def make_env(episodes: Sequence[Episode], texts: SuppliedTexts | None = None) ->
 
 def labeller(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, run_dir: Path | None = None, fresh_retries: bool = False,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, run_dir: Path | None = None, fresh_retries: bool = False,
 ) -> Labeller[StandingLabelRecord]:
     """The rule judge (``rules``) or the LLM judge (``llm``, on ``client``), over the run's episodes
     (``fresh_retries``: its retries never replay an unusable reply the cache holds)."""

@@ -8,57 +8,29 @@ checker could not label the reply (a judge error, excluded from metrics and coun
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from functools import cache
-from types import ModuleType
 from typing import Protocol
 
 from pydantic import Field
 
 from commitbench.identity import arm_label
-from commitbench.judges.followup.llm import DELIVERY_PROMPT, PROMPT_NAMES, CheckResult, load_prompt
-from commitbench.judges.followup.schemas import ResponseFormatStyle
+from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, CheckResult
+from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
-from commitbench.judges.labelling import LabelRecord, code_version
+from commitbench.judges.labelling import LabelRecord
 from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.traces import EpisodeTrace
 
 OFFLINE_NAME = "rules"
-# What decides a checker's labels besides its prompts: the rules every checker applies to what it read
-# (feasibility, anchoring, follow-through, the outcome label, and the time and content matchers the last
-# three use), and, for the offline checker, its cue words and the write-claim guard.
-_SHARED_RULES = ("arguments", "feasibility", "follow_through", "outcomes", "schemas", "llm",
-                 "commitbench.episodes.followup.matching", "commitbench.calendar_words")
-_OFFLINE_RULES = ("rules", "cues")
-_GUARD = ("commitbench.claimguard.guard", "commitbench.claimguard.english", "commitbench.claimguard.turkish",
-          "commitbench.claimguard.routing")
-
-
-def _modules(names: Sequence[str]) -> list[ModuleType]:
-    return [importlib.import_module(n if "." in n else f"commitbench.judges.followup.{n}") for n in names]
-
-
-@cache
-def offline_checker_version() -> str:
-    """The offline checker's version: its cue words and rules, the write-claim guard and the shared rules."""
-    return code_version(modules=_modules((*_OFFLINE_RULES, *_SHARED_RULES, *_GUARD)))
-
-
-@cache
-def llm_checker_version() -> str:
-    """The LLM checker's version: its prompts (the delivery judge's too), its output schemas and the rules applied
-    to what it read."""
-    prompts = [load_prompt(name) for name in (*PROMPT_NAMES, DELIVERY_PROMPT)]
-    return code_version(modules=_modules(_SHARED_RULES), texts=prompts)
 
 
 def labeller_version(name: str) -> tuple[str, bool]:
     """The current version of the follow-up labeller stored under ``name``, and whether it is cheap (offline)."""
     if name == OFFLINE_NAME:
-        return offline_checker_version(), True
+        return OFFLINE_CHECKER_VERSION, True
     if name.startswith("llm:"):
-        return llm_checker_version(), False
+        return LLM_CHECKER_VERSION, False
     raise ValueError(f"unknown follow-up labeller {name!r} (rules, or llm:<model>)")
 
 
@@ -107,7 +79,7 @@ def trace_model(trace: EpisodeTrace) -> str:
 
 def make_checker(
     kind: str, client: ModelClient | None = None, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
-    max_attempts: int = 3, fresh_retries: bool = False,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, fresh_retries: bool = False,
 ) -> Checker:
     """The offline checker (``rules``) or the LLM checker (``llm``, on ``client``): the one factory of both."""
     from commitbench.judges.followup.llm import LLMChecker
@@ -142,7 +114,7 @@ class CheckerLabeller:
 
     @property
     def version(self) -> str:
-        return offline_checker_version() if self.cheap else llm_checker_version()
+        return OFFLINE_CHECKER_VERSION if self.cheap else LLM_CHECKER_VERSION
 
     async def label(self, trace: EpisodeTrace) -> FollowupLabelRecord:
         turn = turn_from_trace(trace)

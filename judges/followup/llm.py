@@ -11,8 +11,9 @@ Three prompts (``judges/prompts/followup_*.txt``, each identified by the sha256 
 Every call goes through :class:`commitbench.llm.ModelClient` (so through its cache) at temperature 0
 with a strict ``json_schema`` ``response_format``. Output that does not parse is asked for again, up
 to ``max_attempts`` times, each retry with its own sample index (so the cache does not hand back the
-same unparseable text); after that the step is recorded as a judge error and the response gets no
-label. The label itself is derived in code by :func:`commitbench.judges.followup.outcomes.derive_outcome`.
+same unparseable text; the loop is :func:`commitbench.llm.structured.ask_structured`); after that the step
+is recorded as a judge error and the response gets no label. The label itself is derived in code by
+:func:`commitbench.judges.followup.outcomes.derive_outcome`.
 
 The input of the checker is a :class:`~commitbench.judges.followup.turn.FollowUpTurn` (its own module): what
 one episode produced, built from a trace with ``turn_from_trace``. :func:`label_turn` is the pure part
@@ -33,7 +34,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -65,10 +66,7 @@ from commitbench.judges.followup.schemas import (
     DetectedCommitment,
     DetectorOutput,
     FeasibilityJudgeOutput,
-    ResponseFormatStyle,
     ResponseJudgeOutput,
-    parse_model_json,
-    response_format_for,
 )
 from commitbench.judges.followup.turn import (
     FollowUpTurn,
@@ -76,16 +74,25 @@ from commitbench.judges.followup.turn import (
     render_tool_list,
     render_turn,
 )
-from commitbench.judges.labelling import Attempts, LabellerUnavailable
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
+from commitbench.judges.labelling import LabellerUnavailable
+from commitbench.llm import ModelClient
+from commitbench.llm.structured import (
+    DEFAULT_MAX_ATTEMPTS,
+    ModelT,
+    ResponseFormatStyle,
+    ask_structured,
+    response_format_for,
+)
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
 # The follow-through mode's delivery judge (its hash is recorded only with the labels that used it).
 DELIVERY_PROMPT = "followup_delivery"
-DEFAULT_MAX_ATTEMPTS = 3
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
+# The LLM checker's version, stored with its labels: bump it whenever what decides them changes (its prompts,
+# the delivery judge's too; its output schemas; what it is shown of a trace; the rules that turn its answers
+# into a label: feasibility, anchoring, follow-through, the outcome, the time and content matchers).
+# tests/test_labeller_versions.py pins it with the requests the checker sends for a fixed corpus of traces and
+# the labels it makes of scripted answers, and says when it must move.
+LLM_CHECKER_VERSION = "17fedc3765d50470"
 
 @cache
 def load_prompt(name: str) -> str:
@@ -243,37 +250,28 @@ async def ask_json(
     style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA,
     fresh: bool = False,
 ) -> tuple[ModelT | None, list[JudgeCall], str | None]:
-    """Ask for JSON in ``schema``; retry unusable output; return (value or None, calls, error). With ``fresh``
+    """Ask for JSON in ``schema`` with the prompt ``prompt_name`` (:func:`~commitbench.llm.structured.ask_structured`:
+    unusable output is asked for again); return (value or None, calls, error). With ``fresh``
     (``label --retry-errors``) unusable replies the cache already holds are passed over uncounted, so every
-    attempt is a new call (:class:`~commitbench.judges.labelling.Attempts`)."""
-    attempts = Attempts(max_attempts, fresh=fresh)
+    attempt is a new call. A model that cannot be reached raises :class:`LabellerUnavailable`."""
     messages = [
         {"role": "system", "content": load_prompt(prompt_name)},
         {"role": "user", "content": user_content},
     ]
     response_format = response_format_for(schema, f"{step}_output", style)
-    calls: list[JudgeCall] = []
-    last_error = ""
-    for index in attempts:
-        response = await client.complete(messages, response_format=response_format, sample_index=index)
-        call = JudgeCall(
-            step=step, attempt=index + 1, prompt_hash=prompt_hash(prompt_name), cache_key=response.cache_key,
-            cache_hit=response.cache_hit, raw=response.text or "",
+    answer = await ask_structured(client, messages, response_format, schema, max_attempts=max_attempts, fresh=fresh)
+    if answer.unavailable is not None:
+        raise LabellerUnavailable(f"{step}: {answer.unavailable}")
+    calls = [
+        JudgeCall(
+            step=step, attempt=c.sample_index + 1, prompt_hash=prompt_hash(prompt_name), cache_key=c.cache_key,
+            cache_hit=c.cache_hit, raw=c.raw, error=c.error,
         )
-        if response.error is not None:
-            if response.error.kind in INFRASTRUCTURE_ERRORS:
-                raise LabellerUnavailable(f"{step}: {response.error.kind.value}: {response.error.message}")
-            call.error = f"{response.error.kind.value}: {response.error.message}"
-        else:
-            parsed = parse_model_json(response.text, schema)
-            if parsed.value is not None:
-                calls.append(call)
-                return parsed.value, calls, None
-            call.error = parsed.error or "unusable output"
-        calls.append(call)
-        if attempts.pass_over(response.cache_hit):
-            continue
-        last_error = call.error
+        for c in answer.calls
+    ]
+    if answer.value is not None:
+        return answer.value, calls, None
+    last_error = answer.last_error or ""
     return None, calls, f"{step}: no usable output after {max_attempts} attempt(s); last: {last_error}"
 
 

@@ -40,6 +40,11 @@ from commitbench.judges.followup.schemas import DetectorOutput, JudgedBoolean, R
 from commitbench.judges.followup.turn import FollowUpTurn
 
 CHECKER_NAME = "rules"
+# The offline checker's version, stored with its labels: bump it whenever its labels of some trace change (its
+# cue words and rules, the write-claim guard, and the rules it shares with the LLM checker: feasibility,
+# anchoring, follow-through, the outcome, the time and content matchers). tests/test_labeller_versions.py pins
+# it with the labels it gives a fixed corpus of traces and says when it must move.
+OFFLINE_CHECKER_VERSION = "922f818fec86df7b"
 
 _I = re.IGNORECASE
 _DECLINES = re.compile(

@@ -7,21 +7,17 @@ Three steps return JSON constrained to these schemas:
   ``FeasibilityJudgeOutput``;
 * the **response judge** returns ``ResponseJudgeOutput``: five yes/no answers, each with a rationale.
 
-``strict_response_format`` turns a schema into an OpenAI ``response_format`` object, and
-``parse_model_json`` turns raw model text into a model instance or a recorded error, never an exception.
+How they are sent and read back (the bounded schema, the response format, parsing and retries) is
+:mod:`commitbench.llm.structured`.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 from enum import Enum
-from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from commitbench.episodes.followup.vocabulary import OTHER_CAPABILITY_PREFIX, Capability
-from commitbench.protocol import MAX_JSON_DEPTH, json_value_problem
 
 
 class Performer(str, Enum):
@@ -216,139 +212,3 @@ class ResponseJudgeOutput(BaseModel):
             did_task_now=judged(did_task_now),
             asks_clarification=judged(asks_clarification),
         )
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-class ParsedModelOutput(BaseModel, Generic[ModelT]):
-    """The result of parsing one model reply: a value, or the reason there is none."""
-
-    value: ModelT | None = Field(default=None, description="The parsed output, when parsing succeeded.")
-    error: str | None = Field(default=None, description="Why the text could not be parsed, when it failed.")
-    raw: str = Field(description="The text as the model returned it.")
-
-    @property
-    def ok(self) -> bool:
-        return self.value is not None
-
-
-_FENCE = "```"
-
-
-def _unfenced(body: str) -> str | None:
-    """The inside of a reply wrapped in one Markdown code fence (```json ... ```), or None.
-
-    Read with string operations: a lazy pattern for the inside retried its whitespace runs at every
-    character (quadratic time on a fence followed by many spaces).
-    """
-    if len(body) < 2 * len(_FENCE) or not (body.startswith(_FENCE) and body.endswith(_FENCE)):
-        return None
-    return body[len(_FENCE) : -len(_FENCE)].removeprefix("json").strip()
-
-
-def parse_model_json(text: str | None, model: type[ModelT]) -> ParsedModelOutput[ModelT]:
-    """Parse a model's JSON reply into ``model``; malformed output becomes a recorded error.
-
-    A reply wrapped in a Markdown code fence is unwrapped first; nothing else is repaired.
-    """
-    raw = text or ""
-    body = raw.strip()
-    inside = _unfenced(body)
-    if inside is not None:
-        body = inside
-    if not body:
-        return ParsedModelOutput[model](raw=raw, error="empty reply")  # type: ignore[valid-type]
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return ParsedModelOutput[model](raw=raw, error=f"not JSON: {exc.msg} at position {exc.pos}")  # type: ignore[valid-type]
-    except RecursionError:
-        return ParsedModelOutput[model](raw=raw, error=f"reply is nested deeper than {MAX_JSON_DEPTH} levels")  # type: ignore[valid-type]
-    except ValueError as exc:  # an integer too long to convert
-        return ParsedModelOutput[model](raw=raw, error=f"not JSON we can read: {exc}")  # type: ignore[valid-type]
-    problem = json_value_problem(data)
-    if problem is not None:  # what could not be written to a labels file is not a label
-        return ParsedModelOutput[model](raw=raw, error=f"unusable reply: its values {problem}")  # type: ignore[valid-type]
-    try:
-        value = model.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
-        )
-        return ParsedModelOutput[model](raw=raw, error=f"schema mismatch: {problems}")  # type: ignore[valid-type]
-    return ParsedModelOutput[model](raw=raw, value=value)  # type: ignore[valid-type]
-
-
-def _strictify(node: Any) -> Any:
-    """Make a pydantic JSON schema acceptable to strict structured output.
-
-    Strict mode wants every object closed (``additionalProperties: false``) with every property listed
-    as required; optional fields stay optional through their ``null`` type. ``default`` and ``title``
-    keys, and keywords beside a ``$ref``, are dropped because strict mode rejects or ignores them.
-    """
-    if isinstance(node, dict):
-        if "$ref" in node:
-            return {"$ref": node["$ref"]}  # strict mode allows no keywords beside a reference
-        out = {k: _strictify(v) for k, v in node.items() if k not in {"default", "title"}}
-        if out.get("type") == "object" and "properties" in out:
-            out["additionalProperties"] = False
-            out["required"] = list(out["properties"].keys())
-        return out
-    if isinstance(node, list):
-        return [_strictify(v) for v in node]
-    return node
-
-
-def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the form strict structured output accepts."""
-    schema = copy.deepcopy(model.model_json_schema())
-    return _strictify(schema)
-
-
-def strict_response_format(model: type[BaseModel], name: str) -> dict[str, Any]:
-    """An OpenAI-compatible ``response_format`` object for ``model`` (also honoured by vLLM), bounded
-    (:func:`bounded_json_schema`)."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": bounded_json_schema(model), "strict": True}}
-
-
-class ResponseFormatStyle(str, Enum):
-    """How a JSON schema is sent: OpenAI/vLLM ``json_schema``, or llama.cpp's ``json_object`` + schema."""
-
-    JSON_SCHEMA = "json_schema"
-    JSON_OBJECT = "json_object"
-
-
-# Constrained decoding (vLLM, llama.cpp) lets a small model ramble inside a string, or add list items,
-# until the token limit cuts the JSON off; a bound in the schema ends each string and list. Both forms
-# of the response format carry it (the parsed models stay unbounded).
-GRAMMAR_MAX_STRING = 200
-GRAMMAR_MAX_ITEMS = 8
-
-
-def _bound_strings(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {k: _bound_strings(v) for k, v in node.items()}
-        if out.get("type") == "string" and "enum" not in out and "maxLength" not in out:
-            out["maxLength"] = GRAMMAR_MAX_STRING
-        if out.get("type") == "array" and "maxItems" not in out:
-            out["maxItems"] = GRAMMAR_MAX_ITEMS
-        return out
-    if isinstance(node, list):
-        return [_bound_strings(v) for v in node]
-    return node
-
-
-def bounded_json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """:func:`strict_json_schema` with every free string given a ``maxLength`` and every array a ``maxItems``."""
-    bounded: dict[str, Any] = _bound_strings(strict_json_schema(model))
-    return bounded
-
-
-def response_format_for(
-    model: type[BaseModel], name: str, style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA
-) -> dict[str, Any]:
-    """The ``response_format`` for ``model`` in the form the server understands."""
-    if style is ResponseFormatStyle.JSON_OBJECT:
-        return {"type": "json_object", "schema": bounded_json_schema(model)}
-    return strict_response_format(model, name)

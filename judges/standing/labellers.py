@@ -14,8 +14,8 @@ from pydantic import Field
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.labelling import LabelRecord
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.judges.standing.llm import LLMJudge, llm_judge_version
-from commitbench.judges.standing.rules import RuleJudge, rule_judge_version
+from commitbench.judges.standing.llm import LLM_JUDGE_VERSION, LLMJudge
+from commitbench.judges.standing.rules import RULE_JUDGE_VERSION, RuleJudge
 from commitbench.traces import EpisodeTrace
 
 
@@ -35,9 +35,9 @@ def _record(trace: EpisodeTrace, name: str, labels: list[MessageLabel], version:
 def labeller_version(name: str) -> tuple[str, bool]:
     """The current version of the standing labeller stored under ``name``, and whether it is cheap (offline)."""
     if name == RuleJudge.name:
-        return rule_judge_version(), True
+        return RULE_JUDGE_VERSION, True
     if name.startswith("llm:"):
-        return llm_judge_version(), False
+        return LLM_JUDGE_VERSION, False
     raise ValueError(f"unknown standing labeller {name!r} (rules, or llm:<model>)")
 
 
@@ -68,7 +68,7 @@ class RulesLabeller(_EpisodeLookup):
 
     @property
     def version(self) -> str:
-        return rule_judge_version()
+        return RULE_JUDGE_VERSION
 
     def label_now(self, trace: EpisodeTrace) -> StandingLabelRecord:
         return _record(trace, self.name, self.judge.label(trace, self.episode(trace)), self.version)
@@ -93,7 +93,7 @@ class LLMLabeller(_EpisodeLookup):
 
     @property
     def version(self) -> str:
-        return llm_judge_version()
+        return LLM_JUDGE_VERSION
 
     async def label(self, trace: EpisodeTrace) -> StandingLabelRecord:
         return _record(trace, self.name, await self.judge.alabel(trace, self.episode(trace)), self.version)

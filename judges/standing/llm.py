@@ -15,7 +15,7 @@ A reply that does not parse or does not match the schema is asked for again, up 
 ``max_attempts`` times in all; attempt k is sent as sample index k, so the cache does not hand
 back the same bad reply and every attempt is itself replayable. With ``fresh_retries``
 (``label --retry-errors``) a bad reply the cache already holds is passed over uncounted, so the
-attempts are new calls (:class:`~commitbench.judges.labelling.Attempts`). After the last attempt the
+attempts are new calls (the loop is :func:`commitbench.llm.structured.ask_structured`). After the last attempt the
 message gets a label with ``error`` set and no values: metrics exclude it and count it, never
 read it as "no". A call that fails for infrastructure reasons after the client's own retries
 (server down, timeouts) raises :class:`LabellerUnavailable` instead, so that the run is left
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from functools import cache
 from importlib import resources
 from string import Template
@@ -36,16 +35,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.episode import Episode
 from commitbench.identity import judge_name
-from commitbench.judges.followup.schemas import ResponseFormatStyle, parse_model_json, strict_json_schema
-from commitbench.judges.labelling import Attempts, LabellerUnavailable, code_version
+from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
+from commitbench.llm import ModelClient
+from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle, ask_structured, response_format_for
 from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace
 
 PROMPT_FILE = "standing_judge.txt"
 CASE_MARKER = "=== CASE ==="
-DEFAULT_MAX_ATTEMPTS = 3
 CONVERSATION_WINDOW = 8
 LABEL_FIELDS: tuple[str, ...] = ("consults_creditor", "notifies_creditor", "off_topic", "announces_drop")
 
@@ -154,36 +152,21 @@ def render_case(case: JudgeCase, episode: Episode) -> list[dict[str, str]]:
     return [{"role": "system", "content": instructions}, {"role": "user", "content": user}]
 
 
-# Grammar-constrained decoding (llama.cpp) lets a small model ramble inside a string until the
-# token limit; a length bound in the grammar ends each reason. OpenAI's strict mode rejects
-# maxLength, so only the json_object form carries it (the reply model itself stays unbounded).
+# Constrained decoding lets a small model ramble inside a string until the token limit; a length bound in
+# the schema ends each reason (the reply model itself stays unbounded). Its only strings are the reasons.
 REASON_MAX_CHARS = 120
-
-
-def _bounded_reasons(schema: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(schema))
-    for definition in out.get("$defs", {}).values():
-        reason = definition.get("properties", {}).get("reason")
-        if reason is not None:
-            reason["maxLength"] = REASON_MAX_CHARS
-    return out
 
 
 def response_format(style: ResponseFormatStyle = ResponseFormatStyle.JSON_SCHEMA) -> dict[str, Any]:
     """The judge's schema with every string bounded, in the form the server understands."""
-    schema = _bounded_reasons(strict_json_schema(StandingJudgeOutput))
-    if style is ResponseFormatStyle.JSON_OBJECT:
-        return {"type": "json_object", "schema": schema}
-    return {"type": "json_schema", "json_schema": {"name": "standing_judge", "schema": schema, "strict": True}}
+    return response_format_for(StandingJudgeOutput, "standing_judge", style, max_string=REASON_MAX_CHARS)
 
 
-def llm_judge_version() -> str:
-    """The LLM judge's version (stored with its labels): its prompt, its output schema, and what it is shown of
-    a trace (the cases, their conversation window, their rendering)."""
-    return code_version(
-        objects=(judge_cases, _line, _where, render_case),
-        texts=(judge_prompt(), json.dumps(response_format(), sort_keys=True), str(CONVERSATION_WINDOW)),
-    )
+# The LLM judge's version, stored with its labels: bump it whenever what decides them changes (its prompt, its
+# output schema, what it is shown of a trace: the cases, their conversation window, their rendering; how an
+# answer becomes a label). tests/test_labeller_versions.py pins it with the requests the judge sends for a
+# fixed corpus of traces and the labels it makes of scripted answers, and says when it must move.
+LLM_JUDGE_VERSION = "af776e9df7aa7e54"
 
 
 # ------------------------------------------------------------------------------- the judge
@@ -221,29 +204,17 @@ class LLMJudge:
         self._format = response_format(style)
 
     async def label_case(self, case: JudgeCase, episode: Episode, session_id: str | None = None) -> MessageLabel:
-        messages = render_case(case, episode)
-        problems: list[str] = []
-        attempts = Attempts(self.max_attempts, fresh=self.fresh_retries)
-        for index in attempts:
-            if index:
-                self.stats.retries += 1
-            self.stats.calls += 1
-            response = await self.client.complete(
-                messages, response_format=self._format, sample_index=index, session_id=session_id
-            )
-            if response.error is not None:
-                if response.error.kind in INFRASTRUCTURE_ERRORS:
-                    raise LabellerUnavailable(f"{response.error.kind.value}: {response.error.message}")
-                if not attempts.pass_over(response.cache_hit):
-                    problems.append(f"{response.error.kind.value}: {response.error.message}")
-                continue
-            parsed = parse_model_json(response.text, StandingJudgeOutput)
-            if parsed.value is None:
-                if not attempts.pass_over(response.cache_hit):
-                    problems.append(parsed.error or "unparseable reply")
-                continue
-            out: StandingJudgeOutput = parsed.value
-            self.stats.messages += 1
+        answer = await ask_structured(
+            self.client, render_case(case, episode), self._format, StandingJudgeOutput,
+            max_attempts=self.max_attempts, fresh=self.fresh_retries, session_id=session_id,
+        )
+        self.stats.calls += len(answer.calls)
+        self.stats.retries += sum(1 for call in answer.calls if call.sample_index)
+        if answer.unavailable is not None:
+            raise LabellerUnavailable(answer.unavailable)
+        self.stats.messages += 1
+        out = answer.value
+        if out is not None:
             self.stats.labelled += 1
             return MessageLabel(
                 message_index=case.message_index,
@@ -258,13 +229,12 @@ class LLMJudge:
                 judge=self.name,
                 prompt_hash=self.prompt_hash,
             )
-        self.stats.messages += 1
         self.stats.errors += 1
         return MessageLabel(
             message_index=case.message_index,
             step=case.step,
             error=f"no valid judge reply after {self.max_attempts} attempts; last: "
-                  f"{(problems[-1] if problems else 'only unusable replies in the cache')[:300]}",
+                  f"{(answer.last_error or 'only unusable replies in the cache')[:300]}",
             judge=self.name,
             prompt_hash=self.prompt_hash,
         )
