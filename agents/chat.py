@@ -58,12 +58,12 @@ sampling, extra_body; never the URL or key), the call cap and the rendering vers
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import deque
 from typing import Any
 
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
+from commitbench.digests import digest
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
 from commitbench.protocol import ActionKind, AgentAction, end_turn, refused_tool_call, reply, tool_call
 from commitbench.traces import AgentIdentity, ModelCallRecord
@@ -126,11 +126,11 @@ PROTOCOL_TOOLS: tuple[dict[str, Any], ...] = (
 )
 
 # Every fixed piece of text the rendering adds; hashed into the prompt hashes of a run.
-RENDER_HASH = hashlib.sha256(
+RENDER_HASH = digest(
     json.dumps(
         [RENDER_VERSION, NOT_RUN_TEXT, CALL_LIMIT_TEXT, NOTICE_PREFIX, UNPARSED_KEY, "[{channel}] {sender} ({role}): "]
-    ).encode()
-).hexdigest()
+    )
+)
 
 def format_line(event: dict[str, Any]) -> str:
     """The user-side line for a message event: ``[channel] Name (title): text``."""
@@ -149,7 +149,7 @@ def _history_arguments(raw: str, parsed: dict[str, Any] | None) -> str:
 def protocol_hash() -> str:
     """sha256 of the tools_only protocol's fixed texts (its tools and the results the agent writes)."""
     payload = [TOOLS_ONLY, list(PROTOCOL_TOOLS), POSTED_TEXT, ENDED_TEXT]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return digest(json.dumps(payload, sort_keys=True))
 
 
 def check_protocol(protocol: str) -> str:

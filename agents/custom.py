@@ -13,7 +13,6 @@ experiment, and resuming a run directory with an edited agent is refused.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import re
@@ -21,6 +20,7 @@ import sys
 from typing import Any
 
 from commitbench.agents.base import Agent
+from commitbench.digests import digest
 from commitbench.traces import AgentIdentity
 
 __all__ = ["CUSTOM_KIND", "AgentLoadError", "custom_identity", "is_agent_path", "load_agent_class", "new_agent"]
@@ -109,4 +109,4 @@ def _source_digest(cls: type[Any]) -> str:
                 f"the source of {cls.__module__}:{cls.__qualname__} cannot be read to identify it; give the class "
                 "an identity() method"
             ) from None
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest(text)

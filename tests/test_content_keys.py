@@ -32,6 +32,7 @@ from commitbench.agents.chat import (
 from commitbench.agents.custom import custom_identity, load_agent_class
 from commitbench.cache import cache_key
 from commitbench.config import ExperimentConfig
+from commitbench.digests import digest
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.followup.profile import FollowupSettings, MonitoringDoability, StatedParagraph
 from commitbench.episodes.followup.tools import account_record
@@ -165,3 +166,19 @@ def test_a_traces_system_prompt_hash_follows_its_formula(tmp_path: Path) -> None
     for trace in traces:
         system = next(e.text for e in trace.events if e.kind.value == "system")
         assert trace.prompt_hashes["system_prompt"] == hashlib.sha256(system.encode("utf-8")).hexdigest()
+
+
+def test_digest_is_the_sha256_of_its_parts_joined_or_of_canonical_json() -> None:
+    assert digest() == hashlib.sha256(b"").hexdigest()
+    assert digest("é", b"\x00", "z") == hashlib.sha256("é\x00z".encode()).hexdigest()
+    assert digest("a", "b", sep="\n") == digest(b"a\nb") == hashlib.sha256(b"a\nb").hexdigest()
+    assert digest("\ud800") == hashlib.sha256("\ud800".encode("utf-8", "surrogatepass")).hexdigest()
+    value = {"b": [1, 2.5, None], "a": "ü"}
+    assert digest(json=value) == hashlib.sha256('{"a":"ü","b":[1,2.5,null]}'.encode()).hexdigest()
+    assert digest(json=None) == hashlib.sha256(b"null").hexdigest()
+    assert digest("x", length=8) == hashlib.sha256(b"x").hexdigest()[:8]
+    with pytest.raises(TypeError):
+        digest("x", json=1)
+    for length in (0, 65):
+        with pytest.raises(ValueError):
+            digest("x", length=length)

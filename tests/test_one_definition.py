@@ -52,6 +52,7 @@ ONCE = [
     "select_episodes",
     "label_run",
     "judge_name",
+    "digest",
 ]
 
 
@@ -152,3 +153,33 @@ def test_both_suites_reports_are_clients_of_the_shared_writer_and_formats() -> N
     ]
     # np.percentile itself: there, and the 95th percentile of model time (a statistic, not an interval).
     assert _callers("percentile") == ["commitbench.analysis.bootstrap", "commitbench.analysis.cost"]
+
+
+# The judges are left out: their prompt hashes and labeller versions are theirs to make.
+HASHING_EXEMPT = ("commitbench.judges",)
+# Rendezvous hashing of a session onto a replica: a placement weight (blake2b), no content key.
+PLACEMENT = "commitbench.llm.replicas"
+
+
+def _hashlib_uses(tree: ast.Module) -> set[str]:
+    """The hashlib functions a module names: ``hashlib.sha256(...)`` or ``from hashlib import sha256``."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "hashlib":
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom) and node.module == "hashlib":
+            used.update(alias.name for alias in node.names)
+    return used
+
+
+def test_content_is_hashed_only_through_digest() -> None:
+    found = {m: _hashlib_uses(tree) for m, tree in TREES.items() if not m.startswith(HASHING_EXEMPT)}
+    users = {m: used for m, used in found.items() if used}
+    assert set(users) == {"commitbench.digests", PLACEMENT}, users
+    assert users["commitbench.digests"] == {"sha256"}
+    assert users[PLACEMENT] == {"blake2b"}
+    # Nothing outside the judges writes sha256 or md5 of its own, by any name.
+    for module, used in users.items():
+        if module != "commitbench.digests":
+            assert not used & {"sha256", "md5", "sha1", "new"}, (module, used)
+    assert {"commitbench.cache", "commitbench.identity", "commitbench.gateway.turn"} <= set(_callers("digest"))

@@ -11,7 +11,6 @@ sent instead) is written only with ``--log-text``. Headers are never written: no
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, Field
 
 from commitbench import jsoncodec
+from commitbench.digests import digest
 from commitbench.gateway.verdicts import ChoiceCheck
 from commitbench.llm import redact_credentials
 
@@ -30,7 +30,7 @@ def pseudonym(value: str | None) -> str | None:
     """A stable stand-in for an id (sha256, 16 hex digits), or None."""
     if not value:
         return None
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return digest(value, length=16)
 
 
 class ChoiceRecord(BaseModel):
