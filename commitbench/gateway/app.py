@@ -57,11 +57,10 @@ from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completi
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
 from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
 from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Label, Mode, header_value
-from commitbench.llm import redact_credentials
+from commitbench.llm import SESSION_HEADER, redact_credentials
 from commitbench.protocol import json_value_problem
 
 VERDICT_HEADER = "x-commitbench-verdict"
-SESSION_HEADER = "x-session-id"
 USER_HEADER = "x-commitbench-user"
 APPROVAL_HEADER = "x-commitbench-approval-pending"
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
@@ -390,7 +389,7 @@ class Gateway:
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
         user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
-        session = user or request.headers.get(SESSION_HEADER) or None
+        session = user or request.headers.get(SESSION_HEADER) or None  # Starlette's headers ignore case
         creditor = user or request.headers.get(USER_HEADER) or None
         approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
         nudged = False
