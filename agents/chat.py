@@ -65,7 +65,15 @@ from typing import Any
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
 from commitbench.digests import digest
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
-from commitbench.protocol import ActionKind, AgentAction, end_turn, refused_tool_call, reply, tool_call
+from commitbench.protocol import (
+    END_TURN_TOOL,
+    ActionKind,
+    AgentAction,
+    end_turn,
+    refused_tool_call,
+    reply,
+    tool_call,
+)
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
@@ -97,7 +105,6 @@ PROTOCOLS = {
     TOOLS_ONLY: "every answer is one tool call (tool_choice required); the reply and the end of the turn are tools",
 }
 REPLY_TOOL = "reply"
-END_TURN_TOOL = "end_turn"
 POSTED_TEXT = "Posted."
 ENDED_TEXT = "Turn ended."
 MAX_REPLY_CHARS = 4000
