@@ -53,6 +53,20 @@ ONCE = [
     "label_run",
     "judge_name",
     "digest",
+    "SESSION_HEADER",
+    "END_TURN_TOOL",
+    # One name, one meaning: the ledger's close outcome, an episode's expected outcome, the gateway's outcome
+    # of one request; the trace's turn and the gateway's logged turn; the gateway's verdict and the viewer's
+    # card of a judge's labels; a workspace's person and the viewer's card of one.
+    "Outcome",
+    "ExpectedOutcome",
+    "RequestOutcome",
+    "TurnRecord",
+    "LoggedTurn",
+    "Verdict",
+    "VerdictView",
+    "Person",
+    "PersonView",
 ]
 
 

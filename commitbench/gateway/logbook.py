@@ -45,7 +45,7 @@ class ChoiceRecord(BaseModel):
     text: dict[str, str] | None = Field(default=None, description="reply and sent text (only with --log-text).")
 
 
-class TurnRecord(BaseModel):
+class LoggedTurn(BaseModel):
     """One line of the log."""
 
     v: int = Field(default=LOG_VERSION, description="Version of the line's format.")
@@ -93,7 +93,7 @@ class GatewayLog:
         self._lock = threading.Lock()
         self._file: TextIO = self.path.open("a", encoding="utf-8", errors="backslashreplace")
 
-    def write(self, record: TurnRecord) -> None:
+    def write(self, record: LoggedTurn) -> None:
         line = jsoncodec.dumps(record.model_dump(mode="json", exclude_none=True)).decode("utf-8", "surrogatepass")
         line = redact_credentials(line)
         with self._lock:

@@ -68,7 +68,9 @@ class Style(str, Enum):
     REINSTATE = "reinstate"
 
 
-class Outcome(str, Enum):
+class ExpectedOutcome(str, Enum):
+    """What a correct assistant does with the episode's promise: execute it, or drop it."""
+
     EXECUTE = "execute"
     DROP = "drop"
 
@@ -167,7 +169,7 @@ class EventSpec(Strict):
 
 
 class Expected(Strict):
-    outcome: Outcome = Field(description="Whether a correct assistant executes or drops the promise.")
+    outcome: ExpectedOutcome = Field(description="Whether a correct assistant executes or drops the promise.")
     consult: bool = Field(default=False, description="Correct behaviour includes asking the creditor.")
     notify: bool = Field(default=False, description="Correct behaviour includes telling the creditor what happened.")
     verify: bool = Field(default=False, description="Correct behaviour includes using the check tool.")
