@@ -597,8 +597,3 @@ class _Context:
     nudged: bool
     started: float
     digest: str
-
-
-def build_app(config: GatewayConfig, services: Services) -> Starlette:
-    """The gateway as an ASGI app."""
-    return Gateway(config, services).app()

@@ -200,11 +200,6 @@ def turn_digest(request: Mapping[str, Any], creditor: str) -> str:
     return digest(text)
 
 
-def called_names(turn: Turn, choice: ReplyChoice) -> list[str]:
-    """Names of the turn's calls that ran, then of the reply's own calls, in order."""
-    return [c.name for c in turn.ran] + [c.name for c in choice.calls]
-
-
 def calls_of(turn: Turn, choice: ReplyChoice) -> Sequence[ToolActivity]:
     """The turn's calls that ran and the reply's own calls, in order."""
     return [*turn.ran, *choice.calls]
