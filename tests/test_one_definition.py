@@ -197,3 +197,14 @@ def test_content_is_hashed_only_through_digest() -> None:
         if module != "commitbench.digests":
             assert not used & {"sha256", "md5", "sha1", "new"}, (module, used)
     assert {"commitbench.cache", "commitbench.identity", "commitbench.gateway.turn"} <= set(_callers("digest"))
+
+
+def test_the_request_mining_command_is_no_part_of_the_package() -> None:
+    # A build-time command over source data outside the project: it lives in scripts/, and nothing shipped
+    # imports or names it.
+    assert (ROOT / "scripts" / "mine_followup.py").is_file()
+    assert not (ROOT / "episodes" / "followup" / "mine.py").exists()
+    assert not [m for m in MODULES if m.endswith(".mine") or "mine_followup" in m]
+    naming = [m for m, path in MODULES.items()
+              if "mine_followup" in path.read_text(encoding="utf-8") and m != "commitbench.episodes.followup.requests"]
+    assert naming == []
