@@ -55,6 +55,8 @@ ONCE = [
     "digest",
     "SESSION_HEADER",
     "END_TURN_TOOL",
+    # The request set's folder: the package names it once; the build (scripts/mine_followup.py) is given it.
+    "FOLLOWUP_DATA_DIR",
     # One name, one meaning: the ledger's close outcome, an episode's expected outcome, the gateway's outcome
     # of one request; the trace's turn and the gateway's logged turn; the gateway's verdict and the viewer's
     # card of a judge's labels; a workspace's person and the viewer's card of one.
