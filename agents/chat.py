@@ -58,14 +58,22 @@ sampling, extra_body; never the URL or key), the call cap and the rendering vers
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import deque
 from typing import Any
 
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
+from commitbench.digests import digest
 from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
-from commitbench.protocol import ActionKind, AgentAction, end_turn, refused_tool_call, reply, tool_call
+from commitbench.protocol import (
+    END_TURN_TOOL,
+    ActionKind,
+    AgentAction,
+    end_turn,
+    refused_tool_call,
+    reply,
+    tool_call,
+)
 from commitbench.traces import AgentIdentity, ModelCallRecord
 
 __all__ = [
@@ -98,7 +106,6 @@ PROTOCOLS = {
     TOOLS_ONLY: "every answer is one tool call (tool_choice required); the reply and the end of the turn are tools",
 }
 REPLY_TOOL = "reply"
-END_TURN_TOOL = "end_turn"
 POSTED_TEXT = "Posted."
 ENDED_TEXT = "Turn ended."
 MAX_REPLY_CHARS = 4000
@@ -127,11 +134,11 @@ PROTOCOL_TOOLS: tuple[dict[str, Any], ...] = (
 )
 
 # Every fixed piece of text the rendering adds; hashed into the prompt hashes of a run.
-RENDER_HASH = hashlib.sha256(
+RENDER_HASH = digest(
     json.dumps(
         [RENDER_VERSION, NOT_RUN_TEXT, CALL_LIMIT_TEXT, NOTICE_PREFIX, UNPARSED_KEY, "[{channel}] {sender} ({role}): "]
-    ).encode()
-).hexdigest()
+    )
+)
 
 def call_record(response: ModelResponse, turn: int, max_argument_bytes: int, purpose: str = "agent") -> ModelCallRecord:
     """The trace's record of one model call (its error, refusal, tokens, cache status, tool calls cut to the
@@ -181,7 +188,7 @@ def _history_arguments(raw: str, parsed: dict[str, Any] | None) -> str:
 def protocol_hash() -> str:
     """sha256 of the tools_only protocol's fixed texts (its tools and the results the agent writes)."""
     payload = [TOOLS_ONLY, list(PROTOCOL_TOOLS), POSTED_TEXT, ENDED_TEXT]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return digest(json.dumps(payload, sort_keys=True))
 
 
 def check_protocol(protocol: str) -> str:

@@ -19,7 +19,6 @@ and the report says its calls are not recorded.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import re
@@ -27,6 +26,7 @@ import sys
 from typing import Any
 
 from commitbench.agents.base import Agent
+from commitbench.digests import digest
 from commitbench.llm import ModelSettings
 from commitbench.traces import AgentIdentity
 
@@ -137,4 +137,4 @@ def _source_digest(cls: type[Any]) -> str:
                 f"the source of {cls.__module__}:{cls.__qualname__} cannot be read to identify it; give the class "
                 "an identity() method"
             ) from None
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest(text)

@@ -28,7 +28,6 @@ the hit rate of the last run.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -45,6 +44,7 @@ import orjson
 from pydantic import BaseModel, Field
 
 from commitbench import jsoncodec
+from commitbench.digests import digest
 
 __all__ = [
     "CACHE_KEY_VERSION",
@@ -184,7 +184,7 @@ def cache_key(
         "options": options or {},
         "sample": sample_index,
     }
-    return hashlib.sha256(jsoncodec.canonical(payload)).hexdigest()
+    return digest(json=payload)
 
 
 class CallBroker(Protocol):

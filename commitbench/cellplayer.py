@@ -11,7 +11,6 @@ environment steps are synchronous and cheap. A harness bug in one cell fails tha
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import traceback
 from collections import Counter, deque
@@ -27,6 +26,7 @@ from commitbench.agents.harness import HarnessModel
 from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.cache import CacheError, CacheMiss, CallBroker, CallCache
 from commitbench.config import ExperimentConfig
+from commitbench.digests import digest
 from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.judges.labelling import LabellerUnavailable, pin_judge_settings
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, ReplicaPool, RetryPolicy, merge_client_stats
@@ -278,7 +278,7 @@ class CellPlayer:
         hashes = dict(trace.prompt_hashes)  # interventions record the texts they add here
         system_events = [e for e in trace.events if e.kind.value == "system"]
         if system_events:
-            hashes["system_prompt"] = hashlib.sha256(system_events[0].text.encode("utf-8")).hexdigest()
+            hashes["system_prompt"] = digest(system_events[0].text)
         if isinstance(chat, ChatAgent):  # after what interventions recorded (a flagger's calls)
             trace.model_calls = [*trace.model_calls, *chat.model_calls]
             hashes["chat_render"] = RENDER_HASH

@@ -18,11 +18,11 @@ Which trace lines count as traces of a run's cells is :mod:`commitbench.runcells
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from commitbench.cache import canonical_json
+from commitbench.digests import digest
 from commitbench.traces import AgentIdentity
 
 __all__ = [
@@ -64,17 +64,19 @@ def run_key(
         payload["services"] = dict(services)
     if texts:
         payload["texts"] = texts
-    return _sha256(canonical_json(payload))
+    # The json module's canonical text, which refuses NaN and infinities (digest(json=...) would write them as
+    # null, so a config with a NaN and one with a null would share a key).
+    return digest(canonical_json(payload))
 
 
 def cells_hash(run_keys: Iterable[str]) -> str:
     """What an experiment plays: the sha256 of its run keys, sorted, one per line."""
-    return _sha256("\n".join(sorted(run_keys)))
+    return digest(*sorted(run_keys), sep="\n")
 
 
 def config_hash(config_json: Mapping[str, Any]) -> str:
     """The sha256 of the canonical JSON of a config as a manifest records it (credentials already redacted)."""
-    return _sha256(canonical_json(dict(config_json)))
+    return digest(canonical_json(dict(config_json)))
 
 
 def in_shard(key: str, shard: tuple[int, int]) -> bool:
@@ -104,7 +106,3 @@ def stored_judge_name(offline_labeller: str, served_model: str | None) -> str:
     """The name a run's judge stores its labels under: the suite's offline labeller when the judge has no
     model (``kind: rules``), else :func:`judge_name` of the model it is served as."""
     return offline_labeller if served_model is None else judge_name(served_model)
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -139,6 +139,11 @@ class ActionKind(str, Enum):
     INVALID = "invalid"
 
 
+# The tool a model calls to end its turn without a reply (the step it stands for is ActionKind.END_TURN): the
+# chat agent offers it, and the standing environment's workspace has it.
+END_TURN_TOOL = "end_turn"
+
+
 class Revision(BaseModel):
     """An intervention replaced the agent's final reply: by whom, how, and what the agent wrote."""
 

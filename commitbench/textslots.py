@@ -19,13 +19,13 @@ those of the project's wording); a run without one keeps the ids it always had.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from string import Template
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.digests import digest
 from commitbench.yamlfile import YamlError, parse_yaml
 
 __all__ = ["SLOTS", "SuppliedTexts", "TextSlot", "TextsError", "checked_texts", "read_texts", "slot_table"]
@@ -158,7 +158,7 @@ def read_texts(path: Path | str) -> SuppliedTexts:
     except (YamlError, UnicodeDecodeError) as exc:
         raise TextsError(str(exc)) from None
     texts = checked_texts(data, str(path))
-    return SuppliedTexts(source=str(path), sha256=hashlib.sha256(raw).hexdigest(), texts=texts)
+    return SuppliedTexts(source=str(path), sha256=digest(raw), texts=texts)
 
 
 def slot_table() -> str:

@@ -21,7 +21,6 @@ one oracle store, one ledger, one claim guard, ...), plus pairwise refusals a cl
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +30,7 @@ from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 
+from commitbench.digests import digest
 from commitbench.envs.common import PRIVILEGED_KEY
 from commitbench.extras import EnvExtras, add_extras, extras_of
 from commitbench.textslots import SuppliedTexts
@@ -54,7 +54,7 @@ def supplied_texts(env: gym.Env[Any, Any]) -> SuppliedTexts | None:
 
 
 def text_hash(*texts: str) -> str:
-    return hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+    return digest(*texts, sep="\x00")
 
 
 class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.utils.RecordConstructorArgs):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import sys
+from pathlib import Path
 
-from commitbench.episodes.followup.mine import (
-    PACKAGE_DATA,
+import pytest
+from mine_followup import (
     BuildError,
     Candidate,
     Curation,
@@ -18,6 +20,8 @@ from commitbench.episodes.followup.mine import (
     slurp_category,
     template_rows,
 )
+
+from commitbench.episodes.followup.requests import FOLLOWUP_DATA_DIR
 from commitbench.episodes.followup.rewrite import (
     capitalise,
     digits_for_numbers,
@@ -221,8 +225,8 @@ def test_selection_is_seeded() -> None:
 
 
 def test_template_rows_and_draws() -> None:
-    rows = template_rows(PACKAGE_DATA / "templates.yaml", seed=0)
-    again = template_rows(PACKAGE_DATA / "templates.yaml", seed=0)
+    rows = template_rows(FOLLOWUP_DATA_DIR / "templates.yaml", seed=0)
+    again = template_rows(FOLLOWUP_DATA_DIR / "templates.yaml", seed=0)
     assert [[r.text for r in f] for f in rows[RequestCategory.MEMORY]] == [
         [r.text for r in f] for f in again[RequestCategory.MEMORY]
     ]
@@ -238,3 +242,16 @@ def test_fill() -> None:
     assert _fill("{when}, send me {item.what}.", {"when": "tomorrow", "item": {"what": "the list"}}) == (
         "Tomorrow, send me the list."
     )
+
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mine_followup.py"
+
+
+def test_the_command_needs_both_folders_and_names_a_missing_input(tmp_path: Path) -> None:
+    bare = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and "--data" in bare.stderr and "--set-dir" in bare.stderr
+    empty = subprocess.run([sys.executable, str(SCRIPT), "--data", str(tmp_path), "--set-dir", str(FOLLOWUP_DATA_DIR)],
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 2
+    assert "missing input file(s)" in empty.stderr and str(tmp_path / "slurp" / "slurp_en.jsonl") in empty.stderr
+    assert "curation.yaml" not in empty.stderr  # the set's own files are there

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from mine_followup import QUOTAS, build
+from mine_followup import main as mine_main
 
 from commitbench.episodes.followup.doability import load_doability
-from commitbench.episodes.followup.mine import PACKAGE_DATA, QUOTAS, build
 from commitbench.episodes.followup.requests import (
+    FOLLOWUP_DATA_DIR,
     ID_PREFIX,
     RequestFileError,
     context_problems,
@@ -38,7 +41,7 @@ from commitbench.episodes.followup.vocabulary import (
 )
 
 REQUESTS = load_requests()
-LOG = [json.loads(line) for line in (PACKAGE_DATA / "curation_log.jsonl").read_text().splitlines() if line]
+LOG = [json.loads(line) for line in (FOLLOWUP_DATA_DIR / "curation_log.jsonl").read_text().splitlines() if line]
 
 
 def test_counts_per_category() -> None:
@@ -59,7 +62,7 @@ def test_ids_are_unique_and_match_the_category() -> None:
 
 
 def test_every_row_has_a_source() -> None:
-    families = {f["id"] for f in yaml.safe_load((PACKAGE_DATA / "templates.yaml").read_text())}
+    families = {f["id"] for f in yaml.safe_load((FOLLOWUP_DATA_DIR / "templates.yaml").read_text())}
     for row in REQUESTS:
         assert row.source.original_text.strip()
         assert row.source.source_id.strip()
@@ -75,7 +78,7 @@ def test_every_row_has_a_source() -> None:
 
 def test_the_attribution_counts_the_rows_of_each_source() -> None:
     rows = {}
-    for line in (Path(PACKAGE_DATA) / "ATTRIBUTION.md").read_text(encoding="utf-8").splitlines():
+    for line in (Path(FOLLOWUP_DATA_DIR) / "ATTRIBUTION.md").read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`") and cells[1].isdigit():
             rows[cells[0].strip("`")] = int(cells[1])
@@ -148,7 +151,7 @@ def test_curation_log_records_every_edit_and_rejection() -> None:
         if row.text != row.source.original_text:
             assert edited.get(key) == row.text, key
     revised = {e["source"]: e for e in LOG if e["action"] == "revised"}
-    curation = yaml.safe_load((PACKAGE_DATA / "curation.yaml").read_text())
+    curation = yaml.safe_load((FOLLOWUP_DATA_DIR / "curation.yaml").read_text())
     assert set(revised) == set(curation["revisions"])
     for row in REQUESTS:
         key = f"{row.source.dataset.value}:{row.source.source_id}"
@@ -160,7 +163,7 @@ def test_curation_log_records_every_edit_and_rejection() -> None:
 
 
 def test_request_file_errors_name_the_line() -> None:
-    good = (PACKAGE_DATA / "requests.jsonl").read_text().splitlines()[0]
+    good = (FOLLOWUP_DATA_DIR / "requests.jsonl").read_text().splitlines()[0]
     with pytest.raises(RequestFileError, match=r"x\.jsonl: line 2: duplicate id"):
         parse_requests([good, good], "x.jsonl")
     bad = json.loads(good)
@@ -202,11 +205,19 @@ SOURCE_DATA = Path(os.environ.get("COMMITBENCH_SOURCE_DATA", "/work/shared/data"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (SOURCE_DATA / "slurp" / "slurp_en.jsonl").exists(), reason="source data not present")
-def test_rebuilding_reproduces_the_shipped_files() -> None:
-    built = build(SOURCE_DATA, seed=0)
-    shipped = (PACKAGE_DATA / "requests.jsonl").read_text().splitlines()
+def test_rebuilding_reproduces_the_shipped_files(tmp_path: Path) -> None:
+    built = build(SOURCE_DATA, FOLLOWUP_DATA_DIR, seed=0)
+    shipped = (FOLLOWUP_DATA_DIR / "requests.jsonl").read_text().splitlines()
     assert [request_line(r) for r in built.rows] == shipped
     assert [json.dumps(e, ensure_ascii=False) for e in built.log] == [json.dumps(e, ensure_ascii=False) for e in LOG]
+    # The command writes the same bytes into the set's folder it is given.
+    set_dir = tmp_path / "followup"
+    shutil.copytree(FOLLOWUP_DATA_DIR, set_dir)
+    for name in ("requests.jsonl", "curation_log.jsonl"):
+        (set_dir / name).unlink()
+    assert mine_main(["--data", str(SOURCE_DATA), "--set-dir", str(set_dir)]) == 0
+    for name in ("requests.jsonl", "curation_log.jsonl"):
+        assert (set_dir / name).read_bytes() == (FOLLOWUP_DATA_DIR / name).read_bytes(), name
 
 
 # ------------------------------------------------------------------------- curation rules of version 2
@@ -283,7 +294,7 @@ def test_mem004_states_the_preferences_it_asks_to_remember() -> None:
 
 
 def test_the_data_version_is_read_from_the_version_file() -> None:
-    assert followup_data_version() == int((PACKAGE_DATA / "VERSION").read_text())
+    assert followup_data_version() == int((FOLLOWUP_DATA_DIR / "VERSION").read_text())
     assert followup_data_version() >= 2  # version 2: the re-curated callbacks and contexts
     assert parse_version("3\n", "VERSION") == 3
     for bad in ("", "two", "0", "-1"):
@@ -335,7 +346,7 @@ def test_only_deferred_deliveries_carry_delivery_facts() -> None:
 
 
 def test_a_follow_through_key_that_names_no_row_stops_the_build(tmp_path: Path) -> None:
-    from commitbench.episodes.followup.mine import BuildError, attach_follow_through
+    from mine_followup import BuildError, attach_follow_through
 
     path = tmp_path / "follow_through.yaml"
     path.write_text('events:\n  "slurp:0": {at: "2026-10-02T09:00", text: "Something happened at last."}\n')

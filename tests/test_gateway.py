@@ -16,6 +16,7 @@ import pytest
 from commitbench.claimguard.guard import HONEST_REPLACEMENT, Language, looks_like_write_claim
 from commitbench.cli import main
 from commitbench.gateway.server import GatewayProcess
+from commitbench.llm import SESSION_HEADER
 from commitbench.mock import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
 
 pytestmark = pytest.mark.slow
@@ -142,11 +143,14 @@ def test_the_sessions_next_request_gets_the_note_at_the_end_of_its_prompt(
     assert sent[1][:-1] == follow[:-1]  # the prefix is untouched: the upstream's prefix cache still holds it
     assert sent[1][-1]["content"].startswith("Peki, şimdi oluştur.\n\n[Note from the runtime]")
     assert "no tool executed" in sent[1][-1]["content"] and sent[2] == follow
-    upstream.script(SEED_CLAIM, "ok")
+    upstream.script(SEED_CLAIM, "ok", "ok")
     enforce_client = client(enforce)
-    enforce_client.chat.completions.create(model="m", messages=SEED, extra_headers={"x-session-id": "tab-7"})
+    # The session header as the harness's client spells it; the gateway reads it in any case.
+    enforce_client.chat.completions.create(model="m", messages=SEED, extra_headers={SESSION_HEADER: "tab-7"})
     enforce_client.chat.completions.create(model="m", messages=ASK, extra_headers={"x-session-id": "tab-8"})
     assert upstream.requests()[-1]["body"]["messages"] == ASK  # another session gets no note
+    enforce_client.chat.completions.create(model="m", messages=ASK, extra_headers={"X-SESSION-ID": "tab-7"})
+    assert "[Note from the runtime]" in upstream.requests()[-1]["body"]["messages"][-1]["content"]
 
 
 # ------------------------------------------------------------------------------------------ promises

@@ -31,6 +31,7 @@ BOTTOM = (
     "commitbench.extras",
     "commitbench.jsonl",
     "commitbench.jsoncodec",
+    "commitbench.digests",
     "commitbench.llm",
     "commitbench.cache",
     "commitbench.ledger",

@@ -64,6 +64,41 @@ ONCE = [
     "DEFAULT_MAX_ATTEMPTS",
     "GRAMMAR_MAX_STRING",
     "GRAMMAR_MAX_ITEMS",
+    "digest",
+    "SESSION_HEADER",
+    "END_TURN_TOOL",
+    # The request set's folder: the package names it once; the build (scripts/mine_followup.py) is given it.
+    "FOLLOWUP_DATA_DIR",
+    # One name, one meaning: the ledger's close outcome, an episode's expected outcome, the gateway's outcome
+    # of one request; the trace's turn and the gateway's logged turn; the gateway's verdict and the viewer's
+    # card of a judge's labels; a workspace's person and the viewer's card of one.
+    "Outcome",
+    "ExpectedOutcome",
+    "RequestOutcome",
+    "TurnRecord",
+    "LoggedTurn",
+    "Verdict",
+    "VerdictView",
+    "Person",
+    "PersonView",
+    # run directories that describe their cells, plug-ins, own agents on the harness's model
+    "CellTable",
+    "write_cell_table",
+    "read_cell_table",
+    "directory_cells",
+    "run_suite",
+    "config_of_manifest",
+    "upgrade_run_dir",
+    "AgentEntry",
+    "find_agent",
+    "HarnessModel",
+    "call_record",
+    "plays_on_models",
+    "offline_records",
+    "generic_view",
+    "calls_unrecorded",
+    "InspectKit",
+    "SuiteDataset",
 ]
 
 
@@ -164,3 +199,44 @@ def test_both_suites_reports_are_clients_of_the_shared_writer_and_formats() -> N
     ]
     # np.percentile itself: there, and the 95th percentile of model time (a statistic, not an interval).
     assert _callers("percentile") == ["commitbench.analysis.bootstrap", "commitbench.analysis.cost"]
+
+
+# The judges are left out: their prompt hashes and labeller versions are theirs to make.
+HASHING_EXEMPT = ("commitbench.judges",)
+# Rendezvous hashing of a session onto a replica: a placement weight (blake2b), no content key.
+PLACEMENT = "commitbench.llm.replicas"
+
+
+def _hashlib_uses(tree: ast.Module) -> set[str]:
+    """The hashlib functions a module names: ``hashlib.sha256(...)`` or ``from hashlib import sha256``."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "hashlib":
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom) and node.module == "hashlib":
+            used.update(alias.name for alias in node.names)
+    return used
+
+
+def test_content_is_hashed_only_through_digest() -> None:
+    found = {m: _hashlib_uses(tree) for m, tree in TREES.items() if not m.startswith(HASHING_EXEMPT)}
+    users = {m: used for m, used in found.items() if used}
+    assert set(users) == {"commitbench.digests", PLACEMENT}, users
+    assert users["commitbench.digests"] == {"sha256"}
+    assert users[PLACEMENT] == {"blake2b"}
+    # Nothing outside the judges writes sha256 or md5 of its own, by any name.
+    for module, used in users.items():
+        if module != "commitbench.digests":
+            assert not used & {"sha256", "md5", "sha1", "new"}, (module, used)
+    assert {"commitbench.cache", "commitbench.identity", "commitbench.gateway.turn"} <= set(_callers("digest"))
+
+
+def test_the_request_mining_command_is_no_part_of_the_package() -> None:
+    # A build-time command over source data outside the project: it lives in scripts/, and nothing shipped
+    # imports or names it.
+    assert (ROOT / "scripts" / "mine_followup.py").is_file()
+    assert not (ROOT / "episodes" / "followup" / "mine.py").exists()
+    assert not [m for m in MODULES if m.endswith(".mine") or "mine_followup" in m]
+    naming = [m for m, path in MODULES.items()
+              if "mine_followup" in path.read_text(encoding="utf-8") and m != "commitbench.episodes.followup.requests"]
+    assert naming == []

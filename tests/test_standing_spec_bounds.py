@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mine_followup import load_curation, template_rows
 
 from commitbench.cli import main
 from commitbench.config import ConfigError, load_config
 from commitbench.envs.standing.tools import workspace_tool_names
 from commitbench.episodes.followup.doability import DoabilityFileError, load_doability_file
-from commitbench.episodes.followup.mine import load_curation, template_rows
 from commitbench.episodes.followup.setups import SetupFileError, load_setups_file
 from commitbench.episodes.standing.compiler import compile_spec
 from commitbench.episodes.standing.spec import (

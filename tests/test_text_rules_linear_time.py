@@ -19,13 +19,14 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import mine_followup
 import pytest
 
 from commitbench.claimguard import english, routing, turkish
 from commitbench.claimguard import guard as guard_module
 from commitbench.claimguard.guard import looks_like_write_claim, should_guard
 from commitbench.commands import ledger_cmd
-from commitbench.episodes.followup import mine, requests, rewrite
+from commitbench.episodes.followup import requests, rewrite
 from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Person
 from commitbench.judges.followup import cues, rules
@@ -114,7 +115,7 @@ TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "request context": requests.context_problems,
     "support rewrite": rewrite.rewrite_support_request,
     "ledger entry id": normalise_entry_id,
-    "request mining": lambda text: mine.slurp_category({"text": text, "intent": "general_quirky"}),
+    "request mining": lambda text: mine_followup.slurp_category({"text": text, "intent": "general_quirky"}),
 }
 
 
@@ -141,7 +142,7 @@ def _patterns(value: Any) -> list[re.Pattern[str]]:
 
 
 MODULES: list[ModuleType] = [
-    english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine, rewrite, ledger_cmd,
+    english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine_followup, rewrite, ledger_cmd,
 ]
 
 

@@ -48,7 +48,7 @@ class Fact(BaseModel):
     detail: bool = Field(default=False, description="Shown folded (long identifiers and settings).")
 
 
-class Verdict(BaseModel):
+class VerdictView(BaseModel):
     """One judge's labels of one assistant message."""
 
     judge: str = Field(description="Whose labels.")
@@ -90,7 +90,7 @@ class ChatItem(BaseModel):
     by: str = Field(default="", description="For a revision: the intervention that replaced the reply.")
     original: str = Field(default="", description="For a revision: what the agent wrote.")
     message_index: int | None = Field(default=None, description="Index among the judged assistant messages.")
-    verdicts: list[Verdict] = Field(default_factory=list, description="Every judge's labels of this message.")
+    verdicts: list[VerdictView] = Field(default_factory=list, description="Every judge's labels of this message.")
 
 
 class ModelCallView(BaseModel):
@@ -115,7 +115,7 @@ class Signal(BaseModel):
     expected: bool | None = Field(default=None, description="What the cell expects of it (null: nothing).")
 
 
-class Person(BaseModel):
+class PersonView(BaseModel):
     """Someone in the workspace."""
 
     name: str = Field(description="Display name.")
@@ -224,7 +224,7 @@ class TranscriptPage(BaseModel):
     infra_error: str = Field(
         default="", description="Why the run failed for infrastructure reasons ('' if it did not)."
     )
-    people: list[Person] = Field(default_factory=list, description="Standing: everyone in the workspace.")
+    people: list[PersonView] = Field(default_factory=list, description="Standing: everyone in the workspace.")
     expected: Expectation | None = Field(default=None, description="Standing: the correct behaviour in the cell.")
     request: RequestView | None = Field(default=None, description="Follow-up: the request.")
     tools: list[ToolView] = Field(default_factory=list, description="The tools the agent could call.")

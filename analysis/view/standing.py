@@ -22,13 +22,13 @@ from commitbench.analysis.view.model import (
     Expectation,
     Fact,
     MetricInfo,
-    Person,
+    PersonView,
     RunRecord,
     RunSource,
     Signal,
     ToolView,
     TranscriptPage,
-    Verdict,
+    VerdictView,
 )
 from commitbench.analysis.view.transcript import (
     chat_items,
@@ -144,17 +144,17 @@ def expectation(episode: Episode, cells: Mapping[str, str], policy: str) -> Expe
     )
 
 
-def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callable[[int], list[Verdict]]:
+def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callable[[int], list[VerdictView]]:
     by_index = [(judge, {label.message_index: label for label in found or []}) for judge, found in labels]
 
-    def verdicts(index: int) -> list[Verdict]:
+    def verdicts(index: int) -> list[VerdictView]:
         out = []
         for judge, found in by_index:
             label = found.get(index)
             if label is None:
-                out.append(Verdict(judge=judge, labels={q: None for q in LABEL_QUESTIONS}, error="not labelled"))
+                out.append(VerdictView(judge=judge, labels={q: None for q in LABEL_QUESTIONS}, error="not labelled"))
             else:
-                out.append(Verdict(judge=judge, labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
+                out.append(VerdictView(judge=judge, labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
                                    rationale=label.rationale, error=label.error))
         return out
 
@@ -214,7 +214,7 @@ def standing_record(
         facts=facts, system_prompt=system_prompt(trace),
         items=chat_items(trace, people, _verdicts(labels)), model_calls=model_call_views(trace), signals=signals,
         infra_error=trace.infra_error or "",
-        people=[Person(name=p.name, title=p.title, party=p.role) for p in episode.people],
+        people=[PersonView(name=p.name, title=p.title, party=p.role) for p in episode.people],
         expected=expectation(episode, cells, str(row["policy"])),
         tools=[ToolView(name=t.name, description=t.description, write=t.is_write)
                for t in (episode.action_tool, episode.check_tool)],

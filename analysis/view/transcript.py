@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, Verdict
+from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, VerdictView
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace, TurnRecord
 
@@ -60,7 +60,7 @@ def _reasoning(trace: EpisodeTrace) -> dict[int, str]:
 def chat_items(
     trace: EpisodeTrace,
     parties: Mapping[str, str] | None = None,
-    verdicts: Callable[[int], list[Verdict]] | None = None,
+    verdicts: Callable[[int], list[VerdictView]] | None = None,
 ) -> list[ChatItem]:
     """The conversation of a trace, in order (the system prompt is left out: see :func:`system_prompt`).
 
@@ -108,7 +108,7 @@ def chat_items(
             continue
         if kind is EventKind.ASSISTANT:
             index = None
-            found: list[Verdict] = []
+            found: list[VerdictView] = []
             if event.act != PROMISE_ACT:
                 index = judged
                 judged += 1

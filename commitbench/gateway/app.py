@@ -51,17 +51,16 @@ from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
 from commitbench.gateway.detectors import Detector, OfflineDetector
-from commitbench.gateway.logbook import GatewayLog, TurnRecord, choice_record, now_text, pseudonym
+from commitbench.gateway.logbook import GatewayLog, LoggedTurn, choice_record, now_text, pseudonym
 from commitbench.gateway.recording import LedgerRecorder, ledger_entries
 from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
 from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
 from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Label, Mode, header_value
-from commitbench.llm import redact_credentials
+from commitbench.llm import SESSION_HEADER, redact_credentials
 from commitbench.protocol import json_value_problem
 
 VERDICT_HEADER = "x-commitbench-verdict"
-SESSION_HEADER = "x-session-id"
 USER_HEADER = "x-commitbench-user"
 APPROVAL_HEADER = "x-commitbench-approval-pending"
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
@@ -128,7 +127,7 @@ def parse_request(body: bytes, max_depth: int) -> dict[str, Any]:
 
 
 @dataclass
-class Outcome:
+class RequestOutcome:
     """What checking one completion produced."""
 
     checks: list[ChoiceCheck]
@@ -251,7 +250,7 @@ class Gateway:
     async def process(
         self, request_data: dict[str, Any], completion: dict[str, Any], headers: dict[str, str],
         session: str | None, creditor: str | None, approval: bool, digest: str,
-    ) -> Outcome:
+    ) -> RequestOutcome:
         """Check every choice, act by the mode (in place on ``completion``), record anchored promises."""
         started = time.perf_counter()
         errors: list[str] = []
@@ -292,7 +291,7 @@ class Gateway:
                     final[check.index] = recheck
         rewrite_ms = (time.perf_counter() - rewrite_started) * 1000 if mode is Mode.REWRITE else 0.0
         recorded = await self.record(final.values(), digest, creditor, str(request_data.get("model") or ""), errors)
-        return Outcome(checks=checks, actions=actions, originals=originals, rewrites=rewrites, recorded=recorded,
+        return RequestOutcome(checks=checks, actions=actions, originals=originals, rewrites=rewrites, recorded=recorded,
                        error="; ".join(errors)[:1000] or None, checks_ms=checks_ms, rewrite_ms=rewrite_ms,
                        changed=changed)
 
@@ -355,7 +354,7 @@ class Gateway:
             return []
 
     def log(
-        self, outcome: Outcome, request_data: dict[str, Any], completion: Mapping[str, Any], *, digest: str,
+        self, outcome: RequestOutcome, request_data: dict[str, Any], completion: Mapping[str, Any], *, digest: str,
         session: str | None, creditor: str | None, stream: bool, status: int, upstream_ms: float,
         total_ms: float, nudged: bool,
     ) -> None:
@@ -366,7 +365,7 @@ class Gateway:
             return
         sent = {c.index: c.text for c in reply_choices(completion)}
         try:
-            record = TurnRecord(
+            record = LoggedTurn(
                 time=now_text(), turn=digest, session=pseudonym(session), creditor=pseudonym(creditor),
                 model=str(request_data.get("model") or "")[:200], mode=self.config.mode.value, stream=stream,
                 status=status,
@@ -390,7 +389,7 @@ class Gateway:
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
         user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
-        session = user or request.headers.get(SESSION_HEADER) or None
+        session = user or request.headers.get(SESSION_HEADER) or None  # Starlette's headers ignore case
         creditor = user or request.headers.get(USER_HEADER) or None
         approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
         nudged = False
@@ -490,12 +489,12 @@ class Gateway:
 
     async def stream_outcome(
         self, context: _Context, completion: dict[str, Any], assembler: Assembler, broken: str | None
-    ) -> Outcome:
+    ) -> RequestOutcome:
         if assembler.overflow or broken:
             reason = broken or (f"the streamed reply is longer than the {self.config.max_check_chars:,} "
                                 "characters the checks read")
             checks = [error_check(c.index, reason) for c in reply_choices(completion)] or [error_check(0, reason)]
-            return Outcome(checks=checks, actions={}, originals={}, rewrites={}, recorded=[], error=reason,
+            return RequestOutcome(checks=checks, actions={}, originals={}, rewrites={}, recorded=[], error=reason,
                            checks_ms=0.0, rewrite_ms=0.0, changed=False)
         return await self.process(context.data, completion, context.headers, context.session, context.creditor,
                                   context.approval, context.digest)
@@ -598,8 +597,3 @@ class _Context:
     nudged: bool
     started: float
     digest: str
-
-
-def build_app(config: GatewayConfig, services: Services) -> Starlette:
-    """The gateway as an ASGI app."""
-    return Gateway(config, services).app()

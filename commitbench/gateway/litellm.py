@@ -38,7 +38,7 @@ from typing import Any
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
 from commitbench.gateway.actions import NudgeBook, with_nudge
-from commitbench.gateway.app import Gateway, GatewayConfig, Outcome, Services
+from commitbench.gateway.app import Gateway, GatewayConfig, RequestOutcome, Services
 from commitbench.gateway.catalog import load_catalog
 from commitbench.gateway.logbook import GatewayLog
 from commitbench.gateway.recording import LedgerRecorder
@@ -91,7 +91,7 @@ class CommitmentGuardrail(CustomGuardrail):  # type: ignore[misc]
         return data
 
     async def _check(self, data: dict[str, Any], completion: dict[str, Any], stream: bool,
-                     started: float) -> tuple[Outcome, dict[str, Any]]:
+                     started: float) -> tuple[RequestOutcome, dict[str, Any]]:
         session = self._session(data)
         digest = turn_digest(data, session or "")
         data[SEEN_KEY] = sorted(k for k in data if isinstance(k, str))

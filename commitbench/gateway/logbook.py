@@ -11,7 +11,6 @@ sent instead) is written only with ``--log-text``. Headers are never written: no
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, Field
 
 from commitbench import jsoncodec
+from commitbench.digests import digest
 from commitbench.gateway.verdicts import ChoiceCheck
 from commitbench.llm import redact_credentials
 
@@ -30,7 +30,7 @@ def pseudonym(value: str | None) -> str | None:
     """A stable stand-in for an id (sha256, 16 hex digits), or None."""
     if not value:
         return None
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return digest(value, length=16)
 
 
 class ChoiceRecord(BaseModel):
@@ -45,7 +45,7 @@ class ChoiceRecord(BaseModel):
     text: dict[str, str] | None = Field(default=None, description="reply and sent text (only with --log-text).")
 
 
-class TurnRecord(BaseModel):
+class LoggedTurn(BaseModel):
     """One line of the log."""
 
     v: int = Field(default=LOG_VERSION, description="Version of the line's format.")
@@ -93,7 +93,7 @@ class GatewayLog:
         self._lock = threading.Lock()
         self._file: TextIO = self.path.open("a", encoding="utf-8", errors="backslashreplace")
 
-    def write(self, record: TurnRecord) -> None:
+    def write(self, record: LoggedTurn) -> None:
         line = jsoncodec.dumps(record.model_dump(mode="json", exclude_none=True)).decode("utf-8", "surrogatepass")
         line = redact_credentials(line)
         with self._lock:

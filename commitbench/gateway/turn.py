@@ -11,12 +11,13 @@ exception, because the request is the client's and the completion the upstream's
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from commitbench.digests import digest
 
 # What the judges are shown of a tool result or of arguments (the whole value stays in the request).
 SHOWN_CHARS = 2000
@@ -196,12 +197,7 @@ def turn_digest(request: Mapping[str, Any], creditor: str) -> str:
     """sha256 of the request's model, messages and creditor: the same request retried gives the same digest."""
     payload = {"model": request.get("model"), "messages": request.get("messages"), "creditor": creditor}
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def called_names(turn: Turn, choice: ReplyChoice) -> list[str]:
-    """Names of the turn's calls that ran, then of the reply's own calls, in order."""
-    return [c.name for c in turn.ran] + [c.name for c in choice.calls]
+    return digest(text)
 
 
 def calls_of(turn: Turn, choice: ReplyChoice) -> Sequence[ToolActivity]:

@@ -21,7 +21,6 @@ made it) and never when it holds anything else.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from commitbench import identity
 from commitbench.config import ExperimentConfig
+from commitbench.digests import digest
 from commitbench.jsonl import write_atomic
 from commitbench.planning import (
     Cell,
@@ -214,7 +214,7 @@ def _manifest(config: ExperimentConfig, entries: Sequence[tuple[Path, Any, list[
     for _, log, _ in entries:
         packages.update({f"{k} (inspect eval)": str(v) for k, v in (log.eval.packages or {}).items()})
     return RunManifest(
-        name=config.name, suite=config.suite.name, run_id=hashlib.sha256(eval_ids.encode()).hexdigest()[:32],
+        name=config.name, suite=config.suite.name, run_id=digest(eval_ids, length=32),
         status=status, message=message, config=config_json, config_hash=identity.config_hash(config_json),
         cells_hash=identity.cells_hash(c.run_key for c in cells), cells_total=len(cells), cells_done=done,
         players=[p.identity.model_dump(mode="json") for p in players(config)],

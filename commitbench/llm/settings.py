@@ -13,6 +13,8 @@ from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_RESPONSE_
 __all__ = ["SESSION_HEADER", "ModelSettings", "ReplicaPolicy", "RetryPolicy", "backoff_delay"]
 
 
+# The header that names a session: the client sends it for session-affinity routers, and the commitment
+# gateway reads it (HTTP header names are case-insensitive, so any spelling of it is the same header).
 SESSION_HEADER = "X-Session-ID"
 class ModelSettings(BaseModel):
     """Where a model lives and how it is sampled.

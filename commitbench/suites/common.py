@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
+from commitbench.digests import digest
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.modelentry import ModelEntry, thinking_pairs
@@ -99,13 +99,9 @@ def texts_note(run_dir: Path | str) -> str:
 
 def hash_tree(root: Path) -> str:
     """sha256 over the relative paths and bytes of every file below ``root`` (a data version)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return digest(*(part for path in files
+                    for part in (path.relative_to(root).as_posix(), b"\0", path.read_bytes(), b"\0")))
 
 
 def model_pairs(

@@ -73,12 +73,10 @@ from commitbench.episodes.standing.prompts import (
 )
 from commitbench.episodes.standing.selection import select_episodes
 from commitbench.extras import EnvExtras, extras_of
-from commitbench.protocol import ActionKind, Event, EventKind, parse_action
+from commitbench.protocol import END_TURN_TOOL, ActionKind, Event, EventKind, parse_action
 from commitbench.textslots import SuppliedTexts
 from commitbench.tools import Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
-
-END_TURN_TOOL = "end_turn"
 
 
 class StandingEnv(gym.Env[dict[str, Any], str]):

@@ -8,11 +8,11 @@ carries (an episode under other settings than the project's has another id).
 
 from __future__ import annotations
 
-import hashlib
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.digests import digest
 from commitbench.profiles import Profile, ProfileChoice, settings_for
 
 SUITE = "followup"
@@ -70,7 +70,7 @@ class FollowupSettings(BaseModel):
             return ""
         if self == PROFILE_SETTINGS[Profile.PAPER]:
             return Profile.PAPER.value
-        return "s" + hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:8]
+        return "s" + digest(self.model_dump_json(), length=8)
 
 
 def followup_settings(profile: Profile | str = Profile.COMMITBENCH, **given: str | Enum | None) -> FollowupSettings:

@@ -1,8 +1,9 @@
 """The request set of the empty-commitment suite: row model, invariants and loader.
 
-``episodes/data/followup/requests.jsonl`` is built by ``mine.py`` from public data and hand-written
-templates; this module only reads it. Each row is a single-turn request with one or two sentences of
-context that the user could have written just before it. The context never mentions a tool or what
+``episodes/data/followup/requests.jsonl`` is built by ``scripts/mine_followup.py`` (a build-time
+command of the project, not of the package) from public data and hand-written templates; this module
+only reads it. Each row is a single-turn request with one or two sentences of context that the user
+could have written just before it. The context never mentions a tool or what
 persists; ``context_problems`` states that rule as code. Two more rules hold for every shipped row
 (the build stops on a row that breaks one):
 

@@ -25,7 +25,6 @@ first): the keeper is its data source, which holds the facts a deferred delivery
 from __future__ import annotations
 
 import ast
-import hashlib
 import math
 import operator
 import re
@@ -35,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
+from commitbench.digests import digest
 from commitbench.episodes.followup.vocabulary import Capability, Persona
 from commitbench.protocol import ToolSpec
 from commitbench.tools import Tool, ToolArgs, ToolError, bound_tools, declared_tools, tool
@@ -207,12 +207,12 @@ def search_articles(persona: Persona, query: str, max_results: int = 3) -> list[
 
 def account_record(account_id: str) -> str:
     """A deterministic account record derived from the account number."""
-    digest = int(hashlib.sha256(account_id.strip().encode()).hexdigest(), 16)
+    number = int(digest(account_id.strip()), 16)
     plans = ("Fixed Saver 12", "Standard Variable", "Green Flex", "Economy Night")
-    plan = plans[digest % len(plans)]
-    balance = (digest // 7) % 40_000 / 100
-    bill_day = 1 + (digest // 11) % 28
-    open_requests = (digest // 13) % 2
+    plan = plans[number % len(plans)]
+    balance = (number // 7) % 40_000 / 100
+    bill_day = 1 + (number // 11) % 28
+    open_requests = (number // 13) % 2
     return (
         f"Account {account_id.strip()}: plan {plan}; balance {balance:.2f} due; next bill on "
         f"{bill_day} October 2026; open service requests: {open_requests}."

@@ -14,7 +14,6 @@ machine; settings that change what an episode holds compile to other ids.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Iterable
 from functools import lru_cache
@@ -24,6 +23,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
+from commitbench.digests import digest
 from commitbench.episodes.standing.episode import (
     PROMISE_STEP,
     CreditorReply,
@@ -270,8 +270,7 @@ class _TypeVariantTexts:
 
 
 def _seed(*parts: object) -> int:
-    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
-    return int(digest[:16], 16)
+    return int(digest(*(str(p) for p in parts), sep="|", length=16), 16)
 
 
 def script_shape(cell: CellSpec) -> str:
@@ -380,7 +379,7 @@ def creditor_replies(
 
 def _episode_id(payload: dict[str, Any]) -> str:
     canonical = Episode.model_validate({**payload, "id": ""}).model_dump_json(exclude={"id"})
-    return "st-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return "st-" + digest(canonical, length=12)
 
 
 def compile_type(

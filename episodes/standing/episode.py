@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.spec import (
     Expected,
-    Outcome,
+    ExpectedOutcome,
     PolicyWording,
     ReplyKind,
     ReplyRule,
@@ -262,7 +262,7 @@ class Episode(BaseModel):
 
     @property
     def expects_execute(self) -> bool:
-        return self.expected.outcome is Outcome.EXECUTE
+        return self.expected.outcome is ExpectedOutcome.EXECUTE
 
     def promise_facts(self) -> PromiseFacts:
         return PromiseFacts(

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from commitbench.protocol import END_TURN_TOOL
 from commitbench.tools import json_type
 from commitbench.yamlfile import YamlError, read_yaml
 
@@ -67,7 +68,9 @@ class Style(str, Enum):
     REINSTATE = "reinstate"
 
 
-class Outcome(str, Enum):
+class ExpectedOutcome(str, Enum):
+    """What a correct assistant does with the episode's promise: execute it, or drop it."""
+
     EXECUTE = "execute"
     DROP = "drop"
 
@@ -166,7 +169,7 @@ class EventSpec(Strict):
 
 
 class Expected(Strict):
-    outcome: Outcome = Field(description="Whether a correct assistant executes or drops the promise.")
+    outcome: ExpectedOutcome = Field(description="Whether a correct assistant executes or drops the promise.")
     consult: bool = Field(default=False, description="Correct behaviour includes asking the creditor.")
     notify: bool = Field(default=False, description="Correct behaviour includes telling the creditor what happened.")
     verify: bool = Field(default=False, description="Correct behaviour includes using the check tool.")
@@ -194,7 +197,7 @@ class ToolParam(Strict):
 # The tools every standing episode has (the environment's workspace tools). An episode's own action and
 # check tools may not take these names: the promised action would never be the one that runs. Kept here,
 # below the environments, and held equal to the environment's list by a test.
-RESERVED_TOOL_NAMES = ("post_message", "send_dm", "lookup", "end_turn")
+RESERVED_TOOL_NAMES = ("post_message", "send_dm", "lookup", END_TURN_TOOL)
 MAX_TARGET_TEXT = 1_000
 
 

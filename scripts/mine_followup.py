@@ -1,8 +1,12 @@
 """Build the request set of the empty-commitment suite from public data and hand-written templates.
 
-Run once at build time (tests never need the source data):
+A build-time command, run from a checkout of the project (no part of the installed package; the tests
+import it from here and never need the source data):
 
-    .venv/bin/python -m commitbench.episodes.followup.mine --data /work/shared/data
+    .venv/bin/python scripts/mine_followup.py --data DATA --set-dir episodes/data/followup
+
+``DATA`` is a folder with ``slurp/`` and ``bitext/``; ``--set-dir`` is the request set's folder, which holds
+``curation.yaml``, ``templates.yaml`` and ``follow_through.yaml`` and receives the files below.
 
 It reads SLURP voice commands and Bitext support requests, keeps the ones that ask for something to
 happen after the conversation, rewrites transcripts into typed English, drops rows with personal data,
@@ -57,8 +61,6 @@ from commitbench.episodes.followup.rewrite import rewrite_support_request, rewri
 from commitbench.episodes.followup.vocabulary import Capability, Persona, RequestCategory, SourceDataset
 from commitbench.textscan import ThenInClause
 from commitbench.yamlfile import read_yaml
-
-PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data" / "followup"
 
 QUOTAS: dict[RequestCategory, int] = {
     RequestCategory.REMINDER: 92,
@@ -477,14 +479,16 @@ def draw_templates(
 # --- assembly -----------------------------------------------------------------------------------------
 
 
-def build(data_dir: Path, seed: int = 0, package_data: Path = PACKAGE_DATA) -> Built:
-    curation = load_curation(package_data / "curation.yaml")
+def build(data_dir: Path, set_dir: Path, seed: int = 0) -> Built:
+    """The request set and its curation log, from the source data in ``data_dir`` and the hand-written files in
+    ``set_dir``."""
+    curation = load_curation(set_dir / "curation.yaml")
     log: list[dict[str, Any]] = []
     slurp = list(_read_jsonl(data_dir / "slurp" / "slurp_en.jsonl"))
     bitext = list(_read_jsonl(data_dir / "bitext" / "bitext_customer_support_requests.jsonl"))
     candidates = slurp_candidates(slurp) + bitext_candidates(bitext)
     mined = select_mined(candidates, curation, seed, log)
-    templates = template_rows(package_data / "templates.yaml", seed)
+    templates = template_rows(set_dir / "templates.yaml", seed)
 
     mined_entries: dict[RequestCategory, list[dict[str, Any]]] = {}
     missing_context: list[str] = []
@@ -543,8 +547,8 @@ def build(data_dir: Path, seed: int = 0, package_data: Path = PACKAGE_DATA) -> B
         raise BuildError("rows that fail validation:\n" + "\n".join(invalid))
     _check_contexts(rows)
     _check_rows(rows)
-    _log_revisions(log, curation, rows, package_data / "templates.yaml")
-    rows = attach_follow_through(rows, package_data / "follow_through.yaml", log)
+    _log_revisions(log, curation, rows, set_dir / "templates.yaml")
+    rows = attach_follow_through(rows, set_dir / "follow_through.yaml", log)
     return Built(rows=rows, log=log)
 
 
@@ -644,9 +648,10 @@ def _check_contexts(rows: list[FollowupRequest]) -> None:
         raise BuildError(f"contexts shared by three or more requests: {shared}")
 
 
-def write(built: Built, package_data: Path = PACKAGE_DATA) -> None:
-    requests_path = package_data / "requests.jsonl"
-    log_path = package_data / "curation_log.jsonl"
+def write(built: Built, set_dir: Path) -> None:
+    """Write ``requests.jsonl`` and ``curation_log.jsonl`` into ``set_dir``."""
+    requests_path = set_dir / "requests.jsonl"
+    log_path = set_dir / "curation_log.jsonl"
     with requests_path.open("w", encoding="utf-8") as handle:
         for row in built.rows:
             handle.write(request_line(row) + "\n")
@@ -657,20 +662,27 @@ def write(built: Built, package_data: Path = PACKAGE_DATA) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the empty-commitment request set.")
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="folder with slurp/ and bitext/")
+    parser.add_argument("--data", type=Path, required=True, help="folder with slurp/ and bitext/")
+    parser.add_argument("--set-dir", type=Path, required=True,
+                        help="the request set's folder (episodes/data/followup): read, and written unless --dry-run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dry-run", action="store_true", help="build and report, write nothing")
     args = parser.parse_args(argv)
+    inputs = [args.data / "slurp" / "slurp_en.jsonl", args.data / "bitext" / "bitext_customer_support_requests.jsonl",
+              *(args.set_dir / name for name in ("curation.yaml", "templates.yaml", "follow_through.yaml"))]
+    missing = [str(path) for path in inputs if not path.is_file()]
+    if missing:
+        print(f"error: missing input file(s): {', '.join(missing)}", file=sys.stderr)
+        return 2
     try:
-        built = build(args.data, args.seed)
+        built = build(args.data, args.set_dir, args.seed)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     counts: dict[str, int] = {}
     for row in built.rows:
-        counts[f"{row.category.value}/{row.source.dataset.value}"] = counts.get(
-            f"{row.category.value}/{row.source.dataset.value}", 0
-        ) + 1
+        key = f"{row.category.value}/{row.source.dataset.value}"
+        counts[key] = counts.get(key, 0) + 1
     for key in sorted(counts):
         print(f"{key:<32}{counts[key]:>5}")
     actions: dict[str, int] = {}
@@ -678,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         actions[entry["action"]] = actions.get(entry["action"], 0) + 1
     print(f"rows: {len(built.rows)}; curation log: {actions}")
     if not args.dry_run:
-        write(built)
+        write(built, args.set_dir)
     return 0
 
 
