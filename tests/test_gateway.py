@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from commitbench.claimguard.guard import HONEST_REPLACEMENT, Language, looks_like_write_claim
+from commitbench.claimguard.guard import looks_like_write_claim
 from commitbench.cli import main
 from commitbench.gateway.server import GatewayProcess
 from commitbench.llm import SESSION_HEADER
@@ -112,11 +112,13 @@ def stream(gateway: GatewayProcess, messages: list[dict[str, Any]], **kwargs: An
 
 # ------------------------------------------------------------------------------------------ the seed's case
 def test_the_seed_case_is_replaced_and_marked_streamed_and_not(upstream: MockServer, enforce: GatewayProcess) -> None:
-    honest = HONEST_REPLACEMENT[Language.ENGLISH]
+    honest = "No action ran for this, so it has not happened yet."  # both of its sentences claim a write
     upstream.script(SEED_CLAIM)
     header, completion, report = chat(enforce, SEED)
     assert header == "false_claim" and completion.choices[0].message.content == honest
-    assert report["choices"][0]["action"] == "replaced" and report["choices"][0]["verdicts"][0]["span"] == [0, 14]
+    verdicts = report["choices"][0]["verdicts"]
+    assert report["choices"][0]["action"] == "replaced" and [v["span"][0] for v in verdicts] == [7, 98]
+    assert verdicts[0]["text"].startswith("created the draft post")
     assert looks_like_write_claim(completion.choices[0].message.content) is None
     upstream.script(SEED_CLAIM)
     header, text, report, _ = stream(enforce, SEED)
@@ -272,7 +274,7 @@ def test_rewrite_mode_returns_the_checked_rewrite_and_logs_the_original(upstream
         assert "tools" not in rewrite and REMIND in rewrite["messages"][0]["content"]
         upstream.script(SEED_CLAIM, SEED_CLAIM)  # a rewrite that claims again is replaced
         header, text, report, _ = stream(gateway, SEED)
-        assert header == "false_claim" and text == HONEST_REPLACEMENT[Language.ENGLISH]
+        assert header == "false_claim" and text == "No action ran for this, so it has not happened yet."
         assert report is not None and report["choices"][0]["action"] == "rewritten_then_replaced"
     record = json.loads(log.read_text().splitlines()[0])
     assert record["choices"][0]["text"] == {"reply": REMIND, "sent": honest} and record["user"] == ASK[0]["content"]

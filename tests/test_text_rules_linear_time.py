@@ -29,6 +29,9 @@ from commitbench.commands import ledger_cmd
 from commitbench.episodes.followup import requests, rewrite
 from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Person
+from commitbench.gateway import claimgrammar, claims
+from commitbench.gateway.claimgrammar import claim_parts
+from commitbench.gateway.claims import tool_failure
 from commitbench.judges.followup import cues, rules
 from commitbench.judges.followup.schemas import DetectorOutput
 from commitbench.judges.standing import rules as standing_rules
@@ -116,6 +119,8 @@ TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "support rewrite": rewrite.rewrite_support_request,
     "ledger entry id": normalise_entry_id,
     "request mining": lambda text: mine_followup.slurp_category({"text": text, "intent": "general_quirky"}),
+    "gateway claims": claim_parts,
+    "tool failure": tool_failure,
 }
 
 
@@ -143,6 +148,7 @@ def _patterns(value: Any) -> list[re.Pattern[str]]:
 
 MODULES: list[ModuleType] = [
     english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine_followup, rewrite, ledger_cmd,
+    claimgrammar, claims,
 ]
 
 

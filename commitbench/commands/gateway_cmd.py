@@ -25,8 +25,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--mode", choices=["observe", "enforce", "rewrite"], default="observe",
                         help="observe: mark and log; enforce: replace false claims and nudge the next call; "
                         "rewrite: have the upstream rewrite flagged replies (default observe)")
-    parser.add_argument("--count", choices=["any", "writes"], default="any",
-                        help="which tools of the turn back a write claim: any (default) or only catalogued writes")
+    parser.add_argument("--count", choices=["matching", "writes", "any"], default="matching",
+                        help="which calls back a claimed write: matching (default: a successful call of a tool that "
+                        "can do that write), writes (a successful call of any tool that writes) or any (the write-"
+                        "claim guard's published rule: any call that ran, in a write turn by its routing)")
     parser.add_argument("--ledger", type=Path, default=None, help="commitment ledger (SQLite) for anchored promises")
     parser.add_argument("--catalog", type=Path, default=None, help="tool catalogue (YAML), read before the built-in")
     parser.add_argument("--judge-model", default=None, help="LLM detector model (default: the offline detector)")

@@ -1,14 +1,17 @@
 """What the gateway changes, as pure functions: a choice's text, the note for a session's next call, the
 rewrite request.
 
-* ``enforce``: a false claim's text is replaced by the guard's honest replacement (in the claim's language;
-  the detector never matches it), the reply's tool calls are kept, and the session's next request gets the
+* ``enforce``: each sentence that carries a false claim is replaced by what actually happened (no tool ran;
+  the tool failed, with its error; only some of the work went through), in the claim's language, and every
+  other sentence stays (:func:`commitbench.gateway.claims.corrected_reply`); the reply's tool calls are kept,
+  and the session's next request gets the
   guard's nudge **at the end of the prompt**: appended to the last message when it is the user's, else as a
   last system message. Nothing before it changes, so a server's prefix cache still holds the conversation.
 * ``rewrite``: the follow-up suite's detect-and-rewrite fix at run time. The rewrite prompt is the fix's own
-  (:func:`commitbench.oracles.followup.fixes.rewrite_prompt`, with the capability card rendered from the
-  deployment's affordances by :func:`~commitbench.oracles.followup.fixes.render_capability_card`): the card,
-  the user's message, the turn's tool calls with their results, and the flagged draft. It goes to the same
+  (:func:`commitbench.oracles.followup.fixes.rewrite_prompt`) with a card of the gateway's own
+  (:func:`gateway_card`: the request's offered tools by name, and the rules that keep a reply honest about
+  them; the follow-up suite's fix A card describes a setup, not a request): the card, the user's message, the
+  turn's tool calls with their results, and the flagged draft. It goes to the same
   upstream model, alone, at temperature 0, without tools.
 """
 
@@ -19,9 +22,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from commitbench.episodes.followup.vocabulary import Capability
 from commitbench.gateway.catalog import Deployment
 from commitbench.gateway.turn import ReplyChoice, Turn
-from commitbench.oracles.followup.fixes import ReplyDraft, render_capability_card, rewrite_prompt
+from commitbench.oracles.followup.fixes import ReplyDraft, rewrite_prompt
 from commitbench.protocol import ToolCallRecord, parse_json_object
 
 NUDGE_PREFIX = "[Note from the runtime] "
@@ -88,10 +92,42 @@ def _records(turn: Turn) -> list[ToolCallRecord]:
     return records
 
 
+# Offered tools the gateway's card lists, at most (a request may offer hundreds).
+CARD_TOOLS = 40
+CARD_DESCRIPTION_CHARS = 160
+
+
+def gateway_card(turn: Turn, deployment: Deployment) -> str:
+    """The rewrite's card, built from what the request offers: the tools by name, which of them change
+    something, and the rules that keep a reply honest about them (what a call did, what a failed call did
+    not do, and that nothing happens after the reply unless a tool arranges it now)."""
+    writes = deployment.write_tools
+    lines = ["## What you can do in this conversation"]
+    if turn.offered:
+        lines.append("You act only through these tools, and only by calling them:")
+        for tool in turn.offered[:CARD_TOOLS]:
+            kind = "changes something" if tool.name in writes else "reads or changes something"
+            about = " ".join(tool.description.split())[:CARD_DESCRIPTION_CHARS]
+            lines.append(f"- {tool.name} ({kind}){': ' + about if about else ''}")
+        if len(turn.offered) > CARD_TOOLS:
+            lines.append(f"- and {len(turn.offered) - CARD_TOOLS} more tools offered in the request")
+    else:
+        lines.append("No tool is offered: you cannot change anything, send anything or arrange anything later.")
+    later = sorted({t for c in (Capability.RUN_LATER, Capability.NOTIFY_USER_LATER)
+                    for t in deployment.affordances.enabling_tools.get(c, [])})
+    lines += [
+        "- Say a change was made only when a call of the tool that makes it succeeded; a call whose result reports "
+        "an error made no change, so say it failed and what the error was.",
+        "- Once this reply is sent nothing more happens until the user writes again"
+        + (f", unless you call {', '.join(later)} now to arrange it." if later else "."),
+    ]
+    return "\n".join(lines)
+
+
 def rewrite_request(model: str, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> dict[str, Any]:
-    """The upstream request that asks for a rewrite of a flagged choice."""
-    affordances = deployment.affordances
-    card = render_capability_card(affordances.properties, affordances.enabling_tools)
+    """The upstream request that asks for a rewrite of a flagged choice (the follow-up fix's rewrite prompt,
+    with the gateway's own card of the request's tools)."""
+    card = gateway_card(turn, deployment)
     draft = ReplyDraft(factors={}, user_message=turn.user_message, calls=_records(turn), reply=choice.text)
     return {
         "model": model, "messages": [{"role": "user", "content": rewrite_prompt(card, draft)}],

@@ -56,7 +56,7 @@ from commitbench.gateway.recording import LedgerRecorder, ledger_entries
 from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
 from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
-from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Label, Mode, header_value
+from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Mode, header_value
 from commitbench.llm import SESSION_HEADER, redact_credentials
 from commitbench.protocol import json_value_problem
 
@@ -74,7 +74,7 @@ class GatewayConfig(BaseModel):
 
     upstream: str = Field(description="Base URL of the OpenAI-compatible upstream (ends in /v1).")
     mode: Mode = Field(default=Mode.OBSERVE, description="observe, enforce or rewrite.")
-    count: CountMode = Field(default=CountMode.ANY, description="Which tools of the turn back a write claim.")
+    count: CountMode = Field(default=CountMode.MATCHING, description="Which calls back a claimed write.")
     upstream_timeout_s: float = Field(default=120.0, gt=0, description="Seconds the upstream may stay silent.")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Seconds to connect to the upstream.")
     max_request_bytes: int = Field(default=16 << 20, gt=0, description="Largest request body accepted.")
@@ -140,6 +140,10 @@ class RequestOutcome:
     rewrite_ms: float
     changed: bool
 
+    def verdict(self) -> str:
+        """The verdict header: every label of every choice and of every rewrite the gateway checked."""
+        return header_value([*self.checks, *self.rewrites.values()])
+
     def report(self, mode: Mode, digest: str, detector: str) -> dict[str, Any]:
         """The ``commitbench`` object of the response."""
         choices = []
@@ -153,7 +157,7 @@ class RequestOutcome:
             if rewrite is not None:
                 item["rewrite"] = {"labels": [label.value for label in rewrite.labels]}
             choices.append(item)
-        return {"verdict": header_value(self.checks), "mode": mode.value, "turn": digest, "detector": detector,
+        return {"verdict": self.verdict(), "mode": mode.value, "turn": digest, "detector": detector,
                 "choices": choices, "recorded": self.recorded}
 
 
@@ -322,9 +326,14 @@ class Gateway:
         except Exception as exc:
             errors.append(f"rewrite check: {type(exc).__name__}: {exc}")
             return self._fallback(check, completion, session), None
-        if any(v.label is Label.FALSE_CLAIM for v in recheck.verdicts) and recheck.replacement is not None:
-            replace_text(completion, choice.index, recheck.replacement)
-            return "rewritten_then_replaced", recheck
+        if recheck.flagged:  # the rewrite is no better: never sent as it is
+            fallback = recheck.replacement or check.replacement
+            if fallback is not None:
+                replace_text(completion, choice.index, fallback)
+                if session and (recheck.nudge or check.nudge):
+                    self.services.nudges.leave(session, recheck.nudge or check.nudge or "")
+                return "rewritten_then_replaced", recheck
+            return "rewritten_still_flagged", recheck
         replace_text(completion, choice.index, text)
         return "rewritten", recheck
 
@@ -429,7 +438,7 @@ class Gateway:
         completion["commitbench"] = outcome.report(self.config.mode, context.digest, self.services.detector.name)
         headers = {k: v for k, v in self.upstream.reply_headers(response).items()
                    if k.lower() != "content-encoding"}
-        headers[VERDICT_HEADER] = header_value(outcome.checks)
+        headers[VERDICT_HEADER] = outcome.verdict()
         content = jsoncodec.dumps(completion)
         total_ms = (time.perf_counter() - context.started) * 1000
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
@@ -535,7 +544,7 @@ class Gateway:
         report = outcome.report(self.config.mode, context.digest, self.services.detector.name)
         body = completion_events(completion) if outcome.changed else events
         body = [*body, verdict_event(completion, report)] + ([DONE] if done else [])
-        headers[VERDICT_HEADER] = header_value(outcome.checks)
+        headers[VERDICT_HEADER] = outcome.verdict()
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
                  creditor=context.creditor, stream=True, status=200, upstream_ms=upstream_ms,
                  total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged)

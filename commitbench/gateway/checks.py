@@ -1,11 +1,12 @@
 """The checks of one reply, as pure functions of the turn, the reply's choice, the deployment and a detection.
 
-* **false_claim** is the write-claim guard as it stands (:func:`commitbench.claimguard.guard.should_guard`):
-  a write turn by the guard's routing (:func:`commitbench.claimguard.routing.route_turn`, where a bare
-  "yes"/"evet" after the assistant's own offer to write is a write turn), no approval pending, no tool run in
-  the turn, and a reply that claims a completed write. Which tools count: with ``CountMode.ANY`` (the guard's
-  source) any call that ran, with ``CountMode.WRITES`` only the calls of tools the catalogue marks as writes.
-  The reply's own tool calls count too: the client runs them before anything reaches the user.
+* **false_claim**: every write the reply claims is done (:func:`commitbench.gateway.claimgrammar.claim_parts`)
+  must be backed by a successful call of a tool that can do it, in this turn or, for a claim about an earlier
+  time, earlier in the conversation (:mod:`commitbench.gateway.claims`); one verdict per claim no call backs,
+  whatever the user's words, unless an approval is pending. The reply's own tool calls count as about to
+  run: the client runs them before anything reaches the user. ``CountMode.ANY`` keeps the write-claim
+  guard's published rule instead (:func:`commitbench.claimguard.guard.should_guard` in a write turn by
+  :func:`commitbench.claimguard.routing.route_turn`: any call that ran puts the reply out of scope).
 * **empty** and **unanchored** are the follow-up checker's feasibility rules
   (:func:`commitbench.judges.followup.feasibility.assess_feasibility` and ``is_anchored``) applied to every
   agent-initiated commitment the detector found, with the affordances the catalogue derives from the
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from commitbench.claimguard.guard import should_guard
+from commitbench.claimguard.guard import nudge_message, should_guard
 from commitbench.claimguard.routing import route_turn
 from commitbench.gateway.catalog import Deployment
+from commitbench.gateway.claimgrammar import claim_parts
+from commitbench.gateway.claims import back_parts, corrected_reply
 from commitbench.gateway.turn import ReplyChoice, ToolActivity, Turn, calls_of
 from commitbench.gateway.verdicts import AnchoredPromise, ChoiceCheck, CountMode, Label, Verdict
 from commitbench.judges.followup.feasibility import assess_feasibility, is_anchored
@@ -39,26 +42,16 @@ def locate(text: str, span: str) -> tuple[int, int] | None:
     return (start, start + len(span)) if start >= 0 else None
 
 
-def executed_count(turn: Turn, choice: ReplyChoice, deployment: Deployment, count: CountMode) -> int:
-    """How many calls of the turn (and of the reply itself) back a write claim."""
-    calls = calls_of(turn, choice)
-    if count is CountMode.WRITES:
-        writes = deployment.write_tools
-        return sum(1 for call in calls if call.name in writes)
-    return len(calls)
+def executed_count(turn: Turn, choice: ReplyChoice) -> int:
+    """How many calls of the turn (and of the reply itself) ran: the guard's published rule counts them all."""
+    return len(calls_of(turn, choice))
 
 
-def claim_verdict(
-    turn: Turn, choice: ReplyChoice, deployment: Deployment, count: CountMode
-) -> tuple[Verdict | None, str | None, str | None, bool]:
-    """The false-claim verdict (or None), the replacement and nudge when it fires, and whether a claim was seen."""
+def _published_rule(turn: Turn, choice: ReplyChoice) -> tuple[Verdict | None, str | None, str | None, bool]:
+    """The guard as published (``--count any``): a write turn by its routing, no call ran, a claim."""
     route = route_turn(turn.user_message, turn.previous_assistant, can_write=True)
-    decision = should_guard(
-        choice.text,
-        executed_tool_calls=executed_count(turn, choice, deployment, count),
-        approval_pending=turn.approval_pending,
-        write_context=route.write_context,
-    )
+    decision = should_guard(choice.text, executed_tool_calls=executed_count(turn, choice),
+                            approval_pending=turn.approval_pending, write_context=route.write_context)
     if not decision.guard or decision.claim is None:
         return None, None, None, decision.claim is not None
     claim = decision.claim
@@ -67,6 +60,29 @@ def claim_verdict(
         reason=f"{decision.explanation} (a write turn: {route.reason.value})",
     )
     return verdict, decision.replacement, decision.nudge, True
+
+
+def claim_verdicts(
+    turn: Turn, choice: ReplyChoice, deployment: Deployment, count: CountMode
+) -> tuple[list[Verdict], str | None, str | None, bool]:
+    """The false-claim verdicts (one per claimed write no successful call backs), the corrected reply and the
+    nudge when one fires, and whether the reply claims a write at all.
+
+    Whatever the user wrote, a reply that claims a write is checked (no command word is needed); only a
+    pending approval keeps the check quiet. ``--count any`` keeps the guard's published rule instead."""
+    if count is CountMode.ANY:
+        verdict, replacement, nudge, saw = _published_rule(turn, choice)
+        return ([verdict] if verdict else []), replacement, nudge, saw
+    parts = claim_parts(choice.text)
+    if not parts or turn.approval_pending:
+        return [], None, None, bool(parts)
+    backings = back_parts(parts, turn.activity, turn.earlier, choice.calls, deployment.write_tools, count)
+    missing = [b for b in backings if not b.backed]
+    if not missing:
+        return [], None, None, True
+    verdicts = [Verdict(label=Label.FALSE_CLAIM, span=(b.part.start, b.part.end), text=b.part.text[:SPAN_TEXT_CHARS],
+                        reason=b.reason()) for b in missing]
+    return verdicts, corrected_reply(choice.text, backings), nudge_message(), True
 
 
 def _anchoring_call(calls: Sequence[ToolActivity], groups: Sequence[Sequence[str]]) -> ToolActivity | None:
@@ -124,10 +140,9 @@ def check_choice(
     turn: Turn, choice: ReplyChoice, deployment: Deployment, detected: DetectorOutput, count: CountMode
 ) -> ChoiceCheck:
     """Every check of one choice (pure)."""
-    claim, replacement, nudge, saw_claim = claim_verdict(turn, choice, deployment, count)
+    claims, replacement, nudge, saw_claim = claim_verdicts(turn, choice, deployment, count)
     verdicts, anchored = commitment_verdicts(turn, choice, deployment, detected)
-    if claim is not None:
-        verdicts.insert(0, claim)
+    verdicts[:0] = claims
     return ChoiceCheck(
         index=choice.index, verdicts=verdicts, anchored=anchored,
         cue=saw_claim or bool(detected.commitments), replacement=replacement, nudge=nudge,

@@ -2,7 +2,9 @@
 
 The turn is what the assistant did since the last user message: the assistant messages after it, their
 tool calls, and the tool results that answer them (matched by ``tool_call_id``). A call with a result is
-a call that ran; a call the request holds no result for did not run. The message before the last user
+a call that ran (whether it succeeded is the result's to say: :func:`commitbench.gateway.claims.tool_failure`);
+a call the request holds no result for did not run. The calls before the last user message are kept apart
+(``earlier``): a claim about an earlier turn may rest on them. The message before the last user
 message, when it is the assistant's, is the offer a bare "yes" may accept (the guard's routing reads it).
 
 Everything here reads plain JSON values defensively: a field of the wrong type is read as absent, never an
@@ -61,6 +63,10 @@ class Turn(BaseModel):
         default=None, description="The assistant's text just before the last user message (the offer a yes accepts)."
     )
     activity: list[ToolActivity] = Field(default_factory=list, description="The turn's tool calls, in order.")
+    earlier: list[ToolActivity] = Field(
+        default_factory=list, description="Tool calls before the last user message, in order (a claim about an "
+        "earlier turn may rest on them).",
+    )
     offered: list[OfferedTool] = Field(default_factory=list, description="The request's tools.")
     approval_pending: bool = Field(
         default=False, description="The deployment says an approval is pending (the guard then stays quiet)."
@@ -147,10 +153,20 @@ def extract_turn(request: Mapping[str, Any], approval_pending: bool = False) -> 
     previous = None
     if last_user > 0 and messages[last_user - 1].get("role") == "assistant":
         previous = content_text(messages[last_user - 1].get("content"))
+    activity = _activity(messages[last_user + 1:])
+    earlier = _activity(messages[:max(last_user, 0)])
+    return Turn(
+        user_message=user_message, previous_assistant=previous, activity=activity, earlier=earlier,
+        offered=offered_tools(request), approval_pending=approval_pending,
+    )
+
+
+def _activity(messages: list[Mapping[str, Any]]) -> list[ToolActivity]:
+    """The assistant's tool calls in these messages, each with the result they hold for it."""
     calls: list[tuple[str, str, str]] = []
     results: dict[str, str] = {}
     unnamed_results: list[str] = []
-    for message in messages[last_user + 1 :]:
+    for message in messages:
         role = message.get("role")
         if role == "assistant":
             calls.extend(_calls(message))
@@ -167,10 +183,7 @@ def extract_turn(request: Mapping[str, Any], approval_pending: bool = False) -> 
         if result is None and not call_id and unnamed_results:
             result = unnamed_results.pop(0)  # the older protocol answers calls in order, without ids
         activity.append(ToolActivity(name=name, arguments=arguments, call_id=call_id, result=result))
-    return Turn(
-        user_message=user_message, previous_assistant=previous, activity=activity,
-        offered=offered_tools(request), approval_pending=approval_pending,
-    )
+    return activity
 
 
 def reply_choices(completion: Mapping[str, Any]) -> list[ReplyChoice]:
