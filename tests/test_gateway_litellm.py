@@ -17,7 +17,6 @@ from typing import Any
 import openai
 import pytest
 
-from commitbench.claimguard.guard import HONEST_REPLACEMENT, Language
 from commitbench.mock import MockServer
 from commitbench.processes import die_with_parent
 
@@ -37,6 +36,7 @@ CALLED = [*SEED, {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c1", "type": "function", "function": {"name": "create_post", "arguments": '{"title": "QA 3"}'}}]},
           {"role": "tool", "tool_call_id": "c1", "content": '{"id": 41}'}]
 REMIND = "I'll remind you tomorrow at 9 about the report."
+CORRECTED = "No action ran for this, so it has not happened yet."  # what enforce says instead of CLAIM
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_a_litellm_proxy_runs_the_gateways_checks_as_a_guardrail(proxy: tuple[Mo
     upstream, base, log = proxy
     upstream.script(CLAIM)
     header, completion = chat(base, SEED, user="u1", tools=[POST_TOOL])
-    assert header == "false_claim" and completion.choices[0].message.content == HONEST_REPLACEMENT[Language.ENGLISH]
+    assert header == "false_claim" and completion.choices[0].message.content == CORRECTED
     report = completion.model_extra["commitbench"]
     assert report["choices"][0]["action"] == "replaced"
     # what LiteLLM hands the guardrail: the request's messages, tools and user, as the proxy received them
@@ -123,3 +123,21 @@ def test_a_litellm_proxy_runs_the_gateways_checks_as_a_guardrail(proxy: tuple[Mo
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["choices"][0]["labels"] for r in records if r["stream"]] == [["empty"]]
     assert MASTER_KEY not in log.read_text()
+
+
+def test_a_streamed_false_claim_is_held_and_replaced_and_logged_as_it_went_out(
+    proxy: tuple[MockServer, str, Path]
+) -> None:
+    upstream, base, log = proxy
+    before = len(log.read_text().splitlines()) if log.exists() else 0
+    upstream.script(CLAIM + " Your 4pm with Tom is still on.")
+    client = openai.OpenAI(base_url=base, api_key=MASTER_KEY, max_retries=0, timeout=60)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+        model="mock-model", messages=SEED, tools=[POST_TOOL], stream=True) if chunk.choices)
+    assert text == CORRECTED + " Your 4pm with Tom is still on."  # the true sentence stays
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(log.read_text().splitlines()) <= before:
+        time.sleep(0.2)
+    record = json.loads(log.read_text().splitlines()[before])
+    assert record["stream"] and record["choices"][0]["action"] == "replaced"
+    assert record["choices"][0]["labels"] == ["false_claim"]

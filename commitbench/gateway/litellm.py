@@ -23,8 +23,10 @@ ledger recording and log); what changes is only where they run:
   ``x-commitbench-verdict`` header;
 * ``pre_call`` (:meth:`async_pre_call_hook`): in enforce mode, the nudge left by a false claim is added at
   the end of the session's next prompt (the session is the request's ``user`` field);
-* streamed replies (:meth:`async_post_call_streaming_iterator_hook`) pass through as they come and are
-  checked and logged when they end (observe only: the guardrail cannot hold and replace them);
+* streamed replies (:meth:`async_post_call_streaming_iterator_hook`): in observe mode they pass through as
+  they come and are checked and logged when they end; in enforce mode the guardrail holds the stream until
+  it ends, checks it, and sends the chunks on with a false claim's content replaced (the client sees the
+  corrected reply, later; what the log says was replaced is what the client received);
 * ``rewrite`` mode is not offered here: it needs a second call to the model, which is the proxy's to make.
 """
 
@@ -44,11 +46,35 @@ from commitbench.gateway.logbook import GatewayLog
 from commitbench.gateway.recording import LedgerRecorder
 from commitbench.gateway.streams import Assembler
 from commitbench.gateway.turn import turn_digest
-from commitbench.gateway.verdicts import CountMode, Mode, header_value
+from commitbench.gateway.verdicts import CountMode, Mode
 
 VERDICT_KEY = "commitbench_verdict"
 # What the guardrail saw of the request (its top-level keys), kept on the request for the headers hook.
 SEEN_KEY = "commitbench_seen"
+
+
+def replace_streamed(chunks: list[Any], replaced: dict[int, str]) -> list[Any]:
+    """The held chunks with each replaced choice's content said once, in its first content delta (its later
+    content deltas emptied); chunks are LiteLLM's stream objects or plain dicts, changed in place."""
+    first: set[int] = set()
+    for chunk in chunks:
+        choices = chunk.get("choices") if isinstance(chunk, dict) else getattr(chunk, "choices", None)
+        for position, choice in enumerate(choices or []):
+            index = (choice.get("index") if isinstance(choice, dict) else getattr(choice, "index", None))
+            index = position if not isinstance(index, int) else index
+            delta = choice.get("delta") if isinstance(choice, dict) else getattr(choice, "delta", None)
+            if index not in replaced or delta is None:
+                continue
+            content = delta.get("content") if isinstance(delta, dict) else getattr(delta, "content", None)
+            if not content:
+                continue
+            text = replaced[index] if index not in first else ""
+            first.add(index)
+            if isinstance(delta, dict):
+                delta["content"] = text
+            else:
+                delta.content = text
+    return chunks
 
 
 def _as_dict(response: Any) -> dict[str, Any]:
@@ -62,7 +88,7 @@ class CommitmentGuardrail(CustomGuardrail):  # type: ignore[misc]
     """The commitment gateway's checks on a LiteLLM proxy (observe or enforce)."""
 
     def __init__(
-        self, gateway_mode: str = "observe", count: str = "any", catalog: str | None = None,
+        self, gateway_mode: str = "observe", count: str = "matching", catalog: str | None = None,
         ledger: str | None = None, log: str | None = None, log_text: bool = False, **kwargs: Any,
     ) -> None:
         mode = Mode(gateway_mode)
@@ -110,7 +136,7 @@ class CommitmentGuardrail(CustomGuardrail):  # type: ignore[misc]
         if not isinstance(completion.get("choices"), list):
             return response
         outcome, report = await self._check(data, completion, False, started)
-        data[VERDICT_KEY] = header_value(outcome.checks)
+        data[VERDICT_KEY] = outcome.verdict()
         for position, choice in enumerate(getattr(response, "choices", []) or []):
             replaced = completion["choices"][position]["message"]["content"] if position < len(
                 completion["choices"]) else None
@@ -131,10 +157,24 @@ class CommitmentGuardrail(CustomGuardrail):  # type: ignore[misc]
                                                       request_data: dict[str, Any]) -> AsyncGenerator[Any, None]:
         started = time.perf_counter()
         assembler = Assembler(self.gateway.config.max_check_chars)
+        if self.gateway.config.mode is not Mode.ENFORCE:  # observe: the chunks pass as they come
+            async for item in response:
+                assembler.feed(_as_dict(item))
+                yield item
+            if not assembler.overflow:
+                await self._check(request_data, assembler.completion(), True, started)
+            return
+        # enforce: the stream is held until it ends and is checked, so a false claim never reaches the client
+        held: list[Any] = []
         async for item in response:
             assembler.feed(_as_dict(item))
+            held.append(item)
+        replaced: dict[int, str] = {}
+        if not assembler.overflow:  # a reply past the bound is passed on unchecked (and logged as check_error)
+            completion = assembler.completion()
+            outcome, _ = await self._check(request_data, completion, True, started)
+            replaced = {index: str(choice["message"].get("content") or "")
+                        for index, choice in enumerate(completion["choices"])
+                        if outcome.actions.get(choice.get("index", index)) == "replaced"}
+        for item in replace_streamed(held, replaced):
             yield item
-        completion = assembler.completion()
-        if assembler.overflow:
-            return
-        await self._check(request_data, completion, True, started)
