@@ -151,9 +151,10 @@ def _can_do(call: ToolActivity, part: ClaimPart, rule: CountMode) -> bool:
         return True  # any tool that is no read can write
     if not families or part.family in families:
         return True
-    objects = {t for t in _tokens(call.name) if family_of_words(t) is Family.OTHER and len(t) > 3}
-    said = {t[:5] for t in _tokens(part.text)}
-    return any(t[:5] in said for t in objects)
+    # the claim names what the tool works on: "scheduled the email" and send_email, "saved your preferences"
+    # and update_preferences (five-letter prefixes, so plural and tense do not matter)
+    said = {t[:5] for t in _tokens(part.text) if len(t) > 3}
+    return any(t[:5] in said for t in _tokens(call.name) if len(t) > 3)
 
 
 def back_part(part: ClaimPart, now: Sequence[ToolActivity], earlier: Sequence[ToolActivity],
