@@ -29,6 +29,11 @@ def register(subparsers: Any) -> None:
                         help="which calls back a claimed write: matching (default: a successful call of a tool that "
                         "can do that write), writes (a successful call of any tool that writes) or any (the write-"
                         "claim guard's published rule: any call that ran, in a write turn by its routing)")
+    parser.add_argument("--pass-path", action="append", default=[], metavar="PREFIX",
+                        help="also pass paths under PREFIX to the upstream unchecked (besides /v1/models, "
+                        "/v1/completions and /v1/embeddings; anything else is a 404); repeatable")
+    parser.add_argument("--commitments-token", default=None, metavar="TOKEN",
+                        help="serve GET /v1/commitments to requests with 'Authorization: Bearer TOKEN' (off without)")
     parser.add_argument("--ledger", type=Path, default=None, help="commitment ledger (SQLite) for anchored promises")
     parser.add_argument("--catalog", type=Path, default=None, help="tool catalogue (YAML), read before the built-in")
     parser.add_argument("--judge-model", default=None, help="LLM detector model (default: the offline detector)")
@@ -78,6 +83,7 @@ def _config(args: argparse.Namespace) -> Any:
     try:
         return GatewayConfig(
             upstream=args.upstream, mode=Mode(args.mode), count=CountMode(args.count),
+            pass_paths=tuple(args.pass_path), commitments_token=args.commitments_token,
             upstream_timeout_s=args.upstream_timeout, max_request_bytes=args.max_request_bytes,
             max_reply_bytes=args.max_reply_bytes, max_check_chars=args.max_check_chars, time_zone=args.time_zone,
         )

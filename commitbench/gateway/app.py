@@ -4,9 +4,11 @@ Routes:
 
 * ``POST /v1/chat/completions`` (and ``/chat/completions``): forwarded to the upstream, then checked
   (:meth:`Gateway.chat`); streamed replies too (:meth:`Gateway.chat_stream`).
-* ``GET /v1/commitments?user=U``: what the ledger says the deployment owes ``U`` (read-only).
-* anything else: passed to the upstream unchanged, method, path, query, headers and body, and its answer
-  passed back as it comes.
+* ``GET /v1/commitments?user=U``: what the ledger says the deployment owes ``U`` (read-only; only with a
+  token, :mod:`commitbench.gateway.operations`); ``GET /health`` and ``GET /metrics``: the gateway's own.
+* the pass paths (models, completions, embeddings and ``--pass-path`` prefixes): passed to the upstream
+  unchanged, method, path, query, headers and body, and its answer passed back as it comes; any other
+  path: 404.
 
 One ``aiohttp`` session talks to the upstream, with explicit timeouts (connect, read, pool) and a limit on
 its connections (:mod:`commitbench.gateway.upstream`). Headers go upstream as the client sent them
@@ -17,8 +19,8 @@ Bounds and faults (each answer is OpenAI-style, ``{"error": {"message", "type", 
 
 * a request body larger than ``max_request_bytes``, not UTF-8, not JSON, not an object, or nested deeper
   than ``max_depth`` levels: 400 naming the problem;
-* an upstream error status: passed through with its status and body; an upstream that does not answer
-  within ``upstream_timeout_s``: 504; one that cannot be reached: 502; a reply larger than
+* an upstream error status: passed through with its status and body (and logged); an upstream attempt
+  longer than ``upstream_timeout_s`` in all: 504; one that cannot be reached: 502; a reply larger than
   ``max_reply_bytes`` or (a 200) not a JSON object: 502 naming the problem;
 * a check that raises, a detector that fails, a reply text longer than ``max_check_chars``: the reply goes
   out as the upstream sent it, marked ``check_error`` (and logged); a ledger or log write that fails is
@@ -42,6 +44,7 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -52,6 +55,13 @@ from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
 from commitbench.gateway.detectors import Detector, OfflineDetector
 from commitbench.gateway.logbook import GatewayLog, LoggedTurn, choice_record, now_text, pseudonym
+from commitbench.gateway.operations import (
+    METRICS_CONTENT_TYPE,
+    CountRequests,
+    GatewayMetrics,
+    bearer_matches,
+    passes,
+)
 from commitbench.gateway.recording import LedgerRecorder, ledger_entries
 from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
@@ -75,7 +85,12 @@ class GatewayConfig(BaseModel):
     upstream: str = Field(description="Base URL of the OpenAI-compatible upstream (ends in /v1).")
     mode: Mode = Field(default=Mode.OBSERVE, description="observe, enforce or rewrite.")
     count: CountMode = Field(default=CountMode.MATCHING, description="Which calls back a claimed write.")
-    upstream_timeout_s: float = Field(default=120.0, gt=0, description="Seconds the upstream may stay silent.")
+    upstream_timeout_s: float = Field(
+        default=120.0, gt=0, description="Seconds one upstream attempt may take in all (connect, head and body).")
+    pass_paths: tuple[str, ...] = Field(
+        default=(), description="Path prefixes passed to the upstream unchecked besides the default ones.")
+    commitments_token: str | None = Field(
+        default=None, repr=False, description="The bearer token /v1/commitments requires (null: the route is off).")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Seconds to connect to the upstream.")
     max_request_bytes: int = Field(default=16 << 20, gt=0, description="Largest request body accepted.")
     max_reply_bytes: int = Field(default=32 << 20, gt=0, description="Largest upstream reply read.")
@@ -168,6 +183,7 @@ class Gateway:
         self.config = config
         self.services = services
         self.zone = ZoneInfo(config.time_zone)
+        self.metrics = GatewayMetrics()
         self.upstream = Upstream(config.upstream, connect_s=config.connect_timeout_s,
                                  read_s=config.upstream_timeout_s, max_connections=config.max_connections,
                                  max_reply_bytes=config.max_reply_bytes)
@@ -184,9 +200,12 @@ class Gateway:
             Route("/v1/chat/completions", self.chat_route, methods=["POST"]),
             Route("/chat/completions", self.chat_route, methods=["POST"]),
             Route("/v1/commitments", self.commitments, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics_route, methods=["GET"]),
             Route("/{path:path}", self.passthrough, methods=methods),
         ]
-        return Starlette(routes=routes, lifespan=self.lifespan)
+        return Starlette(routes=routes, lifespan=self.lifespan,
+                         middleware=[Middleware(CountRequests, metrics=self.metrics)])
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -210,11 +229,30 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def upstream_failure(self, exc: BaseException) -> JSONResponse:
-        """A failed upstream call as the client's answer: 504 for a timeout, 502 for the rest."""
-        if isinstance(exc, ReplyTooLarge):
-            return error_response(502, str(exc), "upstream_error")
-        return error_response(*self.upstream.failure(exc))
+    def upstream_failure(self, exc: BaseException, context: _Context | None = None) -> Response:
+        """A failed upstream call as the client's answer: 504 for a timeout, 502 for the rest (logged)."""
+        status, message, kind = (502, str(exc), "upstream_error") if isinstance(exc, ReplyTooLarge) \
+            else self.upstream.failure(exc)
+        return self.failed(context, status, message, kind)
+
+    def failed(self, context: _Context | None, status: int, message: str, kind: str,
+               passed: Response | None = None) -> Response:
+        """A chat request the upstream failed: counted, a log line with its status, and the client's answer
+        (``passed``: the upstream's own error reply, passed on as it came)."""
+        self.metrics.upstream_failed(status)
+        if context is not None and self.services.log is not None:
+            elapsed = (time.perf_counter() - context.started) * 1000
+            try:
+                self.services.log.write(LoggedTurn(
+                    time=now_text(), turn=context.digest, session=pseudonym(context.session),
+                    creditor=pseudonym(context.creditor), model=str(context.data.get("model") or "")[:200],
+                    mode=self.config.mode.value, stream=context.data.get("stream") is True, status=status,
+                    latency_ms={"upstream": round(elapsed, 3), "checks": 0.0, "rewrite": 0.0,
+                                "total": round(elapsed, 3)}, choices=[], nudged=context.nudged,
+                    error=f"upstream: {message}"[:1000]))
+            except Exception as exc:  # a log that cannot be written never breaks a reply
+                print(f"commitbench gateway: cannot write the log: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return passed if passed is not None else error_response(status, message, kind)
 
     # ------------------------------------------------------------------ checks
     def _check_sync(self, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> ChoiceCheck:
@@ -368,6 +406,9 @@ class Gateway:
         total_ms: float, nudged: bool,
     ) -> None:
         log = self.services.log
+        self.metrics.checked([label.value for c in outcome.checks for label in c.labels],
+                             [outcome.actions.get(c.index, "none") for c in outcome.checks],
+                             outcome.checks_ms / 1000, (total_ms - upstream_ms) / 1000)
         if outcome.error:
             print(f"commitbench gateway: check error on turn {digest[:12]}: {outcome.error}", file=sys.stderr)
         if log is None:
@@ -422,17 +463,18 @@ class Gateway:
                                                 context.headers)
             raw = await self.upstream.read(response)
         except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
-            return self.upstream_failure(exc)
+            return self.upstream_failure(exc, context)
         upstream_ms = (time.perf_counter() - context.started) * 1000
         if response.status != 200:
-            return Response(raw, response.status, headers=self.upstream.reply_headers(response))
+            return self.failed(context, response.status, f"the upstream answered {response.status}", "upstream_error",
+                               Response(raw, response.status, headers=self.upstream.reply_headers(response)))
         try:
             completion = jsoncodec.loads(raw)
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-            return error_response(502, f"the upstream's reply is not JSON ({reason})", "upstream_error")
+            return self.failed(context, 502, f"the upstream's reply is not JSON ({reason})", "upstream_error")
         if not isinstance(completion, dict):
-            return error_response(502, "the upstream's reply is not a JSON object", "upstream_error")
+            return self.failed(context, 502, "the upstream's reply is not a JSON object", "upstream_error")
         outcome = await self.process(context.data, completion, context.headers, context.session, context.creditor,
                                      context.approval, context.digest)
         completion["commitbench"] = outcome.report(self.config.mode, context.digest, self.services.detector.name)
@@ -452,9 +494,10 @@ class Gateway:
                                                 context.headers)
             raw = await self.upstream.read(response) if response.status != 200 else b""
         except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
-            return self.upstream_failure(exc)
+            return self.upstream_failure(exc, context)
         if response.status != 200:
-            return Response(raw, response.status, headers=self.upstream.reply_headers(response))
+            return self.failed(context, response.status, f"the upstream answered {response.status}", "upstream_error",
+                               Response(raw, response.status, headers=self.upstream.reply_headers(response)))
         headers = {k: v for k, v in self.upstream.reply_headers(response).items()
                    if k.lower() not in ("content-encoding", "content-type")}
         if self.config.mode is Mode.OBSERVE:
@@ -515,7 +558,7 @@ class Gateway:
         splitter = EventSplitter()
         assembler = Assembler(self.config.max_check_chars)
         events: list[bytes] = []
-        size = 0
+        size = chunks = 0
         done = False
         try:
             async for data in self.upstream.chunks(response):
@@ -529,15 +572,19 @@ class Gateway:
                         continue
                     if payload:
                         with contextlib.suppress(ValueError, RecursionError):
-                            assembler.feed(jsoncodec.loads(payload))
+                            chunk = jsoncodec.loads(payload)
+                            chunks += isinstance(chunk, dict)
+                            assembler.feed(chunk)
                     events.append(event)
             rest = splitter.rest()
             if rest:
                 events.append(rest)
         except (*UPSTREAM_ERRORS, ReplyTooLarge) as exc:
-            return self.upstream_failure(exc)
+            return self.upstream_failure(exc, context)
         finally:
             response.release()
+        if not chunks:  # nothing a completion is made of: never sent on as if it had passed
+            return self.failed(context, 502, "the upstream's streamed reply holds no JSON chunk", "upstream_error")
         upstream_ms = (time.perf_counter() - context.started) * 1000
         completion = assembler.completion()
         outcome = await self.stream_outcome(context, completion, assembler, None)
@@ -556,6 +603,12 @@ class Gateway:
         return StreamingResponse(send(), 200, headers=headers, media_type="text/event-stream")
 
     async def commitments(self, request: Request) -> Response:
+        token = self.config.commitments_token
+        if token is None:
+            return error_response(404, "the ledger's route is off (start the gateway with --commitments-token)",
+                                  "not_found_error")
+        if not bearer_matches(request.headers.get("authorization"), token):
+            return error_response(401, "the ledger's route needs 'Authorization: Bearer TOKEN'", "authentication_error")
         user = request.query_params.get("user", "")
         if not user.strip():
             return error_response(400, "give the creditor: /v1/commitments?user=NAME", "invalid_request_error")
@@ -567,7 +620,29 @@ class Gateway:
             return error_response(500, f"the ledger cannot be read ({type(exc).__name__}: {exc})", "server_error")
         return JSONResponse({"object": "list", "user": user, "data": items})
 
+    async def health(self, request: Request) -> Response:
+        """The gateway's own health: it serves, and whether the upstream answers (503 when it does not)."""
+        try:
+            response = await asyncio.wait_for(self.upstream.send(
+                "GET", self.upstream.url("/v1/models"), b"", self.upstream_headers(request, identity=False)), 5.0)
+            status: int | None = response.status
+            response.release()
+            problem = None
+        except (TimeoutError, *UPSTREAM_ERRORS) as exc:
+            status, problem = None, self.upstream.failure(exc)[1]
+        return JSONResponse({"status": "ok" if problem is None else "upstream_unreachable",
+                             "upstream": {"reachable": problem is None, "status": status, "error": problem}},
+                            200 if problem is None else 503)
+
+    async def metrics_route(self, request: Request) -> Response:
+        return Response(self.metrics.text(), 200, media_type=METRICS_CONTENT_TYPE)
+
     async def passthrough(self, request: Request) -> Response:
+        path = request.url.path
+        if not passes(path, self.config.pass_paths):
+            return error_response(404, f"{path[:200]} is not served by this gateway: it serves /v1/chat/completions "
+                                  "(checked), /v1/models, /v1/completions and /v1/embeddings, and the prefixes given "
+                                  "with --pass-path", "not_found_error")
         try:
             body = await self.read_body(request)
         except RequestProblem as exc:

@@ -50,7 +50,10 @@ class ReplyRow(BaseModel):
 class GatewayReport(BaseModel):
     """The rates of one log."""
 
-    turns: int = Field(description="Checked turns (log lines).")
+    turns: int = Field(description="Checked turns (log lines of replies the upstream gave).")
+    upstream_errors: dict[str, int] = Field(
+        default_factory=dict, description="Requests the upstream failed, by status (502: unreachable or not JSON, "
+        "504: past the deadline, else the upstream's own status).")
     replies: int = Field(description="Checked replies (choices).")
     bad_lines: list[int] = Field(description="Line numbers that could not be read (skipped).")
     labels: dict[str, int] = Field(description="Replies per label.")
@@ -61,8 +64,9 @@ class GatewayReport(BaseModel):
     seed: int = Field(description="Seed of the bootstrap.")
 
 
-def read_rows(path: Path) -> tuple[int, list[ReplyRow], list[int]]:
-    """The log's turns, replies, and the numbers of lines that are not gateway records."""
+def read_rows(path: Path, failures: Counter[str] | None = None) -> tuple[int, list[ReplyRow], list[int]]:
+    """The log's checked turns, replies, and the numbers of lines that are not gateway records; a line of a
+    request the upstream failed (no choice, a status other than 200) is counted in ``failures`` by status."""
     turns, rows, bad = 0, [], []
     for number, line in iter_lines(path):
         if len(line) > MAX_LINE_CHARS:
@@ -71,6 +75,10 @@ def read_rows(path: Path) -> tuple[int, list[ReplyRow], list[int]]:
         try:
             record = json.loads(line)
             choices = record["choices"]
+            if not choices and record.get("status") != 200:
+                if failures is not None:
+                    failures[str(record["status"])] += 1
+                continue
             cluster = record.get("session") or record["turn"]
             parsed = [ReplyRow(cluster=str(cluster), cue=bool(c["cue"]), labels=list(c["labels"]),
                                empty_commitments=int(c.get("empty_commitments", 0)), action=str(c.get("action", "")))
@@ -94,7 +102,8 @@ def _rate(values: list[float], clusters: list[str], n_boot: int, seed: int) -> R
 
 def build_report(path: Path, n_boot: int = 1000, seed: int = 0) -> GatewayReport:
     """Read the log and estimate the rates."""
-    turns, rows, bad = read_rows(path)
+    failures: Counter[str] = Counter()
+    turns, rows, bad = read_rows(path, failures)
     strata = []
     for stratum, cue in ((Stratum.CUE, True), (Stratum.REST, False)):
         members = [r for r in rows if r.cue is cue]
@@ -116,7 +125,7 @@ def build_report(path: Path, n_boot: int = 1000, seed: int = 0) -> GatewayReport
     }
     labels: Counter[str] = Counter(label for r in rows for label in r.labels)
     return GatewayReport(
-        turns=turns, replies=len(rows), bad_lines=bad, labels=dict(labels),
+        turns=turns, upstream_errors=dict(failures), replies=len(rows), bad_lines=bad, labels=dict(labels),
         actions=dict(Counter(r.action for r in rows)), prevalence=estimate.overall, gateway_rates=gateway_rates,
         n_boot=n_boot, seed=seed,
     )
@@ -133,6 +142,12 @@ def _cell(rate: RateEstimate) -> str:
 def format_report(report: GatewayReport, path: str) -> str:
     """The report as plain text."""
     lines = [f"{path}: {report.turns} checked turns, {report.replies} replies"]
+    if report.upstream_errors:
+        failed = sum(report.upstream_errors.values())
+        share = failed / (failed + report.turns)
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(report.upstream_errors.items()))
+        lines.append(f"upstream errors: {failed} of {failed + report.turns} requests ({share:.1%}; by status: "
+                     f"{by_status})")
     if report.bad_lines:
         shown = ", ".join(str(n) for n in report.bad_lines[:10]) + (", ..." if len(report.bad_lines) > 10 else "")
         lines.append(f"skipped {len(report.bad_lines)} line(s) that are not gateway records: {shown}")

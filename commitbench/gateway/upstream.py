@@ -8,7 +8,9 @@ A proxy named by the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``
 once, when the session opens: every request goes to the one upstream host.
 
 Timeouts: ``connect_s`` to open a connection, ``read_s`` of silence while the reply is read (each read, as
-httpx2's read timeout), :data:`POOL_WAIT_S` for a free connection when all are busy. Nothing else is done to
+httpx2's read timeout) and ``read_s`` in all for one attempt (connect, head and body: a reply that
+trickles in is cut there), :data:`POOL_WAIT_S` for a free connection when all are busy. A base URL may carry
+a query (``?api-version=...``): it goes with every request, before the client's own query. Nothing else is done to
 requests: no redirect is followed, no cookie is kept (a cookie one user's reply sets never goes out with
 another user's request), the body goes with the content type the client gave it, and replies are read as they
 came (``auto_decompress`` off: a compressed body passed through stays compressed, with its header).
@@ -55,12 +57,27 @@ class Upstream:
 
     def __init__(self, base: str, *, connect_s: float, read_s: float, max_connections: int,
                  max_reply_bytes: int) -> None:
-        self.base = base.rstrip("/")
+        parts = urllib.parse.urlsplit(base)
+        # Credentials in the base URL are sent as Basic auth when the client sends no Authorization of its own
+        # (a client's header wins); they never appear in a URL the gateway builds, logs or reports.
+        self._auth = (aiohttp.BasicAuth(urllib.parse.unquote(parts.username or ""),
+                                        urllib.parse.unquote(parts.password or ""))
+                      if parts.username is not None else None)
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        path = parts.path.rstrip("/")
+        self.base = urllib.parse.urlunsplit((parts.scheme, netloc, path, "", ""))
         self.origin = self.base[: -len("/v1")] if self.base.endswith("/v1") else self.base
+        self.base_query = parts.query  # an Azure-style api-version goes with every request
         self.read_s = read_s
         self.max_reply_bytes = max_reply_bytes
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=POOL_WAIT_S + connect_s, sock_connect=connect_s,
-                                              sock_read=read_s)
+        # One total deadline per attempt (connect, head and body), as the run's model client has, besides the
+        # limit on silence between reads: an upstream that trickles cannot hold a client past it.
+        self._timeout = aiohttp.ClientTimeout(total=read_s, connect=POOL_WAIT_S + connect_s,
+                                              sock_connect=connect_s, sock_read=read_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._proxy: str | None = None
@@ -82,14 +99,17 @@ class Upstream:
     def url(self, path: str, query: str = "") -> str:
         """The upstream's URL for a gateway path: ``/v1/...`` under the base URL, anything else under its origin."""
         url = self.base + path[len("/v1"):] if path.startswith("/v1/") else self.origin + path
-        return f"{url}?{query}" if query else url
+        joined = "&".join(q for q in (self.base_query, query) if q)
+        return f"{url}?{joined}" if joined else url
 
     async def send(self, method: str, url: str, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         """Send a request; the response with its head read (the body still to read). Raises ``UPSTREAM_ERRORS``."""
         if self._session is None:
             raise aiohttp.ClientConnectionError("the gateway's upstream session is not open")
+        own = any(name.lower() == "authorization" for name in headers)
         return await self._session.request(method, url, data=body or None, headers=dict(headers),
-                                           allow_redirects=False, proxy=self._proxy)
+                                           allow_redirects=False, proxy=self._proxy,
+                                           auth=None if own else self._auth)
 
     async def read(self, response: aiohttp.ClientResponse) -> bytes:
         """The whole body of ``response``, at most ``max_reply_bytes`` of it (:class:`ReplyTooLarge`); closes it."""
@@ -124,6 +144,6 @@ class Upstream:
     def failure(self, exc: BaseException) -> tuple[int, str, str]:
         """What a failed call becomes: (status, message, error type); the message holds no credential."""
         if isinstance(exc, TimeoutError):
-            return 504, f"the upstream did not answer within {self.read_s:g} s", "timeout"
+            return 504, f"the upstream did not answer within {self.read_s:g} s (the deadline of one attempt)", "timeout"
         reason = redact_credentials(f"{type(exc).__name__}: {exc}")[:300]
         return 502, f"the upstream could not be reached ({reason})", "upstream_error"
