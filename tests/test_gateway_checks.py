@@ -11,7 +11,7 @@ import pytest
 
 from commitbench.claimguard.guard import looks_like_write_claim
 from commitbench.gateway.actions import NudgeBook, rewrite_request, with_nudge
-from commitbench.gateway.app import RequestProblem, parse_request
+from commitbench.gateway.bodies import RequestProblem, parse_request
 from commitbench.gateway.catalog import CatalogError, ToolCatalog, load_catalog, pattern_matches
 from commitbench.gateway.checks import check_choice
 from commitbench.gateway.recording import ledger_entries

@@ -18,7 +18,7 @@ from _raw_server import RawRequest, RawServer, completion, http_bytes, json_answ
 
 from commitbench.cli import main
 from commitbench.gateway.server import GatewayProcess
-from commitbench.mock import FaultConfig, FaultKind, MockServer
+from commitbench.mock import FaultConfig, FaultKind, MockServer, ReplySpec, ToolCallSpec
 
 pytestmark = pytest.mark.slow
 
@@ -160,3 +160,79 @@ def test_upstream_errors_are_logged_reported_and_counted(upstream: MockServer, t
     assert "commitbench_gateway_added_seconds_bucket" in metrics
     assert "commitbench_gateway_check_seconds_count 2.0" in metrics
 
+
+
+REMIND_ASK = [{"role": "user", "content": "Remind me tomorrow at 9 to pay the rent."}]
+REMINDER = {"type": "function", "function": {"name": "create_reminder", "description": "Create a reminder.",
+                                              "parameters": {"type": "object", "properties": {}}}}
+
+
+def _reminder_reply(day: int) -> ReplySpec:
+    return ReplySpec(text="I'll remind you tomorrow at 9 to pay the rent.", tool_calls=[
+        ToolCallSpec(name="create_reminder", arguments={"remind_at": f"2030-01-0{day}T09:00:00",
+                                                        "message": "pay the rent"})])
+
+
+def test_the_same_request_on_three_days_records_three_promises(upstream: MockServer, tmp_path: Path) -> None:
+    process = gateway(upstream.base_url, "--ledger", str(tmp_path / "owed.db"), "--commitments-token", "t")
+    try:
+        client = openai.OpenAI(base_url=process.base_url, api_key="k", max_retries=0)
+        upstream.script(_reminder_reply(2), _reminder_reply(3), _reminder_reply(4), _reminder_reply(4))
+        recorded = []
+        for _ in range(4):  # three days, then a client's retry of the third
+            raw = client.chat.completions.with_raw_response.create(model="mock-model", messages=REMIND_ASK,
+                                                                   tools=[REMINDER], user="sarah")
+            recorded.append(raw.parse().model_extra["commitbench"]["recorded"])
+        assert len({tuple(r) for r in recorded[:3]}) == 3 and recorded[3] == recorded[2]
+        owed = httpx2.get(f"{process.base_url}/commitments", params={"user": "sarah"},
+                          headers={"Authorization": "Bearer t"}).json()["data"]
+        assert sorted(item["due_at"] for item in owed) == [
+            "2030-01-02T09:00:00+00:00", "2030-01-03T09:00:00+00:00", "2030-01-04T09:00:00+00:00"]
+    finally:
+        process.stop()
+
+
+def test_require_user_keeps_promises_without_a_user_out_of_the_ledger(upstream: MockServer, tmp_path: Path) -> None:
+    process = gateway(upstream.base_url, "--ledger", str(tmp_path / "owed.db"), "--require-user")
+    try:
+        client = openai.OpenAI(base_url=process.base_url, api_key="k", max_retries=0)
+        upstream.script(_reminder_reply(2), _reminder_reply(2))
+        raw = client.chat.completions.with_raw_response.create(model="mock-model", messages=REMIND_ASK,
+                                                               tools=[REMINDER])
+        report = raw.parse().model_extra["commitbench"]
+        assert report["recorded"] == [] and "--require-user" in report["ledger"]
+        raw = client.chat.completions.with_raw_response.create(
+            model="mock-model", messages=REMIND_ASK, tools=[REMINDER], extra_headers={"x-session-id": "tab-1"})
+        assert len(raw.parse().model_extra["commitbench"]["recorded"]) == 1  # the session names the creditor
+    finally:
+        process.stop()
+
+
+def test_a_12_mb_request_does_not_hold_up_small_ones(upstream: MockServer) -> None:
+    process = gateway(upstream.base_url)
+    try:
+        url = f"{process.base_url}/chat/completions"
+        small = {"model": "mock-model", "messages": ASK}
+
+        def timed() -> float:
+            started = time.monotonic()
+            assert httpx2.post(url, json=small, timeout=60).status_code == 200
+            return time.monotonic() - started
+
+        upstream.set_responder(lambda request: "Your 3pm is free.")
+        quiet = max(timed() for _ in range(10))
+        tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "x" * 12_000,
+                                                   "parameters": {"type": "object", "properties": {}}}}
+                 for i in range(1000)]
+        big = json.dumps({"model": "mock-model", "messages": ASK, "tools": tools}).encode()
+        assert len(big) > 12_000_000
+        answers: list[int] = []
+        thread = threading.Thread(target=lambda: answers.append(httpx2.post(
+            url, content=big, headers={"content-type": "application/json"}, timeout=120).status_code))
+        thread.start()
+        busy = [timed() for _ in range(20)]
+        thread.join()
+        assert answers == [200]
+        assert max(busy) < max(2.0, 20 * quiet), (quiet, busy)  # served meanwhile, not after it
+    finally:
+        process.stop()

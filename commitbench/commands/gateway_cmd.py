@@ -35,6 +35,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--commitments-token", default=None, metavar="TOKEN",
                         help="serve GET /v1/commitments to requests with 'Authorization: Bearer TOKEN' (off without)")
     parser.add_argument("--ledger", type=Path, default=None, help="commitment ledger (SQLite) for anchored promises")
+    parser.add_argument("--require-user", action="store_true",
+                        help="record a promise only when the request names its user (the user field, "
+                        "x-commitbench-user or x-session-id); else it is kept under 'anonymous'")
     parser.add_argument("--catalog", type=Path, default=None, help="tool catalogue (YAML), read before the built-in")
     parser.add_argument("--judge-model", default=None, help="LLM detector model (default: the offline detector)")
     parser.add_argument("--judge-base-url", default=None, help="OpenAI-compatible base URL of the judge model")
@@ -84,6 +87,7 @@ def _config(args: argparse.Namespace) -> Any:
         return GatewayConfig(
             upstream=args.upstream, mode=Mode(args.mode), count=CountMode(args.count),
             pass_paths=tuple(args.pass_path), commitments_token=args.commitments_token,
+            require_user=args.require_user,
             upstream_timeout_s=args.upstream_timeout, max_request_bytes=args.max_request_bytes,
             max_reply_bytes=args.max_reply_bytes, max_check_chars=args.max_check_chars, time_zone=args.time_zone,
         )

@@ -51,6 +51,7 @@ from starlette.routing import Route
 
 from commitbench import jsoncodec
 from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
+from commitbench.gateway.bodies import THREAD_BYTES, RequestProblem, parse_request
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
 from commitbench.gateway.detectors import Detector, OfflineDetector
@@ -68,10 +69,11 @@ from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choi
 from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
 from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Mode, header_value
 from commitbench.llm import SESSION_HEADER, redact_credentials
-from commitbench.protocol import json_value_problem
 
 VERDICT_HEADER = "x-commitbench-verdict"
 USER_HEADER = "x-commitbench-user"
+# How a promise left out of the ledger on purpose is said (in the error and the response's ``ledger``).
+LEDGER_SKIP = "ledger: not recorded"
 APPROVAL_HEADER = "x-commitbench-approval-pending"
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
 THREAD_CHARS = 20_000
@@ -89,6 +91,9 @@ class GatewayConfig(BaseModel):
         default=120.0, gt=0, description="Seconds one upstream attempt may take in all (connect, head and body).")
     pass_paths: tuple[str, ...] = Field(
         default=(), description="Path prefixes passed to the upstream unchecked besides the default ones.")
+    require_user: bool = Field(
+        default=False, description="Record a promise only when the request names its creditor (user, "
+        "x-commitbench-user or x-session-id).")
     commitments_token: str | None = Field(
         default=None, repr=False, description="The bearer token /v1/commitments requires (null: the route is off).")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Seconds to connect to the upstream.")
@@ -116,29 +121,10 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status)
 
 
-class RequestProblem(ValueError):
-    """A request the gateway refuses (400)."""
-
-
-def parse_request(body: bytes, max_depth: int) -> dict[str, Any]:
-    """The request's JSON object, or :class:`RequestProblem` naming what is wrong with it."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RequestProblem(f"the request body is not UTF-8 (invalid byte at position {exc.start})") from None
-    try:
-        data = jsoncodec.loads(text)
-    except RecursionError:
-        raise RequestProblem(f"the request body is nested deeper than {max_depth} levels") from None
-    except ValueError as exc:
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)[:200]
-        raise RequestProblem(f"the request body is not JSON ({message})") from None
-    if not isinstance(data, dict):
-        raise RequestProblem(f"the request body must be a JSON object, not {type(data).__name__}")
-    problem = json_value_problem(data, max_depth)
-    if problem is not None:
-        raise RequestProblem(f"the request body's values {problem}")
-    return data
+def _large(request_data: Mapping[str, Any]) -> bool:
+    """A request whose turn is read on a worker thread (so that reading it does not hold the loop up)."""
+    tools, messages = request_data.get("tools"), request_data.get("messages")
+    return (isinstance(tools, list) and len(tools) > 64) or (isinstance(messages, list) and len(messages) > 256)
 
 
 @dataclass
@@ -172,8 +158,12 @@ class RequestOutcome:
             if rewrite is not None:
                 item["rewrite"] = {"labels": [label.value for label in rewrite.labels]}
             choices.append(item)
-        return {"verdict": self.verdict(), "mode": mode.value, "turn": digest, "detector": detector,
-                "choices": choices, "recorded": self.recorded}
+        report = {"verdict": self.verdict(), "mode": mode.value, "turn": digest, "detector": detector,
+                  "choices": choices, "recorded": self.recorded}
+        skipped = [e.removeprefix("ledger: ") for e in (self.error or "").split("; ") if e.startswith(LEDGER_SKIP)]
+        if skipped:
+            report["ledger"] = skipped[0]
+        return report
 
 
 class Gateway:
@@ -299,7 +289,8 @@ class Gateway:
         turn: Turn | None = None
         deployment: Deployment | None = None
         try:
-            turn = extract_turn(request_data, approval)
+            turn = await asyncio.to_thread(extract_turn, request_data, approval) if _large(request_data) \
+                else extract_turn(request_data, approval)
             deployment = self.services.catalog.deployment(turn.offered)
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
@@ -390,6 +381,9 @@ class Gateway:
         recorder = self.services.recorder
         if recorder is None:
             return []
+        if creditor is None and self.config.require_user and any(check.anchored for check in checks):
+            errors.append(f"{LEDGER_SKIP}: the request names no user (--require-user)")
+            return []
         now = datetime.now(UTC)
         entries = [entry for check in checks for entry in ledger_entries(
             check.anchored, digest=digest, choice=check.index, creditor=creditor, debtor=debtor, now=now,
@@ -435,12 +429,13 @@ class Gateway:
         started = time.perf_counter()
         try:
             body = await self.read_body(request)
-            data = parse_request(body, self.config.max_depth)
+            data = (await asyncio.to_thread(parse_request, body, self.config.max_depth) if len(body) > THREAD_BYTES
+                    else parse_request(body, self.config.max_depth))
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
         user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
         session = user or request.headers.get(SESSION_HEADER) or None  # Starlette's headers ignore case
-        creditor = user or request.headers.get(USER_HEADER) or None
+        creditor = user or request.headers.get(USER_HEADER) or request.headers.get(SESSION_HEADER) or None
         approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
         nudged = False
         if self.config.mode is not Mode.OBSERVE and session:
@@ -450,9 +445,10 @@ class Gateway:
                 body = jsoncodec.dumps(data)
                 nudged = True
         headers = self.upstream_headers(request, identity=True)
+        digest = (await asyncio.to_thread(turn_digest, data, creditor or "") if len(body) > THREAD_BYTES
+                  else turn_digest(data, creditor or ""))
         context = _Context(data=data, body=body, headers=headers, session=session, creditor=creditor,
-                           approval=approval, nudged=nudged, started=started,
-                           digest=turn_digest(data, creditor or ""))
+                           approval=approval, nudged=nudged, started=started, digest=digest)
         if data.get("stream") is True:
             return await self.chat_stream(context)
         return await self.chat(context)

@@ -7,8 +7,13 @@ when one of them is a time (``remind_at``, ``run_at``, ``due_by``, ``due_at``, .
 is read in the gateway's time zone), else from the promise's own time words resolved against now by the
 follow-up suite's resolver (the earliest reading); a promise that waits for an event gets the event as its
 condition, one for the next conversation a condition saying so. The turn's digest is the provenance and,
-with the choice and the commitment's position, the idempotency key, so a client that retries the same
-request records each promise once.
+with the choice and the promise itself (action, due time or condition, the anchoring call), the idempotency
+key (:func:`promise_key`), so a client that retries the same request records each promise once, and the
+same request answered with another promise records another row.
+
+The creditor is the request's ``user``, else the ``x-commitbench-user`` header, else the session
+(``x-session-id``); a promise with none of them is kept under ``anonymous``, or, with ``--require-user``,
+not recorded (the response's ``commitbench.ledger`` says why).
 
 The ledger is a SQLite file whose connection belongs to one thread: :class:`LedgerRecorder` runs every
 ledger call on one worker thread, so the event loop never waits on the disk.
@@ -25,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commitbench.digests import digest as content_digest
 from commitbench.episodes.followup.matching import resolve_time
 from commitbench.gateway.verdicts import AnchoredPromise
 from commitbench.ledger import Ledger, NewCommitment, SystemClock
@@ -82,6 +88,16 @@ def due_time(promise: AnchoredPromise, now: datetime, zone: tzinfo) -> datetime 
     return found
 
 
+def promise_key(digest: str, choice: int, commitment: NewCommitment, promise: AnchoredPromise) -> str:
+    """The idempotency key of one promise: the request (its turn digest and the choice) and the promise itself
+    (its action, due time or condition, and the call that anchors it). A client's retry of the same request
+    with the same reply records once; the same request answered with another promise (another day's
+    ``remind_at``) records another row."""
+    what = {"action": commitment.action, "due_at": commitment.due_at.isoformat() if commitment.due_at else None,
+            "condition": commitment.condition, "tool": promise.tool, "arguments": promise.arguments}
+    return f"{digest}:{choice}:{content_digest(json=what, length=16)}"
+
+
 def ledger_entries(
     promises: list[AnchoredPromise], *, digest: str, choice: int, creditor: str | None, debtor: str,
     now: datetime, zone: tzinfo,
@@ -101,7 +117,8 @@ def ledger_entries(
         )
         details = {"turn": digest, "choice": choice, "promise": promise.span, "tool": promise.tool,
                    "source": "commitbench gateway"}
-        entries.append(PromiseEntry(key=f"{digest}:{choice}:{promise.index}", commitment=commitment, details=details))
+        entries.append(PromiseEntry(key=promise_key(digest, choice, commitment, promise), commitment=commitment,
+                                    details=details))
     return entries
 
 
