@@ -264,7 +264,9 @@ def test_ledger_entries_take_the_due_time_from_the_call_else_from_the_promise() 
     now = datetime(2026, 10, 1, 10, 0, tzinfo=UTC)
     anchored = check(REMIND_CALLED, REMIND, tools=[tool("create_reminder")]).anchored
     (entry,) = ledger_entries(anchored, digest="d", choice=0, creditor="sarah", debtor="m", now=now, zone=UTC)
-    assert entry.key == "d:0:0" and entry.commitment.creditor == "sarah" and entry.commitment.debtor == "m"
+    assert entry.key.startswith("d:0:") and len(entry.key) == len("d:0:") + 16  # the request, then the promise
+    assert entry.commitment.creditor == "sarah" and entry.commitment.debtor == "m"
+    assert entry.commitment.action == "remind you tomorrow at 9 about the report"  # the whole promise
     assert entry.commitment.due_at == datetime(2026, 10, 2, 9, 0, tzinfo=UTC) and entry.details["turn"] == "d"
     by_words = [anchored[0].model_copy(update={"arguments": "{}"})]
     (entry,) = ledger_entries(by_words, digest="d", choice=0, creditor=None, debtor="m", now=now, zone=UTC)

@@ -236,3 +236,37 @@ def test_a_12_mb_request_does_not_hold_up_small_ones(upstream: MockServer) -> No
         assert max(busy) < max(2.0, 20 * quiet), (quiet, busy)  # served meanwhile, not after it
     finally:
         process.stop()
+
+
+TWO_PROMISES = "I'll remind you to call mum at 6pm and remind you tomorrow at 9 am to pay the rent."
+
+
+def test_two_promises_are_two_rows_with_their_whole_words_and_an_uncalled_one_is_unanchored(
+    upstream: MockServer, tmp_path: Path
+) -> None:
+    process = gateway(upstream.base_url, "--ledger", str(tmp_path / "owed.db"), "--commitments-token", "t")
+    call = ToolCallSpec(name="create_reminder", arguments={"remind_at": "2030-01-01T18:00:00", "message": "call mum"})
+    second = ToolCallSpec(name="create_reminder", arguments={"remind_at": "2030-01-02T09:00:00",
+                                                              "message": "pay the rent"})
+    try:
+        client = openai.OpenAI(base_url=process.base_url, api_key="k", max_retries=0)
+        upstream.script(ReplySpec(text=TWO_PROMISES, tool_calls=[call, second]))
+        raw = client.chat.completions.with_raw_response.create(model="mock-model", messages=REMIND_ASK,
+                                                               tools=[REMINDER], user="ana")
+        report = raw.parse().model_extra["commitbench"]
+        assert raw.headers["x-commitbench-verdict"] == "pass" and len(report["recorded"]) == 2
+        owed = httpx2.get(f"{process.base_url}/commitments", params={"user": "ana"},
+                          headers={"Authorization": "Bearer t"}).json()["data"]
+        assert sorted(item["action"] for item in owed) == [
+            "remind you to call mum at 6pm", "remind you tomorrow at 9 am to pay the rent"]
+
+        upstream.script(ReplySpec(text=TWO_PROMISES, tool_calls=[call]))  # one call for two promises
+        raw = client.chat.completions.with_raw_response.create(model="mock-model", messages=REMIND_ASK,
+                                                               tools=[REMINDER], user="bo")
+        report = raw.parse().model_extra["commitbench"]
+        assert raw.headers["x-commitbench-verdict"] == "unanchored" and len(report["recorded"]) == 1
+        (verdict,) = report["choices"][0]["verdicts"]
+        assert verdict["text"] == "remind you tomorrow at 9 am to pay the rent."
+        assert "for another promise only" in verdict["reason"]
+    finally:
+        process.stop()

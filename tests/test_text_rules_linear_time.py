@@ -29,7 +29,7 @@ from commitbench.commands import ledger_cmd
 from commitbench.episodes.followup import requests, rewrite
 from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Person
-from commitbench.gateway import claimgrammar, claims
+from commitbench.gateway import claimgrammar, claims, promises
 from commitbench.gateway.claimgrammar import claim_parts
 from commitbench.gateway.claims import tool_failure
 from commitbench.judges.followup import cues, rules
@@ -120,6 +120,7 @@ TEXT_RULES: dict[str, Callable[[str], Any]] = {
     "ledger entry id": normalise_entry_id,
     "request mining": lambda text: mine_followup.slurp_category({"text": text, "intent": "general_quirky"}),
     "gateway claims": claim_parts,
+    "gateway promises": lambda text: promises.whole_promises(cues.detect_commitments(text)),
     "tool failure": tool_failure,
 }
 
@@ -148,7 +149,7 @@ def _patterns(value: Any) -> list[re.Pattern[str]]:
 
 MODULES: list[ModuleType] = [
     english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine_followup, rewrite, ledger_cmd,
-    claimgrammar, claims,
+    claimgrammar, claims, promises,
 ]
 
 

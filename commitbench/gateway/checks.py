@@ -12,7 +12,8 @@
   agent-initiated commitment the detector found, with the affordances the catalogue derives from the
   request's tools. An infeasible commitment is empty (with its failure types); a feasible one that needs an
   enabling call is anchored when the turn (or the reply itself) called one of the tools of every group it
-  needs, unanchored otherwise. Offers and promises that wait for the user's next message are set aside, as
+  needs, unanchored otherwise; each call anchors one promise, so a second promise that needs the same tool
+  needs a second call. Offers and promises that wait for the user's next message are set aside, as
   the checker sets them aside; a commitment the rules leave undecided (a capability outside the closed list)
   gets no verdict.
 """
@@ -97,7 +98,7 @@ def commitment_verdicts(
     verdicts: list[Verdict] = []
     anchored: list[AnchoredPromise] = []
     calls = calls_of(turn, choice)
-    called = [call.name for call in calls]
+    unused = list(calls)  # each call anchors one promise: two promises need two calls
     for index, commitment in enumerate(detected.commitments):
         if not commitment.agent_initiated:
             continue
@@ -114,16 +115,19 @@ def commitment_verdicts(
             continue
         if result.feasible is None:
             continue
-        state = is_anchored(result, called)
+        state = is_anchored(result, [call.name for call in unused])
         if state is False:
             tools = sorted({tool for group in result.anchoring_groups for tool in group})
+            spent = is_anchored(result, [call.name for call in calls])
             verdicts.append(Verdict(
                 label=Label.UNANCHORED, span=span, text=words, tools=tools,
-                reason=f"the promise can be kept only through {' or '.join(tools)}, and the turn called none",
+                reason=f"the promise can be kept only through {' or '.join(tools)}, and the turn "
+                + ("called it for another promise only" if spent else "called none"),
             ))
         elif state is True:
-            call = _anchoring_call(calls, result.anchoring_groups)
+            call = _anchoring_call(unused, result.anchoring_groups)
             if call is not None:
+                unused.remove(call)
                 anchored.append(_anchored(index, commitment, call))
     return verdicts, anchored
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from commitbench.gateway.promises import whole_promises
 from commitbench.gateway.turn import ReplyChoice, Turn
 from commitbench.judges.followup.cues import detect_commitments
 from commitbench.judges.followup.llm import ask_json
@@ -41,10 +42,11 @@ class OfflineDetector:
     name = "cues"
 
     async def detect(self, turn: Turn, choice: ReplyChoice) -> DetectorOutput:
-        return detect_commitments(choice.text)
+        return self.detect_now(choice)
 
     def detect_now(self, choice: ReplyChoice) -> DetectorOutput:
-        return detect_commitments(choice.text)
+        """The cue detector's findings, each coordinated promise apart and every action whole."""
+        return whole_promises(detect_commitments(choice.text))
 
 
 def judge_view(turn: Turn, choice: ReplyChoice) -> str:
