@@ -245,6 +245,10 @@ class Gateway:
         return passed if passed is not None else error_response(status, message, kind)
 
     # ------------------------------------------------------------------ checks
+    def _read_turn(self, request_data: dict[str, Any], approval: bool) -> tuple[Turn, Deployment]:
+        turn = extract_turn(request_data, approval)
+        return turn, self.services.catalog.deployment(turn.offered)
+
     def _check_sync(self, turn: Turn, choice: ReplyChoice, deployment: Deployment) -> ChoiceCheck:
         detector = self.services.detector
         assert isinstance(detector, OfflineDetector)
@@ -289,9 +293,10 @@ class Gateway:
         turn: Turn | None = None
         deployment: Deployment | None = None
         try:
-            turn = await asyncio.to_thread(extract_turn, request_data, approval) if _large(request_data) \
-                else extract_turn(request_data, approval)
-            deployment = self.services.catalog.deployment(turn.offered)
+            if _large(request_data):
+                turn, deployment = await asyncio.to_thread(self._read_turn, request_data, approval)
+            else:
+                turn, deployment = self._read_turn(request_data, approval)
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         choices = reply_choices(completion)
