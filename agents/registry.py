@@ -99,18 +99,9 @@ def _load() -> None:
         if _loaded_at == plugins.generation():
             return
         _loaded_at = plugins.generation()
-        for name in list(_SOURCES):  # what the entry points registered before is read again
-            _AGENTS.pop(name, None)
-        _SOURCES.clear()
-        loaded, broken = plugins.load(plugins.Group.AGENTS, _check)
-        for item in loaded:
-            for entry in _entries_of(item.plugin, item.value):
-                try:
-                    register_agent(entry)
-                except ValueError as exc:  # clashes with a player registered already: named, not skipped
-                    broken.append(plugins.BrokenPlugin(item.plugin, str(exc)))
-                    continue
-                _SOURCES[entry.name] = item.plugin
+        broken = plugins.sync(plugins.Group.AGENTS, _check,
+                              lambda item: [(e.name, e) for e in _entries_of(item.plugin, item.value)],
+                              register_agent, _AGENTS, _SOURCES)
         _BROKEN[:] = broken
 
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["BrokenPlugin", "Group", "LoadedPlugin", "Plugin", "generation", "installed", "load", "refresh"]
+__all__ = ["BrokenPlugin", "Group", "LoadedPlugin", "Plugin", "generation", "installed", "load", "refresh", "sync"]
 
 
 class Group(str, Enum):
@@ -117,3 +117,31 @@ def load(group: Group, check: Callable[[Plugin, Any], None] | None = None) -> tu
             continue
         loaded.append(LoadedPlugin(plugin, value))
     return loaded, broken
+
+
+def sync(
+    group: Group,
+    check: Callable[[Plugin, Any], None],
+    entries: Callable[[LoadedPlugin], Iterable[tuple[str, Any]]],
+    register: Callable[[Any], None],
+    registry: MutableMapping[str, Any],
+    sources: dict[str, Plugin],
+) -> list[BrokenPlugin]:
+    """Read a group's entry points into a registry again: what they registered before is taken out of
+    ``registry``, every entry of every loaded entry point (``entries``: name and entry) goes through
+    ``register``, and ``sources`` says which entry point registered each name. An entry that ``register``
+    refuses (ValueError: it clashes with one registered already) makes its entry point broken, never skipped
+    in silence. The broken entry points, in order."""
+    for name in list(sources):
+        registry.pop(name, None)
+    sources.clear()
+    loaded, broken = load(group, check)
+    for item in loaded:
+        for name, entry in entries(item):
+            try:
+                register(entry)
+            except ValueError as exc:
+                broken.append(BrokenPlugin(item.plugin, str(exc)))
+                continue
+            sources[name] = item.plugin
+    return broken

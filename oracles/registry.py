@@ -122,18 +122,9 @@ def _load() -> None:
         if _loaded_at == plugins.generation():
             return
         _loaded_at = plugins.generation()
-        for name in list(_SOURCES):  # what the entry points registered before is read again
-            INTERVENTIONS.pop(name, None)
-        _SOURCES.clear()
-        loaded, broken = plugins.load(plugins.Group.INTERVENTIONS, _check)
-        for item in loaded:
-            for entry in _entries_of(item.value):
-                try:
-                    register_intervention(entry)
-                except ValueError as exc:  # clashes with one registered already: named, not skipped
-                    broken.append(plugins.BrokenPlugin(item.plugin, str(exc)))
-                    continue
-                _SOURCES[entry.name] = item.plugin
+        broken = plugins.sync(plugins.Group.INTERVENTIONS, _check,
+                              lambda item: [(e.name, e) for e in _entries_of(item.value)],
+                              register_intervention, INTERVENTIONS, _SOURCES)
         _BROKEN[:] = broken
 
 

@@ -326,17 +326,8 @@ def _load() -> None:
         if _loaded_at == plugins.generation():
             return
         _loaded_at = plugins.generation()
-        for name in list(_SOURCES):  # what the entry points registered before is read again
-            _SUITES.pop(name, None)
-        _SOURCES.clear()
-        loaded, broken = plugins.load(plugins.Group.SUITES, _check)
-        for item in loaded:
-            try:
-                register_suite(item.value)
-            except ValueError as exc:  # clashes with a suite registered already: named, not skipped
-                broken.append(plugins.BrokenPlugin(item.plugin, str(exc)))
-                continue
-            _SOURCES[item.value.name] = item.plugin
+        broken = plugins.sync(plugins.Group.SUITES, _check, lambda item: [(item.value.name, item.value)],
+                              register_suite, _SUITES, _SOURCES)
         _BROKEN[:] = broken
         if not any(p.package == _OWN_PACKAGE for p in _SOURCES.values()):
             own = [b.describe() for b in broken if b.plugin.package == _OWN_PACKAGE]
