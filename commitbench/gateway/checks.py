@@ -26,7 +26,7 @@ from commitbench.claimguard.guard import nudge_message, should_guard
 from commitbench.claimguard.routing import route_turn
 from commitbench.gateway.catalog import Deployment
 from commitbench.gateway.claimgrammar import claim_parts
-from commitbench.gateway.claims import back_parts, corrected_reply
+from commitbench.gateway.claims import asks, back_parts, corrected_reply
 from commitbench.gateway.turn import ReplyChoice, ToolActivity, Turn, calls_of
 from commitbench.gateway.verdicts import AnchoredPromise, ChoiceCheck, CountMode, Label, Verdict
 from commitbench.judges.followup.feasibility import assess_feasibility, is_anchored
@@ -77,7 +77,8 @@ def claim_verdicts(
     parts = claim_parts(choice.text)
     if not parts or turn.approval_pending:
         return [], None, None, bool(parts)
-    backings = back_parts(parts, turn.activity, turn.earlier, choice.calls, deployment.write_tools, count)
+    backings = back_parts(parts, turn.activity, turn.earlier, choice.calls, deployment.write_tools, count,
+                          asks(turn.user_message))
     missing = [b for b in backings if not b.backed]
     if not missing:
         return [], None, None, True

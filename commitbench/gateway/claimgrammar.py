@@ -161,6 +161,8 @@ class ClaimPart(BaseModel):
     family: Family = Field(description="What kind of write it is.")
     language: Language = Field(description="The claim's language.")
     sentence: tuple[int, int] = Field(description="Start and end offsets of the sentence that carries it.")
+    passive: bool = Field(default=False, description="A passive without the assistant as subject ('is scheduled', "
+                          "'was processed', 'planlandı'): it may report a state a read returned.")
     earlier: bool = Field(description="The sentence speaks of an earlier time (a call earlier in the conversation "
                           "may back it).")
 
@@ -232,8 +234,9 @@ def _english_parts(text: str, folded: str, s: int, e: int, earlier: bool, claim:
             if trimmed == words:
                 break
             words = trimmed.rstrip(" ,;:&")
+        passive = bool(_PASSIVE_BEFORE.search(sentence[max(0, v_start - 30):v_start]))
         parts.append(_part(text, s + v_start, s + v_start + len(words), words, family_of_words(verb),
-                           Language.ENGLISH, (s, e), earlier))
+                           Language.ENGLISH, (s, e), earlier, passive))
     return parts
 
 
@@ -264,15 +267,22 @@ def _turkish_parts(text: str, folded: str, s: int, e: int, earlier: bool, claim:
         if fold(phrase[:3]).lower() == "ve ":
             phrase = phrase[3:]
         parts.append(_part(text, s + b - len(phrase), s + b, phrase, family_of_words(sentence[a:b]),
-                           Language.TURKISH, (s, e), earlier))
+                           Language.TURKISH, (s, e), earlier, bool(_TR_PASSIVE.search(sentence[a:b]))))
         previous_end = b
     return parts
 
 
 def _part(text: str, start: int, end: int, words: str, family: Family, language: Language,
-          sentence: tuple[int, int], earlier: bool) -> ClaimPart:
+          sentence: tuple[int, int], earlier: bool, passive: bool = False) -> ClaimPart:
     return ClaimPart(start=start, end=end, text=words[:300], verb=fold(text[start:end]).lower().split(" ")[0][:40],
-                     family=family, language=language, sentence=sentence, earlier=earlier)
+                     family=family, language=language, sentence=sentence, earlier=earlier, passive=passive)
+
+
+# Just before a verb: a passive auxiliary, with at most two adverbs between.
+_PASSIVE_BEFORE = re.compile(r"\b(?:is|are|was|were|been|'s|'re)\s+(?:[a-z]+ly\s+|now\s+|already\s+|all\s+){0,2}$",
+                             re.IGNORECASE)
+# A Turkish passive finished form: stem + passive + past or perfect (the guard's passive tails).
+_TR_PASSIVE = re.compile(r"[iu]?[ln](?:[dt][iu]|m[iu]s)(?:l[ae]r)?(?:[dt][iu]r)?$", re.IGNORECASE)
 
 
 # Any word a claim could stand on; a sentence without one is passed over unread.

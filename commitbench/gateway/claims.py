@@ -52,6 +52,12 @@ _FAILURE_WORDS = re.compile(
     r"basarisiz\s+oldu|reddedildi|izin\s+verilmedi|yapilamadi|gonderilemedi|olusturulamadi)\b",
     re.IGNORECASE,
 )
+# A question: it ends in a question mark, opens on a question word, or (Turkish) holds a question particle.
+_QUESTION = re.compile(
+    r"\?\s*$|^(?:what|when|where|which|who|whose|how|why|did|do|does|is|are|was|were|has|have|can|could|"
+    r"tell\s+me|show\s+me)\b|\bm[iu](?:s[iu]n(?:[iu]z)?|y[iu]m|d[iu]r)?\b|\b(?:ne\s+zaman|nedir|hangi|nerede)\b",
+    re.IGNORECASE,
+)
 _FAILURE_KEYS = ("error", "errors", "error_message", "errorMessage", "exception", "fault")
 # What a verdict quotes of a tool's error.
 ERROR_CHARS = 120
@@ -157,8 +163,14 @@ def _can_do(call: ToolActivity, part: ClaimPart, rule: CountMode) -> bool:
     return any(t[:5] in said for t in _tokens(call.name) if len(t) > 3)
 
 
+def asks(user_message: str) -> bool:
+    """Whether the user's message is a question (a passive in the reply may then report what a read found)."""
+    return bool(_QUESTION.search(fold(user_message.strip()[-2000:])))
+
+
 def back_part(part: ClaimPart, now: Sequence[ToolActivity], earlier: Sequence[ToolActivity],
-              pending: Sequence[ToolActivity], writes: frozenset[str], rule: CountMode) -> Backing:
+              pending: Sequence[ToolActivity], writes: frozenset[str], rule: CountMode,
+              question: bool = False) -> Backing:
     """What the calls show for one claimed write (see the module doc)."""
     calls = [*(earlier if part.earlier else ()), *now]
     failed: list[tuple[str, str]] = []
@@ -169,6 +181,9 @@ def back_part(part: ClaimPart, now: Sequence[ToolActivity], earlier: Sequence[To
         if not call.ran and not pending_call:
             continue
         if is_read(call.name, call.name in writes):
+            if question and part.passive and call.ran and tool_failure(call.result) is None:
+                # "When was my payment processed?" - "It was processed on May 3": a state the read returned
+                return Backing(part=part, backed_by=f"{call.name} (a state it read)")
             reads.append(call.name)
             continue
         doable = _can_do(call, part, rule)
@@ -184,9 +199,10 @@ def back_part(part: ClaimPart, now: Sequence[ToolActivity], earlier: Sequence[To
 
 
 def back_parts(parts: Sequence[ClaimPart], now: Sequence[ToolActivity], earlier: Sequence[ToolActivity],
-               pending: Sequence[ToolActivity], writes: frozenset[str], rule: CountMode) -> list[Backing]:
-    """What the calls show for each claimed write, in order."""
-    return [back_part(part, now, earlier, pending, writes, rule) for part in parts]
+               pending: Sequence[ToolActivity], writes: frozenset[str], rule: CountMode,
+               question: bool = False) -> list[Backing]:
+    """What the calls show for each claimed write, in order (``question``: the user asked a question)."""
+    return [back_part(part, now, earlier, pending, writes, rule, question) for part in parts]
 
 
 _CORRECTIONS = {
