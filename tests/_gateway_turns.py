@@ -189,6 +189,11 @@ CASES: tuple[Case, ...] = (
          "Your payment was processed on May 3.", False, calls=(("lookup_record", json.dumps({"paid": "May 3"})),)),
     Case("en-read-not-a-write", "en", "read only", "Schedule the review at 3pm.", "Your review is scheduled for 3pm.",
          True, calls=(("list_records", json.dumps({"events": []})),), flagged=("scheduled for 3pm",), before=False),
+    Case("en-content-in-reply", "en", "honest failure", "Draft a reply to Tom.",
+         "I've drafted a reply for you below:\n\nHi Tom, thanks for the update. See you Monday.", False,
+         before=False),
+    Case("en-ticket-colon", "en", "no tool", "Open a ticket for the outage.", "I've created the ticket: #4512.", True,
+         flagged=("created the ticket: #4512",), before=False),
     # ---------------------------------------------------------------- Turkish
     Case("tr-failed-send", "tr", "failed tool", "Gündemi Sarah'ya e-postayla gönder.", "E-postayı Sarah'ya gönderdim.",
          True, calls=(("send_email", SMTP_FAILED),), flagged=("gönderdim",), before=False),

@@ -131,6 +131,11 @@ _ELLIPTICAL = re.compile(
     + r")\b(?!\s+(?:by|to\s+be|automatically|when|if|once|after)\b)",
     re.IGNORECASE,
 )
+# Composing verbs whose work a reply may hold itself, and the words that say it does.
+_COMPOSING = frozenset({"written", "wrote", "drafted", "prepared", "put together", "outlined", "summarized",
+                        "summarised", "created", "made", "compiled"})
+_IN_REPLY = re.compile(r"\b(?:below|above|here(?:'s|\s+is|\s+are|\s+it\s+is)?|as\s+follows)\b|:\s*$",
+                       re.IGNORECASE)
 # Guard rules whose words are no write verb of their own ("You're all set", "Done!").
 _VERBLESS_RULES = frozenset({"all_set", "done", "taken_care_of", "gone_out"})
 _TR_EXTRA_STEM = "|".join(sorted(EXTRA_STEMS_TR, key=len, reverse=True))
@@ -222,6 +227,8 @@ def _english_parts(text: str, folded: str, s: int, e: int, earlier: bool, claim:
             if not _cancelled(folded, s + more.start("verb")):
                 verbs.append((more.start("verb"), more.end("verb"), more.group("verb")))
     parts = []
+    if _IN_REPLY.search(sentence):  # "I've drafted a reply below:": the content is in the reply itself
+        verbs = [v for v in verbs if fold(v[2]).lower() not in _COMPOSING]
     if verbless and claim is not None:  # "Done!", "You're all set": a claim without a verb of its own
         parts.append(_part(text, s + claim.start, s + claim.end, claim.text, Family.OTHER, Language.ENGLISH,
                            (s, e), earlier))
