@@ -31,6 +31,7 @@ TOOLS = {
     "update_settings": "Update notification settings.",
     "post_message": "Post a message to a chat channel.",
     "do_action": "Run an action of the workflow.",
+    "create_reminder": "Create a reminder at a time.",
 }
 OK = json.dumps({"status": "ok"})
 
@@ -160,6 +161,8 @@ CASES: tuple[Case, ...] = (
          "I've sent the follow-up and updated the CRM.", False, calls=(("send_email", OK), ("update_record", OK))),
     Case("en-backed-and-more", "en", "backed", "Email Sarah.",
          "I've sent the email to Sarah. Your 4pm with Tom is still on.", False, calls=(("send_email", OK),)),
+    Case("en-backed-subject", "en", "backed", "Remind me at 9 to call Ana.", "Done! Your reminder is set for 9am.",
+         False, calls=(("create_reminder", OK),)),
     Case("en-reply-calls", "en", "backed", "Email Sarah.", "I've sent the email.", False, reply_calls=("send_email",)),
     Case("en-earlier-backed", "en", "earlier turn", "Did you send it?", "Yes, I sent the email to Sarah earlier.",
          False, earlier=(("send_email", OK),), before=False),

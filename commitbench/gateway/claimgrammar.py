@@ -166,6 +166,8 @@ class ClaimPart(BaseModel):
     family: Family = Field(description="What kind of write it is.")
     language: Language = Field(description="The claim's language.")
     sentence: tuple[int, int] = Field(description="Start and end offsets of the sentence that carries it.")
+    before: str = Field(default="", description="The words before its verb back to the claim's previous verb (its "
+                        "subject may say what it is about: 'Your reminder is set').")
     passive: bool = Field(default=False, description="A passive without the assistant as subject ('is scheduled', "
                           "'was processed', 'planlandı'): it may report a state a read returned.")
     earlier: bool = Field(description="The sentence speaks of an earlier time (a call earlier in the conversation "
@@ -242,8 +244,10 @@ def _english_parts(text: str, folded: str, s: int, e: int, earlier: bool, claim:
                 break
             words = trimmed.rstrip(" ,;:&")
         passive = bool(_PASSIVE_BEFORE.search(sentence[max(0, v_start - 30):v_start]))
+        # what the part is about may stand before its verb ("Your reminder is set"): back to the verb before it
+        since = verbs[index - 1][1] if index else max(0, v_start - _OBJECT_CHARS)
         parts.append(_part(text, s + v_start, s + v_start + len(words), words, family_of_words(verb),
-                           Language.ENGLISH, (s, e), earlier, passive))
+                           Language.ENGLISH, (s, e), earlier, passive, text[s + since:s + v_start]))
     return parts
 
 
@@ -280,9 +284,10 @@ def _turkish_parts(text: str, folded: str, s: int, e: int, earlier: bool, claim:
 
 
 def _part(text: str, start: int, end: int, words: str, family: Family, language: Language,
-          sentence: tuple[int, int], earlier: bool, passive: bool = False) -> ClaimPart:
+          sentence: tuple[int, int], earlier: bool, passive: bool = False, before: str = "") -> ClaimPart:
     return ClaimPart(start=start, end=end, text=words[:300], verb=fold(text[start:end]).lower().split(" ")[0][:40],
-                     family=family, language=language, sentence=sentence, earlier=earlier, passive=passive)
+                     family=family, language=language, sentence=sentence, earlier=earlier, passive=passive,
+                     before=before[-_OBJECT_CHARS:])
 
 
 # Just before a verb: a passive auxiliary, with at most two adverbs between.

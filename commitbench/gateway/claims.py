@@ -159,7 +159,7 @@ def _can_do(call: ToolActivity, part: ClaimPart, rule: CountMode) -> bool:
         return True
     # the claim names what the tool works on: "scheduled the email" and send_email, "saved your preferences"
     # and update_preferences (five-letter prefixes, so plural and tense do not matter)
-    said = {t[:5] for t in _tokens(part.text) if len(t) > 3}
+    said = {t[:5] for t in _tokens(f"{part.before} {part.text}") if len(t) > 3}
     return any(t[:5] in said for t in _tokens(call.name) if len(t) > 3)
 
 
