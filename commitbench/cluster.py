@@ -615,8 +615,9 @@ class RayRunner(Runner):
 
     def __init__(self, config: ExperimentConfig, out_dir: Path | str, *, options: RayOptions | None = None,
                  progress: bool | str = False, argv: Sequence[str] | None = None, force: bool = False,
-                 shard: tuple[int, int] | None = None) -> None:
-        super().__init__(config, out_dir, progress=progress, argv=argv, force=force, shard=shard)
+                 shard: tuple[int, int] | None = None, allow_unversioned: bool = False) -> None:
+        super().__init__(config, out_dir, progress=progress, argv=argv, force=force, shard=shard,
+                         allow_unversioned=allow_unversioned)
         self.options = options or RayOptions()
         self.worker_stats: dict[str, dict[str, ClientStats]] = {}
         self.lost_workers: list[str] = []
@@ -663,6 +664,7 @@ def run_on_ray(
     argv: Sequence[str] | None = None,
     force: bool = False,
     shard: tuple[int, int] | None = None,
+    allow_unversioned: bool = False,
 ) -> RunSummary:
     """Play every pending cell of ``config`` on Ray actors into ``out_dir`` (see the module doc).
 
@@ -670,5 +672,6 @@ def run_on_ray(
     raises :class:`RayUnavailableError` when Ray is not installed.
     """
     _ray()
-    runner = RayRunner(config, out_dir, options=options, progress=progress, argv=argv, force=force, shard=shard)
+    runner = RayRunner(config, out_dir, options=options, progress=progress, argv=argv, force=force, shard=shard,
+                       allow_unversioned=allow_unversioned)
     return runner.run()

@@ -43,6 +43,7 @@ from commitbench.agents.local_model import LocalModelServer
 from commitbench.cache import CacheError, CacheMode, CallCache
 from commitbench.cellplayer import JUDGE_KEY, CellPlayer
 from commitbench.config import ExperimentConfig
+from commitbench.dataversion import DataCheck, UnversionedDataError
 from commitbench.jsonl import repair_torn_tail
 from commitbench.llm import ClientStats, merge_client_stats, redact_credentials
 from commitbench.planning import (
@@ -135,6 +136,7 @@ class Runner:
         force: bool = False,
         shard: tuple[int, int] | None = None,
         local_server: Callable[[], LocalModelServer] | None = None,
+        allow_unversioned: bool = False,
     ) -> None:
         if shard is not None and not 0 <= shard[0] < shard[1]:
             raise ValueError(f"shard {shard[0]}/{shard[1]}: the index must be at least 0 and below the count")
@@ -145,6 +147,8 @@ class Runner:
         self.progress_interval_s = PROGRESS_INTERVAL_S
         self.argv = [redact_credentials(a) for a in (argv if argv is not None else sys.argv)]
         self.force = force
+        self.allow_unversioned = allow_unversioned
+        self.data_check: DataCheck | None = None
         self.traces_path = self.out_dir / TRACES_FILE
         self.counters = PlayCounters()
         self.player = CellPlayer(config)
@@ -220,6 +224,12 @@ class Runner:
     # ------------------------------------------------------------------ running
     def run(self) -> RunSummary:
         """Play the pending cells; one process at a time per directory (a lock file guards it)."""
+        self.data_check = self.config.suite.data_check(self.config.episodes)
+        if self.data_check is not None and not self.data_check.ok and not self.allow_unversioned:
+            raise UnversionedDataError(
+                f"{self.data_check.message()}; or play it as it is with --allow-unversioned (the manifest records "
+                "the data's digest and state)"
+            )
         with contextlib.ExitStack() as stack:
             try:
                 self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -343,6 +353,8 @@ class Runner:
             seeds=seeds,
             prompt_hashes=prompt_hashes(self.config),
             episode_set_version=suite.set_version(self.config.episodes),
+            episode_data_digest=self.data_check.digest if self.data_check is not None else None,
+            episode_data_state=self.data_check.state.value if self.data_check is not None else None,
             packages=package_versions(),
             git=git_state(),
             started_at=previous.started_at if previous is not None else now,
@@ -505,6 +517,7 @@ def run_experiment(
     force: bool = False,
     shard: tuple[int, int] | None = None,
     local_server: Callable[[], LocalModelServer] | None = None,
+    allow_unversioned: bool = False,
 ) -> RunSummary:
     """Play every pending cell of ``config`` (of its shard ``(index, count)``, when given) into ``out_dir``.
 
@@ -518,7 +531,9 @@ def run_experiment(
     ``local: true``) cannot start, its self-test included. ``local_server`` makes the embedded model's
     server (default :class:`~commitbench.agents.local_model.LocalModelServer`); if it dies while cells
     play, the run stops at once, ``aborted`` with the server's exit code and last log lines.
+    :class:`~commitbench.dataversion.UnversionedDataError` (a ValueError) when the episode data's files are
+    not the ones its VERSION was locked with, unless ``allow_unversioned``.
     """
     runner = Runner(config, out_dir, progress=progress, argv=argv, force=force, shard=shard,
-                    local_server=local_server)
+                    local_server=local_server, allow_unversioned=allow_unversioned)
     return runner.run()

@@ -32,6 +32,7 @@ from commitbench.agents.chat import (
 from commitbench.agents.custom import custom_identity, load_agent_class
 from commitbench.cache import cache_key
 from commitbench.config import ExperimentConfig
+from commitbench.dataversion import hash_tree
 from commitbench.digests import digest
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.followup.profile import FollowupSettings, MonitoringDoability, StatedParagraph
@@ -42,7 +43,6 @@ from commitbench.gateway.turn import turn_digest
 from commitbench.identity import cells_hash, config_hash, run_key
 from commitbench.oracles.base import text_hash
 from commitbench.runner import run_experiment
-from commitbench.suites.common import hash_tree
 from commitbench.textslots import read_texts
 from commitbench.traces import TRACES_FILE, AgentIdentity, read_traces
 

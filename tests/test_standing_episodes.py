@@ -105,7 +105,7 @@ def test_missing_variant_wording_is_reported(tmp_path):
 def test_unknown_template_variable_is_reported_at_compile_time(tmp_path):
     data = _copy_data(tmp_path)
     path = data / "types" / "book_room.yaml"
-    path.write_text(path.read_text().replace("{{ creditor_first }} told me", "{{ creditr }} told me"))
+    path.write_text(path.read_text().replace("{{ subject_first }} told me", "{{ creditr }} told me"))
     with pytest.raises(SpecError) as err:
         compile_spec(load_spec(data))
     assert err.value.path.endswith("book_room.yaml")
@@ -120,7 +120,7 @@ def test_cli_validate_exits_nonzero_with_one_clear_error(tmp_path, capsys):
     assert main(["episodes", "validate", str(data)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert "cells.yaml" in err[0] and "cells[14].paper_reply" in err[0]
+    assert "cells.yaml" in err[0] and "cells[REINSTATE-CRED].paper_reply" in err[0]
 
 
 def test_cli_validate_a_single_new_type_file(tmp_path, capsys):

@@ -193,7 +193,7 @@ def test_a_loop_variable_is_a_variable_inside_its_loop_only() -> None:
 
 def test_a_template_error_names_the_file_that_was_passed_in(tmp_path: Path) -> None:
     path = _edited_type(tmp_path, "split: dev", "split: dev", name="my_new_type.yaml")
-    path.write_text(path.read_text().replace("{{ creditor_first }} told me", "{{ creditr }} told me"))
+    path.write_text(path.read_text().replace("{{ subject_first }} told me", "{{ creditr }} told me"))
     with pytest.raises(SpecError) as err:
         _compile_with(path)
     assert err.value.path == str(path) and err.value.field == "relay[0]"

@@ -22,6 +22,7 @@ from commitbench.analysis.standing.results import load_rows
 from commitbench.analysis.standing.tables import MAIN_METRICS, policy_table
 from commitbench.cli import main
 from commitbench.config import ConfigError, ExperimentConfig, load_config
+from commitbench.dataversion import write_lock
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
@@ -253,6 +254,7 @@ def _data_with_renamed_cell(tmp_path: Path) -> Path:
     })
     (data / "cells.yaml").write_text(yaml.safe_dump(cells, sort_keys=False))
     (data / "VERSION").write_text("3+handoff\n")
+    write_lock(data, "3+handoff")
     return data
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from commitbench.cli import UsageError
+from commitbench.dataversion import DataCheck, check_data, write_lock
 
-SCHEMA_PARTS = ("type", "cell", "world", "replies", "filler", "policies")
+SCHEMA_PARTS = ("type", "cell", "styles", "world", "replies", "filler", "policies")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p_val = sub.add_parser("validate", help="validate a data directory or one commitment-type file")
     p_val.add_argument("path", nargs="?", type=Path, default=None, help="directory or type YAML (default: shipped)")
     p_val.add_argument("--json", action="store_true", help="print a JSON document")
+    p_val.add_argument("--lock", action="store_true",
+                       help="after validating, record the directory's files as its VERSION (VERSION.lock); refused "
+                       "when the files changed under a version that was locked with other files")
     p_val.set_defaults(func=_validate)
 
     p_schema = sub.add_parser("schema", help="print the JSON schema of the episode files")
@@ -136,18 +140,24 @@ def _validate(args: argparse.Namespace) -> int:
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, load_spec
 
     path: Path | None = args.path
+    data_dir: Path | None = None  # the data directory validated whole (its version lock is checked)
     try:
         if path is None or path.is_dir():
-            spec = load_spec(path or DEFAULT_DATA_DIR)
+            data_dir = path or DEFAULT_DATA_DIR
+            spec = load_spec(data_dir)
         elif path.exists():
             # A type file inside a data directory's types/ is validated with that directory (it is
             # one of its types already); a file elsewhere is added to the shipped data.
             home = path.resolve().parent
             inside = home.name == "types" and (home.parent / "cells.yaml").exists()
+            data_dir = home.parent if inside else None
             spec = load_spec(home.parent) if inside else load_spec(DEFAULT_DATA_DIR, extra_types=[path])
         else:
             raise SpecError(path, "<file>", "file not found")
         episodes = compile_spec(spec)
+        if args.lock and data_dir is None:
+            raise UsageError("--lock locks a data directory: give the directory, not a type file outside one")
+        check = _data_version(data_dir, args.lock)
     except SpecError as exc:
         if args.json:
             _emit({"ok": False, "file": exc.path, "field": exc.field, "reason": exc.reason})
@@ -161,6 +171,7 @@ def _validate(args: argparse.Namespace) -> int:
         "types": len(spec.types),
         "cells": len(spec.cells),
         "by_split": by_split,
+        "data_version": check.model_dump(mode="json") if check is not None else None,
     }
     if args.json:
         _emit(summary)
@@ -169,7 +180,27 @@ def _validate(args: argparse.Namespace) -> int:
             f"ok: {summary['episodes']} episodes from {summary['types']} commitment types x {summary['cells']} cells "
             f"(dev {summary['by_split']['dev']}, test {summary['by_split']['test']})"
         )
+        if check is not None and args.lock:
+            print(f"locked: {check.directory} is version {check.version} (sha256 {check.digest[:12]})")
+    if check is not None and not check.ok:
+        print(f"commitbench: warning: {check.message()}", file=sys.stderr)
     return 0
+
+
+def _data_version(data_dir: Path | None, lock: bool) -> DataCheck | None:
+    """A validated data directory against its VERSION and lock (written first with ``lock``); None for a type file
+    validated with the shipped data."""
+    from commitbench.episodes.standing.spec import episode_set_version
+
+    if data_dir is None:
+        return None
+    version = episode_set_version(data_dir)
+    if not lock:
+        return check_data(data_dir, version)
+    try:
+        return write_lock(data_dir, version)
+    except ValueError as exc:
+        raise UsageError(f"not locked: {exc}") from None
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -180,6 +211,7 @@ def _schema(args: argparse.Namespace) -> int:
     models: dict[str, type[BaseModel]] = {
         "type": s.CommitmentTypeSpec,
         "cell": s.CellSpec,
+        "styles": s.StylesSpec,
         "world": s.WorldSpec,
         "replies": s.RepliesSpec,
         "filler": s.FillerSpec,

@@ -61,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--replay", action="store_true", help="same as --cache-mode replay_only")
     parser.add_argument("--force", action="store_true", help="allow a run directory that holds another experiment")
+    parser.add_argument("--allow-unversioned", action="store_true",
+                        help="play episode data whose files changed since its VERSION was locked (the manifest "
+                        "records the data's digest and state); without it such a run is refused")
     parser.add_argument("--texts", type=Path, default=None, metavar="FILE",
                         help="a YAML file of texts for the slots the papers print word for word (persona prompts, the "
                         "time sentence, stated paragraphs, cards, the rewrite prompt, the release policy and its "
@@ -287,7 +290,7 @@ def _handle(args: argparse.Namespace) -> int:
             summary = _run_on_ray(config, out_dir, args, progress, shard)
         else:
             summary = run_experiment(config, out_dir, progress=progress, argv=sys.argv, force=args.force,
-                                     shard=shard)
+                                     shard=shard, allow_unversioned=args.allow_unversioned)
     except (ValueError, FileNotFoundError, RunDirectoryBusyError, RunDirectoryError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     _print_summary(summary)
@@ -352,7 +355,7 @@ def _run_on_ray(config: Any, out_dir: Path, args: argparse.Namespace, progress: 
     options = _ray_options(args, config)
     try:
         return run_on_ray(config, out_dir, options=options, progress=progress, argv=sys.argv, force=args.force,
-                          shard=shard)
+                          shard=shard, allow_unversioned=args.allow_unversioned)
     except RayUnavailableError as exc:
         raise UsageError(str(exc)) from None
 

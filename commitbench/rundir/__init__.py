@@ -121,6 +121,16 @@ class RunManifest(BaseModel):
         description="Version of the suite's episode set the runs were played on (null: the suite has no versions, "
         "or the manifest predates them).",
     )
+    episode_data_digest: str | None = Field(
+        default=None,
+        description="sha256 of the episode data directory's files when the run was started (commitbench.dataversion; "
+        "null: the suite keeps no versioned data directory, or the manifest predates the digest).",
+    )
+    episode_data_state: str | None = Field(
+        default=None,
+        description="How those files stood to the directory's VERSION: locked, or changed / unlocked (a run started "
+        "with --allow-unversioned); null as above.",
+    )
     packages: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
     git: dict[str, Any] | None = Field(description="Commit and dirty flag of the source checkout, if any.")
     started_at: str = Field(description="ISO time of the first invocation.")

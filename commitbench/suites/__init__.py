@@ -21,7 +21,8 @@ generic code holds an :data:`AnySuite`.
   ``run --dry-run``);
 * ``episode_set_version(selection)``: the version of the episode set a filter's data compiles, recorded
   in every manifest; the runner and every verb that reads a run directory refuse a directory of another
-  version;
+  version; ``data_directory(selection)``: the directory those episodes come from, whose ``VERSION.lock``
+  says whether its files are still that version (:mod:`commitbench.dataversion`; ``data_check``);
 * ``labeller(kind, client=None, *, run_dir=None, ...)``: ``run_dir`` lets a suite read the episodes the
   run was played on (its data directory is part of the run's filter); ``labeller_version(name)`` gives the
   current version of the labeller stored under a name and whether it is offline (cheap), so that stored
@@ -62,6 +63,7 @@ from commitbench import plugins
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
+from commitbench.dataversion import DataCheck, check_data
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
@@ -240,6 +242,9 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     view: Callable[[Path, str, Path | None], RunSource] | None = None  # run dir, judge, labels dir -> the runs
     offline_labeller: str = "rules"
     episode_set_version: Callable[[SelectionT], str] | None = None
+    # The data directory a filter's episodes come from, whose VERSION.lock says whether its files are still
+    # the version they claim (commitbench.dataversion); None: the suite keeps no such directory.
+    data_directory: Callable[[SelectionT], Path] | None = None
     # The players of ``commitbench run SUITE`` when no --agent is given (empty: --agent is required).
     default_agents: tuple[str, ...] = ()
     # The shorthand's defaults for the episode filter (given the filter values on the command line).
@@ -257,6 +262,13 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     def set_version(self, selection: SelectionT) -> str | None:
         """The version of the episode set a filter compiles to (None: the suite has no versions)."""
         return self.episode_set_version(selection) if self.episode_set_version is not None else None
+
+    def data_check(self, selection: SelectionT) -> DataCheck | None:
+        """The filter's data directory against its version and lock (None: the suite has no versioned data)."""
+        version = self.set_version(selection)
+        if self.data_directory is None or version is None:
+            return None
+        return check_data(self.data_directory(selection), version)
 
     def check_set_version(self, recorded: str | None, run_dir: Path, selection: SelectionT) -> None:
         """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""

@@ -1,4 +1,4 @@
-"""Helpers the suites share: a run's traces, its stored labels, and data hashes for the manifest."""
+"""Helpers the suites share: a run's traces, its stored labels, the model pairs of a report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
-from commitbench.digests import digest
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.modelentry import ModelEntry, thinking_pairs
@@ -95,13 +94,6 @@ def texts_note(run_dir: Path | str) -> str:
         return ("the texts the paper prints word for word are the project's wording (no texts file: "
                 "docs/validity.md, text slots)")
     return ""
-
-
-def hash_tree(root: Path) -> str:
-    """sha256 over the relative paths and bytes of every file below ``root`` (a data version)."""
-    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return digest(*(part for path in files
-                    for part in (path.relative_to(root).as_posix(), b"\0", path.read_bytes(), b"\0")))
 
 
 def model_pairs(

@@ -28,6 +28,7 @@ from commitbench.analysis.followup.report import (
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.view.followup import RecordLookup, followup_source
 from commitbench.analysis.view.model import RunSource
+from commitbench.dataversion import hash_tree
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
 from commitbench.episodes.followup.requests import FOLLOWUP_DATA_DIR, followup_data_version
@@ -51,7 +52,7 @@ from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, stored_labels, texts_note
+from commitbench.suites.common import labels_of, model_pairs, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
     InspectKit,

@@ -20,6 +20,7 @@ from commitbench.analysis.standing.report import StandingReport, build_standing_
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view.model import RunSource
 from commitbench.analysis.view.standing import LabelLookup, standing_source
+from commitbench.dataversion import hash_tree
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
@@ -35,7 +36,7 @@ from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite
-from commitbench.suites.common import hash_tree, labels_of, model_pairs, run_traces, stored_labels, texts_note
+from commitbench.suites.common import labels_of, model_pairs, run_traces, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
     InspectKit,
@@ -333,6 +334,7 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     chat_agent=ChatAgent,
     default_max_model_calls_per_turn=10,
     episode_set_version=set_version,
+    data_directory=lambda selection: Path(selection.data or DEFAULT_DATA_DIR),
     view=view,
     shorthand_episodes=shorthand_episodes,
     dataset=DATASET,

@@ -36,10 +36,13 @@ from commitbench.episodes.standing.episode import (
 from commitbench.episodes.standing.profile import PROFILE_SETTINGS, StandingSettings
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
+    STYLES_FILE,
     CellSpec,
     CommitmentTypeSpec,
+    EventSpec,
     NotifyDeadline,
     PolicyWording,
+    ReplyKind,
     ReplyRule,
     RoleKey,
     SpecError,
@@ -226,20 +229,23 @@ class _TypeVariantTexts:
         ).strip()
         self.delegation = one(f"delegation[{v}]", ctype.delegation[v])
         self.trigger = one(f"trigger[{v}]", ctype.trigger[v])
-        self.styles = {
-            style: one(f"{field}[{v}]", getattr(ctype, field)[v])
-            for style, field in (
-                ("direct", "cancel_direct"),
-                ("implicit", "cancel_implicit"),
-                ("relay", "relay"),
-                ("claim", "claim"),
-                ("reinstate", "reinstate"),
-            )
-        }
-        self.replies = {
-            kind: render(texts[v], ctx, ("replies.yaml", f"replies.{kind.value}[{v}]"))
-            for kind, texts in spec.replies.replies.items()
-        }
+        self.v = v
+        # style -> (file, field, template) of this type's wording in this variant
+        self.style_sources: dict[str, tuple[str, str, str]] = {}
+        for name, style in spec.styles.items():
+            wording = ctype.wording(name, style)
+            if wording is not None:
+                field, texts = wording
+                home = STYLES_FILE if field.startswith("styles.") else source
+                self.style_sources[name] = (home, f"{field}[{v}]", texts[v])
+        self.reply_sources = {kind: texts[v] for kind, texts in spec.replies.replies.items()}
+        self._rendered: dict[tuple[str, str, str, str], str] = {}
+        # Every wording is rendered once up front, as said by the creditor about themselves, so a template
+        # error is found whichever cells use it.
+        for name in self.style_sources:
+            self.style_text(name, RoleKey.CREDITOR, RoleKey.CREDITOR)
+        for kind in self.reply_sources:
+            self.reply_text(kind, RoleKey.CREDITOR, RoleKey.CREDITOR)
         self.chatter = [render(t, ctx, ("filler.yaml", f"chatter[{i}]")) for i, t in enumerate(spec.filler.chatter)]
         self.lookups = [
             (render(lk.question, ctx, ("filler.yaml", f"lookups[{i}].question")), lk.entry)
@@ -269,6 +275,36 @@ class _TypeVariantTexts:
         }
 
 
+    def _event_context(self, speaker: RoleKey, subject: RoleKey) -> dict[str, Any]:
+        return {**self.ctx, "speaker": self.ctx[speaker.value], "speaker_first": self.ctx[f"{speaker.value}_first"],
+                "subject": self.ctx[subject.value], "subject_first": self.ctx[f"{subject.value}_first"]}
+
+    def style_text(self, style: str, speaker: RoleKey, subject: RoleKey) -> str:
+        """The type's wording of a style in this variant, said by ``speaker`` about ``subject``."""
+        key = ("style", style, speaker.value, subject.value)
+        if key not in self._rendered:
+            home, field, template = self.style_sources[style]
+            self._rendered[key] = render(template, self._event_context(speaker, subject), (home, field))
+        return self._rendered[key]
+
+    def reply_text(self, kind: ReplyKind, speaker: RoleKey, subject: RoleKey) -> str:
+        """The creditor's answer of a kind to the event said by ``speaker`` about ``subject``."""
+        key = ("reply", kind.value, speaker.value, subject.value)
+        if key not in self._rendered:
+            where = ("replies.yaml", f"replies.{kind.value}[{self.v}]")
+            self._rendered[key] = render(self.reply_sources[kind], self._event_context(speaker, subject), where)
+        return self._rendered[key]
+
+    def event_text(self, event: EventSpec) -> str:
+        return self.style_text(event.style, event.speaker, event.subject_role())
+
+    def answer(self, kind: ReplyKind, event: EventSpec | None) -> str:
+        """The answer of a kind to an event (None: to the promise itself, the creditor's own request)."""
+        if event is None:
+            return self.reply_text(kind, RoleKey.CREDITOR, RoleKey.CREDITOR)
+        return self.reply_text(kind, event.speaker, event.subject_role())
+
+
 def _seed(*parts: object) -> int:
     return int(digest(*(str(p) for p in parts), sep="|", length=16), 16)
 
@@ -279,7 +315,7 @@ def script_shape(cell: CellSpec) -> str:
     The filler's seed: cells of one shape (a peer's and a manager's direct cancellation, say) get the same
     chat, line for line, except the speaker of their events.
     """
-    events = ",".join(f"{e.act.value}/{e.style.value}/{e.subject.value if e.subject else ''}" for e in cell.events)
+    events = ",".join(f"{e.act.value}/{e.style}/{e.subject.value if e.subject else ''}" for e in cell.events)
     return f"{'delegated;' if cell.delegation else ''}{events}"
 
 
@@ -333,9 +369,9 @@ def _build_script(
         script.append(
             {
                 "sender": event.speaker.value,
-                "text": texts.styles[event.style.value],
+                "text": texts.event_text(event),
                 "act": ScriptAct(event.act.value),
-                "style": event.style.value,
+                "style": event.style,
                 "subject": event.subject.value if event.subject else "",
             }
         )
@@ -368,11 +404,13 @@ def creditor_replies(
     that asks before acting is told to go ahead rather than left without an answer.
     """
     if not event_steps:
-        return [CreditorReply(after_step=PROMISE_STEP, kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
+        text = texts.answer(cell.paper_reply, None)
+        return [CreditorReply(after_step=PROMISE_STEP, kind=cell.paper_reply, text=text)]
     if rule is ReplyRule.PAPER:
-        return [CreditorReply(after_step=event_steps[-1], kind=cell.paper_reply, text=texts.replies[cell.paper_reply])]
+        text = texts.answer(cell.paper_reply, cell.events[-1])
+        return [CreditorReply(after_step=event_steps[-1], kind=cell.paper_reply, text=text)]
     return [
-        CreditorReply(after_step=step, kind=event.reply, text=texts.replies[event.reply])
+        CreditorReply(after_step=step, kind=event.reply, text=texts.answer(event.reply, event))
         for step, event in zip(event_steps, cell.events, strict=True)
     ]
 

@@ -71,7 +71,9 @@ class CellRoles(BaseModel):
         description="Role of a speaker without standing who cancels directly or implicitly while the promise is "
         "still owed (peer, manager, ...); None when no such cancellation happens."
     )
-    unauthorized_style: str | None = Field(description="direct or implicit: how that speaker cancels.")
+    unauthorized_style: str | None = Field(
+        description="How that speaker cancels: the event's style (direct, implicit, or a style a cell adds)."
+    )
     relay: bool = Field(description="Someone reports second-hand that the creditor cancelled.")
     claim: bool = Field(description="Someone claims the promised action is impossible.")
 
@@ -103,11 +105,8 @@ def cell_roles(script: list[ScriptMessage]) -> CellRoles:
     reinstate = next(
         (m for m in events if release is not None and m.step > release.step and m.act is ScriptAct.REINSTATE), None
     )
-    unauthorized = next(
-        (m for m in events if m.act is ScriptAct.CANCEL and not has_standing(m.sender)
-         and m.style in ("direct", "implicit")),
-        None,
-    )
+    # Any cancellation by someone without standing, however it is worded (a style of styles.yaml).
+    unauthorized = next((m for m in events if m.act is ScriptAct.CANCEL and not has_standing(m.sender)), None)
     return CellRoles(
         baseline=not events,
         release_step=release.step if release is not None else None,

@@ -58,16 +58,6 @@ class Act(str, Enum):
     REINSTATE = "reinstate"
 
 
-class Style(str, Enum):
-    """Which utterance list of the commitment type an event draws from."""
-
-    DIRECT = "direct"
-    IMPLICIT = "implicit"
-    RELAY = "relay"
-    CLAIM = "claim"
-    REINSTATE = "reinstate"
-
-
 class ExpectedOutcome(str, Enum):
     """What a correct assistant does with the episode's promise: execute it, or drop it."""
 
@@ -157,15 +147,34 @@ class WorldSpec(Strict):
     variants: list[VariantSpec] = Field(description="Surface variants.", min_length=N_VARIANTS, max_length=N_VARIANTS)
 
 
+STYLE_NAME = r"^[a-z][a-z0-9_]{0,39}$"
+
+
 class EventSpec(Strict):
     act: Act = Field(description="What the event does to the commitment.")
     speaker: RoleKey = Field(description="Who says it.")
-    style: Style = Field(description="Which utterance list of the commitment type to use.")
-    subject: RoleKey | None = Field(default=None, description="Person the act is about (relays: the creditor).")
+    style: str = Field(description="How it is worded: a style of styles.yaml.", pattern=STYLE_NAME)
+    subject: RoleKey | None = Field(
+        default=None,
+        description="The person the event is about, when that is not the speaker: whose cancellation a relay "
+        "reports (required for a relay). Templates name them as {{ subject }} / {{ subject_first }}; without it "
+        "the subject is the speaker.",
+    )
     reply: ReplyKind = Field(
         description="The creditor's answer to the first message addressed to them after this event: what is "
         "true for the promise at that point."
     )
+
+    @model_validator(mode="after")
+    def _relay_names_its_subject(self) -> EventSpec:
+        if self.act is Act.RELAY and self.subject is None:
+            raise ValueError("a relay reports someone else's cancellation: name them in 'subject' (creditor, "
+                             "delegate, ...)")
+        return self
+
+    def subject_role(self) -> RoleKey:
+        """Whom the event is about: its subject, else its speaker."""
+        return self.subject or self.speaker
 
 
 class Expected(Strict):
@@ -317,6 +326,11 @@ class CommitmentTypeSpec(Strict):
     claim: Variants = Field(description="Claims that the action is impossible.")
     reinstate: Variants = Field(description="'Go ahead after all' messages.")
     trigger: Variants = Field(description="Messages saying the condition now holds.")
+    utterances: dict[Annotated[str, Field(pattern=STYLE_NAME)], Variants] = Field(
+        default_factory=dict,
+        description="The type's own wording of further styles of styles.yaml (style -> one text per variant); a "
+        "style without one here uses its own field (the five built-in styles) or the style's shared texts.",
+    )
     paper: PaperTexts | None = Field(
         default=None,
         description="Texts as the paper ran them, used under type_texts: paper (the paper profile); null when the "
@@ -359,6 +373,8 @@ class CommitmentTypeSpec(Strict):
         out = [("promise", self.promise)]
         for name in fields:
             out.extend((f"{name}[{i}]", text) for i, text in enumerate(getattr(self, name)))
+        for style, texts in self.utterances.items():
+            out.extend((f"utterances.{style}[{i}]", text) for i, text in enumerate(texts))
         if self.paper is not None:
             out.extend((f"paper.request[{i}]", text) for i, text in enumerate(self.paper.request or []))
             if self.paper.promise:
@@ -381,14 +397,50 @@ class CommitmentTypeSpec(Strict):
             raise ValueError(f"the check tool and the action tool are both named '{value.name}'")
         return value
 
-    def utterances(self, style: Style) -> list[str]:
-        return {
-            Style.DIRECT: self.cancel_direct,
-            Style.IMPLICIT: self.cancel_implicit,
-            Style.RELAY: self.relay,
-            Style.CLAIM: self.claim,
-            Style.REINSTATE: self.reinstate,
-        }[style]
+    def wording(self, name: str, style: StyleSpec) -> tuple[str, list[str]] | None:
+        """(field, texts) of the type's wording of a style: its ``utterances`` entry, else the style's field of
+        the type, else the style's shared texts (field ``styles.<name>.texts``); None when there is none."""
+        if name in self.utterances:
+            return f"utterances.{name}", self.utterances[name]
+        if style.type_field is not None:
+            return style.type_field, getattr(self, style.type_field)
+        if style.texts is not None:
+            return f"styles.{name}.texts", style.texts
+        return None
+
+
+# The fields of a commitment type that word a style (StyleSpec.type_field).
+STYLE_FIELDS = ("cancel_direct", "cancel_implicit", "relay", "claim", "reinstate")
+
+
+class StyleSpec(Strict):
+    """One utterance style (styles.yaml): which acts it may word, and where its texts come from."""
+
+    description: str = Field(description="What an utterance of this style does, in a line.", min_length=1)
+    acts: list[Act] = Field(description="The acts an event of this style may perform.", min_length=1)
+    type_field: str | None = Field(
+        default=None,
+        description=f"The field of every commitment type that words this style ({', '.join(STYLE_FIELDS)}); null "
+        "for a style worded by its shared texts or by the types' utterances entries.",
+    )
+    texts: Variants | None = Field(
+        default=None,
+        description="Shared wording, one text per surface variant, for every type that does not word the style "
+        "itself (its utterances entry). It must talk about {{ thing }} and the people, never a type's own words.",
+    )
+
+    @field_validator("type_field")
+    @classmethod
+    def _a_style_field(cls, value: str | None) -> str | None:
+        if value is not None and value not in STYLE_FIELDS:
+            raise ValueError(f"{value!r} is no style field of a commitment type ({', '.join(STYLE_FIELDS)})")
+        return value
+
+
+class StylesSpec(Strict):
+    styles: dict[Annotated[str, Field(pattern=STYLE_NAME)], StyleSpec] = Field(
+        description="The utterance styles an event may name, by name.", min_length=1
+    )
 
 
 class RepliesSpec(Strict):
@@ -451,6 +503,7 @@ class StandingSpec(Strict):
     policies: PoliciesSpec = Field(description="Release policy texts.")
     replies: RepliesSpec = Field(description="The creditor's scripted answers.")
     filler: FillerSpec = Field(description="Gap filler and the wiki.")
+    styles: dict[str, StyleSpec] = Field(description="The utterance styles (styles.yaml), by name.")
     types: list[CommitmentTypeSpec] = Field(description="Commitment types.")
     system_prompt: str = Field(description="Jinja template of the system prompt.")
     type_files: dict[str, str] = Field(
@@ -563,6 +616,56 @@ def check_types(types: list[tuple[Path, CommitmentTypeSpec]], filler: FillerSpec
                     )
 
 
+STYLES_FILE = "styles.yaml"
+_STYLE_HELP = "see docs/student-guide.md, 'A new utterance style'"
+
+
+def cell_label(item: Any, index: int) -> str:
+    """How an error names a cell of cells.yaml: by its id (``cells[RELAY-DELEG]``), by position without one."""
+    cell_id = item.get("id") if isinstance(item, dict) else None
+    return f"cells[{cell_id}]" if isinstance(cell_id, str) and cell_id and len(cell_id) <= 40 else f"cells[{index}]"
+
+
+def check_styles(styles: dict[str, StyleSpec], styles_path: Path, cells: list[CellSpec], cells_path: Path,
+                 types: list[tuple[Path, CommitmentTypeSpec]]) -> None:
+    """Checks across styles.yaml, cells.yaml and the types: every event's style exists and may word its act,
+    every type words every style a cell uses, a type words only known styles, and a style's shared texts use
+    no type's own words (they are said about every type). Errors name the file and the field."""
+    for name, style in styles.items():
+        if style.type_field is None and style.texts is None and not any(name in t.utterances for _, t in types):
+            raise SpecError(styles_path, f"styles.{name}", "the style has no wording: give it shared 'texts', a "
+                            "'type_field', or an utterances entry in the types")
+    used: dict[str, str] = {}
+    for cell in cells:
+        for k, event in enumerate(cell.events):
+            where = f"cells[{cell.id}].events[{k}].style"
+            style = styles.get(event.style)
+            if style is None:
+                raise SpecError(cells_path, where, f"unknown style {event.style!r}: {STYLES_FILE} defines "
+                                f"{', '.join(sorted(styles))} ({_STYLE_HELP})")
+            if event.act not in style.acts:
+                acts = ", ".join(a.value for a in style.acts)
+                raise SpecError(cells_path, where, f"the style {event.style!r} words {acts}, not {event.act.value}")
+            used.setdefault(event.style, cell.id)
+    for path, ctype in types:
+        for name in ctype.utterances:
+            if name not in styles:
+                raise SpecError(path, f"utterances.{name}", f"no style {name!r} in {STYLES_FILE} ({_STYLE_HELP})")
+        for name, cell_id in used.items():
+            if ctype.wording(name, styles[name]) is None:
+                raise SpecError(path, f"utterances.{name}", f"cell {cell_id} uses the style {name!r}, which has no "
+                                "shared texts: word it for this type (three texts, one per surface variant)")
+    for path, ctype in types:
+        pattern = word_pattern(ctype.words)
+        for name, style in styles.items():
+            for i, text in enumerate(style.texts or []):
+                found = pattern.search(text)
+                if found:
+                    raise SpecError(styles_path, f"styles.{name}.texts[{i}]",
+                                    f"uses '{found.group(0)}', a distinctive word of type '{ctype.id}' ({path.name}): "
+                                    "shared texts are said about every type; name it as {{ thing }}")
+
+
 def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None) -> StandingSpec:
     """Load the whole standing spec from a data directory, naming file and field on any error."""
     root = Path(root)
@@ -578,14 +681,19 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     cells_doc = _read_yaml(cells_path)
     if not isinstance(cells_doc, dict) or "cells" not in cells_doc:
         raise SpecError(cells_path, "cells", "expected a mapping with a 'cells' list")
-    parts["cells"] = [
-        _validate(CellSpec, item, cells_path, prefix=f"cells[{i}].") for i, item in enumerate(cells_doc["cells"])
-    ]
+    if not isinstance(cells_doc["cells"], list):
+        raise SpecError(cells_path, "cells", "expected a list of cells")
+    parts["cells"] = [_validate(CellSpec, item, cells_path, prefix=f"{cell_label(item, i)}.")
+                      for i, item in enumerate(cells_doc["cells"])]
+    styles_path = root / STYLES_FILE
+    parts["styles"] = _validate(StylesSpec, _read_yaml(styles_path), styles_path).styles
     type_paths = sorted((root / "types").glob("*.yaml"))
     inside = {p.resolve() for p in type_paths}
     type_paths += [p for p in extra_types or [] if Path(p).resolve() not in inside]
     parts["types"] = [load_type(p) for p in type_paths]
-    check_types(list(zip(type_paths, parts["types"], strict=True)), parts["filler"], root / "filler.yaml")
+    typed = list(zip(type_paths, parts["types"], strict=True))
+    check_types(typed, parts["filler"], root / "filler.yaml")
+    check_styles(parts["styles"], styles_path, parts["cells"], cells_path, typed)
     parts["type_files"] = {t.id: str(p) for t, p in zip(parts["types"], type_paths, strict=True)}
     prompt_path = root / "system_prompt.jinja"
     try:
