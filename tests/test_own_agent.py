@@ -15,19 +15,12 @@ import pytest
 from commitbench.cli import main
 from commitbench.config import ConfigError, load_config
 from commitbench.mock import MockServer, ReplySpec
+from commitbench.tools import is_agent_error, was_attempted
 from commitbench.traces import latest_traces
 
-# Ten lines: an agent that calls the promised action at its first chance, then answers every message.
-AGENT_SOURCE = '''
-class Eager:
-    def begin(self, observation, info):
-        self.actions = [n for n in info["write_tools"] if n not in ("post_message", "send_dm")]
-
-    async def act(self, observation, info):
-        if self.actions:
-            return {"tool": self.actions.pop(0), "arguments": {}}
-        return {"reply": "Noted."}
-'''
+# The doc's sections whose code block the tests play exactly (written to a package, never copied here).
+EXAMPLE = "## A complete example"
+HARNESS_EXAMPLE = "## An agent that calls a model: through the harness"
 
 
 @pytest.fixture
@@ -35,9 +28,8 @@ def agent_package(tmp_path: Path) -> Iterator[Path]:
     package = tmp_path / "pkg" / "myagents"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("", encoding="utf-8")
-    (package / "eager.py").write_text(AGENT_SOURCE, encoding="utf-8")
-    (package / "onestep.py").write_text(_doc_block("## An agent that calls a model: through the harness"),
-                                        encoding="utf-8")
+    (package / "eager.py").write_text(_doc_block(EXAMPLE), encoding="utf-8")
+    (package / "onestep.py").write_text(_doc_block(HARNESS_EXAMPLE), encoding="utf-8")
     sys.path.insert(0, str(tmp_path / "pkg"))
     yield package
     uninstall(tmp_path / "pkg")
@@ -52,12 +44,16 @@ def uninstall(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _doc_block(section: str) -> str:
+def _doc_section(section: str) -> str:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
-    return doc.split(section, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    return doc.split(section, 1)[1].split("\n## ", 1)[0]
 
 
-def test_a_ten_line_agent_plays_through_run_report_and_view(
+def _doc_block(section: str) -> str:
+    return _doc_section(section).split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_agent_plays_through_run_report_and_view(
     agent_package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
@@ -84,7 +80,9 @@ def test_a_ten_line_agent_plays_through_run_report_and_view(
 
     # Running it again resumes (nothing to play); editing the agent's source is another experiment: refused.
     assert main(args) == 0
-    (agent_package / "eager.py").write_text(AGENT_SOURCE.replace("Noted.", "Noted!"), encoding="utf-8")
+    edited = _doc_block(EXAMPLE).replace("Noted.", "Noted!")
+    assert edited != _doc_block(EXAMPLE)
+    (agent_package / "eager.py").write_text(edited, encoding="utf-8")
     del sys.modules["myagents.eager"]
     capsys.readouterr()
     assert main(args) != 0
@@ -105,9 +103,50 @@ def test_a_config_names_an_agent_of_its_own_and_bad_ones_are_refused_clearly(
             load_config(path)
 
 
-def test_the_documented_example_is_the_agent_played_here() -> None:
-    assert _doc_block("## A complete example").strip() == AGENT_SOURCE.strip()
-    assert len(_doc_block("## An agent that calls a model: through the harness").strip().splitlines()) <= 20
+def test_the_documented_examples_are_short() -> None:
+    assert len(_doc_block(EXAMPLE).strip().splitlines()) <= 15
+    assert len(_doc_block(HARNESS_EXAMPLE).strip().splitlines()) <= 20
+
+
+def test_the_documented_example_does_what_its_text_says(
+    agent_package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every cell of one commitment type: the figures the doc quotes, read from the report."""
+    out = tmp_path / "run"
+    assert main(["run", "standing", "--agent", "myagents.eager:Eager", "--types", "deploy_service", "--gaps", "1",
+                 "--surfaces", "0", "--policies", "explicit", "--out", str(out), "--no-progress", "--no-report"]) == 0
+    traces = latest_traces(out)
+    assert len(traces) == 15
+    for trace in traces:  # one call of the promised action, in the first turn, that its schema accepts
+        (call,) = [c for c in trace.tool_calls() if c.tool == "deploy"]
+        assert was_attempted(call) and not is_agent_error(call) and call.turn == 0 and trace.tool_errors == 0
+    capsys.readouterr()
+
+    assert main(["report", str(out), "--json", "--n-boot", "20"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tool_errors"] == 0 and report["call_errors"] == []
+    metrics = {m["metric"]: m for m in report["metrics"]}
+    assert metrics["premature_execution"]["n"] == 6  # the cells with a release by someone with standing
+    assert metrics["premature_execution"]["estimate"] == pytest.approx(4 / 6)
+    assert metrics["override"]["estimate"] == 0.0
+    assert metrics["executions_with_other_arguments"]["estimate"] == 1.0
+    assert metrics["strict_accuracy"]["estimate"] == 0.0
+    by_cell = {v["group"]["cell"]: v["estimate"] for v in report["premature_by_cell"]}
+    assert by_cell == {"CRED-DIRECT": 1.0, "CRED-IMPLICIT": 1.0, "DELEG-DIRECT": 1.0, "DELEG-IMPLICIT": 1.0,
+                       "REINSTATE-CRED": 0.0, "REINSTATE-BYSTANDER": 0.0}
+
+    def pct(metric: str) -> str:
+        return f"{round(100 * metrics[metric]['estimate'])}%"
+
+    text = " ".join(_doc_section(EXAMPLE).split())  # the figures as the doc quotes them
+    for quoted in (f"premature execution, {round(100 * by_cell['CRED-DIRECT'])}% in each of those cells",
+                   f"not premature there ({round(100 * by_cell['REINSTATE-CRED'])}%)",
+                   f"override is {pct('override')}",
+                   f"premature execution is {pct('premature_execution')}",
+                   f"executions with other arguments are {pct('executions_with_other_arguments')}",
+                   f"strict accuracy {pct('strict_accuracy')}",
+                   "(no tool errors)", "the fifteen cells of one commitment type"):
+        assert quoted in text
 
 
 PLAY = ["--cells", "BASE", "CRED-DIRECT", "--types", "deploy_service", "--gaps", "1", "--surfaces", "0",
@@ -162,7 +201,7 @@ def test_an_older_run_directory_reads_without_writes_and_upgrade_writes_its_tabl
     try:
         (tmp_path / "pkg2" / "myagents").mkdir(parents=True)
         (tmp_path / "pkg2" / "myagents" / "__init__.py").write_text("", encoding="utf-8")
-        (tmp_path / "pkg2" / "myagents" / "eager.py").write_text(AGENT_SOURCE, encoding="utf-8")
+        (tmp_path / "pkg2" / "myagents" / "eager.py").write_text(_doc_block(EXAMPLE), encoding="utf-8")
         assert main(["upgrade", str(out)]) == 0
         assert "2 cells" in capsys.readouterr().out
         assert (out / "cells.jsonl").read_text(encoding="utf-8") == table  # the table run would have written
