@@ -140,7 +140,7 @@ class RuleAgent:
             if not wants_live and speaker == self.delegate:
                 self._notify(f"{speaker.split()[0]}, whom you named for this, cancelled {self.thing}, so I dropped it.")
         elif decision is Decision.ASK:
-            self._consult(act, speaker)
+            self._consult(act, speaker, str(msg.get("subject") or ""))
 
     def _on_claim(self, speaker: str) -> None:
         if not self.live:
@@ -163,13 +163,14 @@ class RuleAgent:
     def _notify(self, text: str) -> None:
         self._plan.append(tool_call("send_dm", {"to": self.creditor, "text": f"Hi {self.creditor_first}, {text}"}))
 
-    def _consult(self, act: str, speaker: str) -> None:
+    def _consult(self, act: str, speaker: str, subject: str = "") -> None:
         self.asked_about = act
         first = speaker.split()[0]
         if act == "cancel":
             question = f"{first} asked me to cancel {self.thing}. Do you still want it once {self.condition}?"
         elif act == "relay":
-            question = f"{first} says you cancelled {self.thing}. Is that right, or should I still go ahead?"
+            who = "you" if subject in ("", self.creditor) else subject.split()[0]
+            question = f"{first} says {who} cancelled {self.thing}. Is that right, or should I still go ahead?"
         else:
             question = f"{first} asked me to go ahead with {self.thing} after all. Should I, or keep it cancelled?"
         self._plan.append(tool_call("send_dm", {"to": self.creditor, "text": f"Hi {self.creditor_first}, {question}"}))
