@@ -349,6 +349,8 @@ def test_changed_data_under_an_unchanged_version_warns_in_validate_and_stops_a_r
     assert main(["episodes", "validate", str(data)]) == 0
     captured = capsys.readouterr()
     assert "changed since version 4 was locked, but VERSION still says 4" in captured.err
+    assert main([*_run_args(data, tmp_path / "refused"), "--dry-run"]) == 0
+    assert "VERSION still says 4" in capsys.readouterr().err
     assert main(_run_args(data, tmp_path / "refused")) == 2
     assert "--allow-unversioned" in capsys.readouterr().err and not (tmp_path / "refused").exists()
     # Locking the changed files as the same version is the mistake the lock is for: refused.

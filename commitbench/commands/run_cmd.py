@@ -264,8 +264,12 @@ def _dry_run(config: Any, out_dir: Path) -> int:
 
     try:
         print(plan(config).text(out_dir))
+        check = config.suite.data_check(config.episodes)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if check is not None and not check.ok:
+        print(f"commitbench: warning: {check.message()} (a run refuses it without --allow-unversioned)",
+              file=sys.stderr)
     return 0
 
 
