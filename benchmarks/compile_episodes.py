@@ -9,7 +9,7 @@ import time
 
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import compile_spec
-from commitbench.episodes.standing.spec import load_spec
+from commitbench.episodes.standing.loader import load_spec
 from commitbench.protocol import tool_call
 
 

@@ -224,6 +224,7 @@ class Runner:
     # ------------------------------------------------------------------ running
     def run(self) -> RunSummary:
         """Play the pending cells; one process at a time per directory (a lock file guards it)."""
+        select_config_episodes(self.config)  # data that does not compile is that error first (compiled once)
         self.data_check = self.config.suite.data_check(self.config.episodes)
         if self.data_check is not None and not self.data_check.ok and not self.allow_unversioned:
             raise UnversionedDataError(

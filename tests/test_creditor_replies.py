@@ -11,9 +11,10 @@ from commitbench.envs.privileged import RevealScriptAnnotations
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import CANCELLATION_ACTS, PROMISE_STEP
+from commitbench.episodes.standing.loader import load_spec
 from commitbench.episodes.standing.profile import standing_settings
 from commitbench.episodes.standing.selection import StandingSelection
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, ReplyKind, ReplyRule, load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, ReplyKind, ReplyRule
 from commitbench.protocol import tool_call
 
 

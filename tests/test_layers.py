@@ -32,6 +32,7 @@ BOTTOM = (
     "commitbench.jsonl",
     "commitbench.jsoncodec",
     "commitbench.digests",
+    "commitbench.dataversion",
     "commitbench.llm",
     "commitbench.cache",
     "commitbench.ledger",

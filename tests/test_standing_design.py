@@ -6,7 +6,8 @@ import re
 
 from commitbench.episodes.standing.compiler import GAPS, load_episodes, trigger_step_for
 from commitbench.episodes.standing.episode import CANCELLATION_ACTS, ScriptAct
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, load_spec
+from commitbench.episodes.standing.loader import load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
 
 CONDITIONAL = re.compile(r"\b(?:if|when|while|whenever)\s+I(?:'m|\s+am)\b", re.IGNORECASE)
 
@@ -42,7 +43,8 @@ def test_delegations_are_unconditional_and_name_the_delegate():
 def test_a_conditional_delegation_fails_validation_naming_file_and_field(tmp_path):
     import pytest
 
-    from commitbench.episodes.standing.spec import SpecError, load_type
+    from commitbench.episodes.standing.loader import load_type
+    from commitbench.episodes.standing.spec import SpecError
 
     source = (DEFAULT_DATA_DIR / "types" / "order_supplies.yaml").read_text()
     bad = tmp_path / "order_supplies.yaml"

@@ -13,7 +13,8 @@ import pytest
 from commitbench.cli import main
 from commitbench.episodes.standing.compiler import compile_spec
 from commitbench.episodes.standing.episode import ScriptAct
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, load_spec
+from commitbench.episodes.standing.loader import load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_ids_are_identical_across_compilations_and_processes(episodes):
     assert again == [e.id for e in episodes]
     code = (
         "from commitbench.episodes.standing.compiler import compile_spec;"
-        "from commitbench.episodes.standing.spec import load_spec;"
+        "from commitbench.episodes.standing.loader import load_spec;"
         "print(','.join(e.id for e in compile_spec(load_spec())))"
     )
     out = subprocess.run(

@@ -22,13 +22,8 @@ from commitbench.envs.standing.tools import workspace_tool_names
 from commitbench.episodes.followup.doability import DoabilityFileError, load_doability_file
 from commitbench.episodes.followup.setups import SetupFileError, load_setups_file
 from commitbench.episodes.standing.compiler import compile_spec
-from commitbench.episodes.standing.spec import (
-    DEFAULT_DATA_DIR,
-    RESERVED_TOOL_NAMES,
-    SpecError,
-    load_spec,
-    load_type,
-)
+from commitbench.episodes.standing.loader import load_spec, load_type
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, RESERVED_TOOL_NAMES, SpecError
 from commitbench.yamlfile import YamlError
 
 GENEROUS_SECONDS = 5.0

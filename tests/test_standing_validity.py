@@ -26,9 +26,10 @@ from commitbench.dataversion import write_lock
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.loader import load_spec
 from commitbench.episodes.standing.outcome import args_match, canonical_argument
 from commitbench.episodes.standing.profile import STANDING_CHOICES, standing_settings
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
 from commitbench.judges.labelling import labels_path, read_label_records
 from commitbench.judges.standing.labellers import StandingLabelRecord, labeller_version
 from commitbench.judges.standing.rules import RuleJudge

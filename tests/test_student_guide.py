@@ -16,7 +16,8 @@ from commitbench.cli import main
 from commitbench.dataversion import DataState, check_data, data_digest
 from commitbench.episodes.standing.compiler import compile_spec
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, episode_set_version, load_spec
+from commitbench.episodes.standing.loader import load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, episode_set_version
 from commitbench.rundir import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -137,7 +137,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from commitbench.episodes.standing.compiler import compile_spec
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError, load_spec
+    from commitbench.episodes.standing.loader import load_spec
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
 
     path: Path | None = args.path
     data_dir: Path | None = None  # the data directory validated whole (its version lock is checked)

@@ -24,8 +24,9 @@ from commitbench.dataversion import hash_tree
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
+from commitbench.episodes.standing.loader import load_spec
 from commitbench.episodes.standing.selection import StandingSelection
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version, load_spec
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel

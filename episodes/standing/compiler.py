@@ -33,10 +33,10 @@ from commitbench.episodes.standing.episode import (
     ScriptAct,
     ScriptMessage,
 )
+from commitbench.episodes.standing.loader import STYLES_FILE, load_spec
 from commitbench.episodes.standing.profile import PROFILE_SETTINGS, StandingSettings
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
-    STYLES_FILE,
     CellSpec,
     CommitmentTypeSpec,
     EventSpec,
@@ -50,7 +50,6 @@ from commitbench.episodes.standing.spec import (
     ToolParam,
     TypeTexts,
     VariantSpec,
-    load_spec,
 )
 from commitbench.profiles import Profile
 from commitbench.protocol import ToolSpec

@@ -10,16 +10,14 @@ import math
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from commitbench.protocol import END_TURN_TOOL
 from commitbench.tools import json_type
-from commitbench.yamlfile import YamlError, read_yaml
 
 N_VARIANTS = 3
-M = TypeVar("M", bound=BaseModel)
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
 
 _CONDITIONAL_DELEGATION = re.compile(r"\b(?:if|when|while|whenever)\s+I(?:'m|\s+am)\b", re.IGNORECASE)
@@ -530,24 +528,6 @@ class SpecError(ValueError):
         super().__init__(f"{self.path}: {field}: {reason}")
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        return read_yaml(path)
-    except YamlError as exc:
-        raise SpecError(path, "<file>", exc.detail) from None
-
-
-def _validate(model: type[M], data: Any, path: Path, prefix: str = "") -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-        field = f"{prefix}{loc}" if prefix else loc
-        extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise SpecError(path, field, f"{first['msg']}{extra}") from None
-
-
 VERSION_FILE = "VERSION"
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,31}")
 
@@ -567,141 +547,3 @@ def episode_set_version(root: Path | str = DEFAULT_DATA_DIR) -> str:
     if not _VERSION.fullmatch(text):
         raise SpecError(path, "<file>", f"not a version (letters, digits, '.', '+', '-'; at most 32): {text[:40]!r}")
     return text
-
-
-def load_type(path: Path) -> CommitmentTypeSpec:
-    """Load and validate one commitment-type file (its own checks; :func:`check_types` checks across files)."""
-    ctype = _validate(CommitmentTypeSpec, _read_yaml(path), path)
-    missing = ctype.missing_own_words()
-    if missing is not None:
-        raise SpecError(path, *missing)
-    return ctype
-
-
-def check_types(types: list[tuple[Path, CommitmentTypeSpec]], filler: FillerSpec, filler_path: Path) -> None:
-    """Checks across type files: unique ids, and each type's distinctive words its own.
-
-    A type's words must not occur in another type's texts (a copied file still talking about its
-    original) nor in the shared filler and wiki (where they would make filler look like part of the
-    promise). Errors name the offending file and field.
-    """
-    seen: dict[str, Path] = {}
-    for path, ctype in types:
-        if ctype.id in seen:
-            raise SpecError(path, "id", f"type id '{ctype.id}' is already used by {seen[ctype.id]}")
-        seen[ctype.id] = path
-    shared = [f"chatter[{i}]: {t}" for i, t in enumerate(filler.chatter)]
-    shared += [f"lookups[{i}]: {lk.question}" for i, lk in enumerate(filler.lookups)]
-    shared += [f"wiki.{key}: {key} {' '.join(e.keywords)} {e.text}" for key, e in filler.wiki.items()]
-    for path, ctype in types:
-        pattern = word_pattern(ctype.words)
-        for text in shared:
-            found = pattern.search(text.split(": ", 1)[1])
-            if found:
-                raise SpecError(
-                    path, "words",
-                    f"'{found.group(0)}' also occurs in the shared filler ({filler_path.name} {text.split(':')[0]}); "
-                    "choose words only this type uses",
-                )
-        for other_path, other in types:
-            if other is ctype:
-                continue
-            for field, text in other.texts():
-                found = pattern.search(text)
-                if found:
-                    raise SpecError(
-                        other_path, field,
-                        f"uses '{found.group(0)}', a distinctive word of type '{ctype.id}' ({path.name}): "
-                        "is this text left over from the type the file was copied from?",
-                    )
-
-
-STYLES_FILE = "styles.yaml"
-_STYLE_HELP = "see docs/student-guide.md, 'A new utterance style'"
-
-
-def cell_label(item: Any, index: int) -> str:
-    """How an error names a cell of cells.yaml: by its id (``cells[RELAY-DELEG]``), by position without one."""
-    cell_id = item.get("id") if isinstance(item, dict) else None
-    return f"cells[{cell_id}]" if isinstance(cell_id, str) and cell_id and len(cell_id) <= 40 else f"cells[{index}]"
-
-
-def check_styles(styles: dict[str, StyleSpec], styles_path: Path, cells: list[CellSpec], cells_path: Path,
-                 types: list[tuple[Path, CommitmentTypeSpec]]) -> None:
-    """Checks across styles.yaml, cells.yaml and the types: every event's style exists and may word its act,
-    every type words every style a cell uses, a type words only known styles, and a style's shared texts use
-    no type's own words (they are said about every type). Errors name the file and the field."""
-    for name, style in styles.items():
-        if style.type_field is None and style.texts is None and not any(name in t.utterances for _, t in types):
-            raise SpecError(styles_path, f"styles.{name}", "the style has no wording: give it shared 'texts', a "
-                            "'type_field', or an utterances entry in the types")
-    used: dict[str, str] = {}
-    for cell in cells:
-        for k, event in enumerate(cell.events):
-            where = f"cells[{cell.id}].events[{k}].style"
-            style = styles.get(event.style)
-            if style is None:
-                raise SpecError(cells_path, where, f"unknown style {event.style!r}: {STYLES_FILE} defines "
-                                f"{', '.join(sorted(styles))} ({_STYLE_HELP})")
-            if event.act not in style.acts:
-                acts = ", ".join(a.value for a in style.acts)
-                raise SpecError(cells_path, where, f"the style {event.style!r} words {acts}, not {event.act.value}")
-            used.setdefault(event.style, cell.id)
-    for path, ctype in types:
-        for name in ctype.utterances:
-            if name not in styles:
-                raise SpecError(path, f"utterances.{name}", f"no style {name!r} in {STYLES_FILE} ({_STYLE_HELP})")
-        for name, cell_id in used.items():
-            if ctype.wording(name, styles[name]) is None:
-                raise SpecError(path, f"utterances.{name}", f"cell {cell_id} uses the style {name!r}, which has no "
-                                "shared texts: word it for this type (three texts, one per surface variant)")
-    for path, ctype in types:
-        pattern = word_pattern(ctype.words)
-        for name, style in styles.items():
-            for i, text in enumerate(style.texts or []):
-                found = pattern.search(text)
-                if found:
-                    raise SpecError(styles_path, f"styles.{name}.texts[{i}]",
-                                    f"uses '{found.group(0)}', a distinctive word of type '{ctype.id}' ({path.name}): "
-                                    "shared texts are said about every type; name it as {{ thing }}")
-
-
-def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None) -> StandingSpec:
-    """Load the whole standing spec from a data directory, naming file and field on any error."""
-    root = Path(root)
-    parts: dict[str, Any] = {}
-    for key, model, name in (
-        ("world", WorldSpec, "world.yaml"),
-        ("policies", PoliciesSpec, "policies.yaml"),
-        ("replies", RepliesSpec, "replies.yaml"),
-        ("filler", FillerSpec, "filler.yaml"),
-    ):
-        parts[key] = _validate(model, _read_yaml(root / name), root / name)
-    cells_path = root / "cells.yaml"
-    cells_doc = _read_yaml(cells_path)
-    if not isinstance(cells_doc, dict) or "cells" not in cells_doc:
-        raise SpecError(cells_path, "cells", "expected a mapping with a 'cells' list")
-    if not isinstance(cells_doc["cells"], list):
-        raise SpecError(cells_path, "cells", "expected a list of cells")
-    parts["cells"] = [_validate(CellSpec, item, cells_path, prefix=f"{cell_label(item, i)}.")
-                      for i, item in enumerate(cells_doc["cells"])]
-    styles_path = root / STYLES_FILE
-    parts["styles"] = _validate(StylesSpec, _read_yaml(styles_path), styles_path).styles
-    type_paths = sorted((root / "types").glob("*.yaml"))
-    inside = {p.resolve() for p in type_paths}
-    type_paths += [p for p in extra_types or [] if Path(p).resolve() not in inside]
-    parts["types"] = [load_type(p) for p in type_paths]
-    typed = list(zip(type_paths, parts["types"], strict=True))
-    check_types(typed, parts["filler"], root / "filler.yaml")
-    check_styles(parts["styles"], styles_path, parts["cells"], cells_path, typed)
-    parts["type_files"] = {t.id: str(p) for t, p in zip(parts["types"], type_paths, strict=True)}
-    prompt_path = root / "system_prompt.jinja"
-    try:
-        parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(prompt_path, "<file>", "file not found") from None
-    try:
-        return StandingSpec.model_validate(parts)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise SpecError(root, ".".join(str(p) for p in first["loc"]) or "<root>", first["msg"]) from None
