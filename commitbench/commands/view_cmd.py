@@ -3,6 +3,7 @@
     commitbench view runs/x                      # writes runs/x/view/index.html; open it in a browser
     commitbench view runs/x --out site --open    # somewhere else, and open it
     commitbench view runs/x --serve 8000         # and serve it on http://127.0.0.1:8000/ until Ctrl-C
+                                                 # (a site built from the same run files is served as it is)
     commitbench view runs/x --judge llm:MODEL    # grade with labels stored by 'commitbench label'
 
 Pages: the overview (every table of 'commitbench report' with its intervals; each number links to
@@ -15,6 +16,7 @@ labels written by 'commitbench label --out DIR'.
 An inspect log directory of the tasks commitbench/standing or commitbench/followup is read as the run
 directory made of it (the sibling LOG_DIR-commitbench, as 'commitbench report' makes it); the site goes
 under that run directory unless --out says otherwise.
+While it builds it shows a progress bar (on a terminal) or a progress line every 20 s (in a log or a pipe).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the tables (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     add_labels_flag(parser)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (on a terminal) or progress lines (every 20 s otherwise)")
     parser.add_argument("--open", action="store_true", help="open the site in the default browser")
     parser.add_argument("--serve", type=int, default=None, metavar="PORT",
                         help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
@@ -70,6 +74,7 @@ class SiteSummary(BaseModel):
 
 
 SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+PROGRESS_UNIT = "runs"
 # The report files a site shows (copied into img/); its tables are the site's own pages.
 FIGURE_KEYS = ("figure", "comparisons_figure")
 
@@ -92,15 +97,42 @@ def _clear(out: Path) -> None:
             path.unlink()
 
 
+class _Building:
+    """What the progress display reads while a site is written: runs with an infrastructure error."""
+
+    name = "view"
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def failed_cells(self) -> int:
+        return self.failed
+
+    def client_totals(self) -> None:
+        return None
+
+
 def write_site(
-    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = ()
+    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = (),
+    progress: Any = None, stamp: bytes | None = None,
 ) -> SiteSummary:
-    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures."""
+    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures.
+
+    ``progress`` (a display of :mod:`commitbench.progress`) advances by one per run written; ``stamp`` is
+    written last as the site's stamp file (:mod:`commitbench.analysis.view.stamp`).
+    """
     from commitbench.analysis.view.site import site_files
+    from commitbench.analysis.view.stamp import STAMP_FILE
+
+    def taken(record: Any) -> None:
+        if progress is not None:
+            if not record.ok:
+                progress.source.failed += 1
+            progress.advance()
 
     _clear(out)
     written = 0
-    files = site_files(source, overview, report)
+    files = site_files(source, overview, report, on_run=taken)
     while True:
         try:
             relative, data = next(files)
@@ -115,6 +147,9 @@ def write_site(
         (out / "img").mkdir(exist_ok=True)
         shutil.copyfile(figure, out / "img" / figure.name)
         written += figure.stat().st_size
+    if stamp is not None:
+        (out / STAMP_FILE).write_bytes(stamp)
+        written += len(stamp)
     return SiteSummary(out=str(out), index=str(out / "index.html"), bytes=written, **counts.model_dump())
 
 
@@ -144,16 +179,36 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
     return facts
 
 
+def site_dir(run_dir: Path | str, out: Path | str | None) -> Path:
+    """Where the site of ``run_dir`` goes: ``out``, else ``RUN_DIR/view``."""
+    from commitbench.commands.common import readable_run_dir
+
+    return Path(out) if out is not None else readable_run_dir(Path(run_dir)) / DEFAULT_OUT
+
+
+def site_stamp(run_dir: Path | str, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+               labels_dir: Path | None = None) -> Any:
+    """The stamp a site built now from ``run_dir`` with these options gets (see :mod:`..analysis.view.stamp`)."""
+    from commitbench.analysis.view.stamp import current_stamp
+    from commitbench.commands.common import readable_run_dir
+
+    resolved = readable_run_dir(Path(run_dir)).resolve()
+    options = {"run_dir": str(resolved), "judge": judge, "n_boot": n_boot, "seed": seed,
+               "labels_dir": str(labels_dir.resolve()) if labels_dir is not None else None}
+    return current_stamp([resolved], options, labels_dir)
+
+
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
-    labels_dir: Path | None = None,
+    labels_dir: Path | None = None, progress: bool | str = False,
 ) -> SiteSummary:
     """Build the site of a run directory (default ``RUN_DIR/view``), or of an inspect log directory of the tasks
     (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`).
 
     With ``out`` nothing is written into the run directory: the report's figures are drawn in a temporary
     directory and copied into the site. Without it the site and the report files go into the run directory,
-    which must then be writable (a one-line error naming it otherwise).
+    which must then be writable (a one-line error naming it otherwise). ``progress`` is a mode of
+    :func:`commitbench.progress.make_progress` (False: none).
     """
     from commitbench.commands.common import check_n_boot, labels_dir_arg, readable_run_dir, unwritable_reason
 
@@ -165,51 +220,64 @@ def build_site(
         if problem is not None:
             raise UsageError(f"cannot write the site into {run_dir} ({problem}); give --out DIR to write it "
                              "elsewhere (nothing is then written into the run directory)")
-        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None)
+        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None, progress)
     with tempfile.TemporaryDirectory(prefix="commitbench-view-") as scratch:
-        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch))
+        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch), progress)
 
 
 def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
-                files_dir: Path | None) -> SiteSummary:
-    from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.rundir import read_manifest
+                files_dir: Path | None, progress_mode: bool | str) -> SiteSummary:
+    from commitbench.analysis.view.stamp import stamp_bytes
+    from commitbench.progress import make_progress, ticking
     from commitbench.rundir.reader import run_suite
-    from commitbench.suites import ReportOptions
-    from commitbench.suites.kits import generic_view
+    from commitbench.traces import count_latest_traces
 
     try:
+        stamp = stamp_bytes(site_stamp(run_dir, judge, n_boot, seed, labels_dir))
         suite = run_suite(run_dir)
-        source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
-        try:
-            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
-                                                         files_dir=files_dir))
-        except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
-            report = None
-            reason = str(exc).strip("'\"")
-        manifest = read_manifest(run_dir)
-        title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
-        if report is None:
-            document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
-            figures: list[Path] = []
-            overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
-                                summary=[f"No report: {reason}"], tables=[])
-        else:
-            document = report.model_dump(mode="json")
-            figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
-            if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
-                document["files"] = {key: [f"img/{Path(p).name}" for p in paths]
-                                     for key, paths in report.files.items() if key in FIGURE_KEYS}
-            overview = Overview(
-                title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
-                tables=report.views(detail=True),
-                figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
-            )
-        return write_site(out, source, overview, document, figures)
+        total = count_latest_traces(run_dir, include_failed=True) if progress_mode else 0
+        progress = make_progress(_Building(), total, progress_mode, unit=PROGRESS_UNIT, calls=False)
+        with ticking(progress):
+            return _write(run_dir, out, judge, n_boot, seed, labels_dir, files_dir, suite, progress, stamp)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:  # the site (or, without --out, the report files) cannot be written
         raise UsageError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+
+
+def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
+           files_dir: Path | None, suite: Any, progress: Any, stamp: bytes) -> SiteSummary:
+    from commitbench.analysis.view.model import Figure, Overview
+    from commitbench.rundir import read_manifest
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.kits import generic_view
+
+    source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
+    try:
+        report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
+                                                     files_dir=files_dir))
+    except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
+        report = None
+        reason = str(exc).strip("'\"")
+    manifest = read_manifest(run_dir)
+    title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
+    if report is None:
+        document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
+        figures: list[Path] = []
+        overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
+                            summary=[f"No report: {reason}"], tables=[])
+    else:
+        document = report.model_dump(mode="json")
+        figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
+        if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
+            document["files"] = {key: [f"img/{Path(p).name}" for p in paths]
+                                 for key, paths in report.files.items() if key in FIGURE_KEYS}
+        overview = Overview(
+            title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
+            tables=report.views(detail=True),
+            figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
+        )
+    return write_site(out, source, overview, document, figures, progress, stamp)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -231,13 +299,25 @@ def make_server(site: Path, port: int) -> ThreadingHTTPServer:
 def _handle(args: argparse.Namespace) -> int:
     import webbrowser
 
+    from commitbench.analysis.view.stamp import unchanged
+    from commitbench.commands.common import labels_dir_arg
+    from commitbench.progress import progress_mode
+
     if args.serve is not None and not 0 <= args.serve <= MAX_PORT:  # a usage error before the site is built
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
-    summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed, args.labels)
-    index = Path(summary.index).resolve()
-    megabytes = summary.bytes / 1e6
-    print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "
-          f"{summary.out}; open {index.as_uri()}", flush=True)
+    site = site_dir(args.run_dir, args.out)
+    if args.serve is not None and unchanged(site, site_stamp(args.run_dir, args.judge, args.n_boot, args.seed,
+                                                             labels_dir_arg(args.labels))):
+        index = (site / "index.html").resolve()
+        print(f"the site in {site} was built from the same run files with the same options: serving it "
+              "without a rebuild", file=sys.stderr, flush=True)
+    else:
+        summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed, args.labels,
+                             progress_mode(not args.no_progress))
+        index = Path(summary.index).resolve()
+        megabytes = summary.bytes / 1e6
+        print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "
+              f"{summary.out}; open {index.as_uri()}", flush=True)
     if args.serve is None:
         if args.open:
             webbrowser.open(index.as_uri())
