@@ -18,7 +18,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from _browser import Browser, BrowserError, die_with_parent, find_chromium, install_hint
@@ -272,8 +271,41 @@ def test_failures_only_and_differs_across_samples(chrome: Browser, site: Path, t
     _clean(chrome)
 
 
-def _registered(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    match = re.fullmatch(r"commitbench\.\w+\((.*)\);\n", text, re.DOTALL)
-    assert match
-    return json.loads("[" + match.group(1) + "]")
+
+def test_watch_adds_a_trace_appended_to_a_served_run(chrome: Browser, run: Path, tmp_path: Path) -> None:
+    live = tmp_path / "live-run"
+    live.mkdir()
+    for name in ("manifest.json", "cells.jsonl"):
+        (live / name).write_bytes((run / name).read_bytes())
+    lines = (run / "traces.jsonl").read_bytes().splitlines(keepends=True)
+    held_back = lines[-1]  # the run has not written its last trace yet
+    (live / "traces.jsonl").write_bytes(b"".join(lines[:-1]))
+    new = EpisodeTrace.model_validate_json(held_back)
+    command = [sys.executable, "-m", "commitbench.cli", "view", str(live), "--out", str(tmp_path / "site"),
+               "--n-boot", str(N_BOOT), "--serve", "0", "--watch"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        assert server.stdout is not None
+        url = None
+        while url is None:
+            line = server.stdout.readline()
+            assert line, "the server ended before it served"
+            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
+            url = found.group(1) if found else None
+        chrome.goto(url + "#/runs", ready=route_ready("#/runs"))
+        count = "Number(document.getElementById('run-count').dataset.count)"
+        assert chrome.evaluate(count) == len(lines) - 1
+        chrome.wait_for("!document.getElementById('live').hidden")  # the page follows the run
+        assert chrome.evaluate(f"!!document.querySelector('tr[data-key=\"{new.run_key}\"]')") is False
+        with (live / "traces.jsonl").open("ab") as handle:  # the run writes one more trace
+            handle.write(held_back)
+        chrome.wait_for(f"{count} === {len(lines)}", timeout=30)
+        assert chrome.evaluate(f"!!document.querySelector('tr[data-key=\"{new.run_key}\"]')")
+        assert "1 new run" in str(chrome.evaluate("document.getElementById('live').textContent"))
+        show(chrome, f"#/run/{new.run_key}")
+        assert new.factors["cell"] in str(chrome.evaluate("document.querySelector('h1').textContent"))
+        assert chrome.evaluate("document.querySelectorAll('ol.chat > li').length") > 5
+        _clean(chrome)
+    finally:
+        _stop(server)

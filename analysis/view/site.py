@@ -230,6 +230,7 @@ def site_files(
         "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes.tolist(),
         "columns": {c.name: c.data() for c in shards.columns}, "metrics": shards.masks.tolist(),
         "off": shards.off, "offNames": list(shards.off_names), "differs": shards.differs(),
+        "episodeIds": list(shards.episodes),
     }
     yield "data/index.js", _script("index", index).encode("utf-8")
     del index

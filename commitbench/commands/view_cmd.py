@@ -4,6 +4,7 @@
     commitbench view runs/x --out site --open    # somewhere else, and open it
     commitbench view runs/x --serve 8000         # and serve it on http://127.0.0.1:8000/ until Ctrl-C
                                                  # (a site built from the same run files is served as it is)
+    commitbench view runs/x --serve 0 --watch    # and add the runs a running 'commitbench run' appends
     commitbench view runs/x --judge llm:MODEL    # grade with labels stored by 'commitbench label'
 
 Pages: the overview (every table of 'commitbench report' with its intervals; each number links to
@@ -58,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--open", action="store_true", help="open the site in the default browser")
     parser.add_argument("--serve", type=int, default=None, metavar="PORT",
                         help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
+    parser.add_argument("--watch", action="store_true",
+                        help="with --serve: follow RUN_DIR/traces.jsonl; runs appended to it appear in the open page")
     parser.set_defaults(func=_handle)
 
 
@@ -281,13 +284,38 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
+    live: Any = None  # the runs added since the build (a LiveRuns), when the run is watched
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        from urllib.parse import parse_qs, urlsplit
 
-def make_server(site: Path, port: int) -> ThreadingHTTPServer:
-    """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
+        from commitbench.analysis.view.live import LIVE_PATH
+
+        address = urlsplit(self.path)
+        if address.path != LIVE_PATH:
+            super().do_GET()
+            return
+        try:
+            start = int(parse_qs(address.query).get("from", ["0"])[0])
+            body = self.live.since(start) if self.live is not None else b'{"watch":false,"total":0,"runs":[]}'
+        except (OSError, ValueError) as exc:
+            self.send_error(500, f"cannot read the new runs: {exc}")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def make_server(site: Path, port: int, live: Any = None) -> ThreadingHTTPServer:
+    """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started. With ``live``
+    (a :class:`commitbench.analysis.view.live.LiveRuns`) it also answers the page's polls for new runs."""
+    handler = functools.partial(type("_Handler", (_QuietHandler,), {"live": live}), directory=str(site))
     if not 0 <= port <= MAX_PORT:
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {port}")
     try:
@@ -305,6 +333,8 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.serve is not None and not 0 <= args.serve <= MAX_PORT:  # a usage error before the site is built
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
+    if args.watch and args.serve is None:
+        raise UsageError("--watch needs --serve PORT: the page picks the new runs up from the server")
     site = site_dir(args.run_dir, args.out)
     if args.serve is not None and unchanged(site, site_stamp(args.run_dir, args.judge, args.n_boot, args.seed,
                                                              labels_dir_arg(args.labels))):
@@ -322,9 +352,19 @@ def _handle(args: argparse.Namespace) -> int:
         if args.open:
             webbrowser.open(index.as_uri())
         return 0
-    server = make_server(index.parent, args.serve)
+    live = None
+    if args.watch:
+        from commitbench.analysis.view.live import LiveRuns
+        from commitbench.commands.common import readable_run_dir
+
+        try:
+            live = LiveRuns(readable_run_dir(Path(args.run_dir)), index.parent, args.judge, labels_dir_arg(args.labels))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    server = make_server(index.parent, args.serve, live)
     url = f"http://{HOST}:{server.server_address[1]}/index.html"
-    print(f"serving {url} (Ctrl-C stops)", flush=True)
+    print(f"serving {url} (Ctrl-C stops)" + ("; runs appended to the run's traces appear in the page" if live else ""),
+          flush=True)
     if args.open:
         webbrowser.open(url)
     try:

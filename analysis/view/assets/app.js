@@ -31,7 +31,11 @@
     lastListHash: "#/runs",
     selected: [],
     renderId: 0,
+    livePages: new Map(),
+    liveText: [],
+    liveCount: 0,
   };
+  const LIVE_POLL_MS = 2000;
 
   // ------------------------------------------------------------------ the registry data files call
   window.commitbench = {
@@ -57,6 +61,7 @@
     const pos = new Map();
     ix.keys.forEach((k, i) => pos.set(k, i));
     return { n: ix.n, keys: ix.keys, episodes: Int32Array.from(ix.episodes), metrics: Int32Array.from(ix.metrics),
+      episodeIds: ix.episodeIds || [],
       columns, pos, off: ix.off || ix.keys.map(() => []), offNames: ix.offNames || [],
       differs: Uint8Array.from(ix.differs || ix.keys.map(() => 0)) };
   }
@@ -97,6 +102,7 @@
   const fmt = (n) => Number(n).toLocaleString("en-US");
 
   async function loadPage(key) {
+    if (state.livePages.has(key)) return state.livePages.get(key);
     const i = state.ix.pos.get(key);
     if (i === undefined) throw new Error("no run with key " + key);
     const shard = Math.floor(i / state.meta.runShard);
@@ -118,7 +124,81 @@
       for (const [code, t] of Object.entries(part.episodes)) episodes[Number(code)] = t.toLowerCase();
     }
     state.text = { runs, episodes, speakers };
+    for (const run of state.liveText) addText(run);
     return state.text;
+  }
+
+  // ------------------------------------------------------------------ runs added while a served run is watched
+  function addText(run) {
+    const t = state.text;
+    t.runs.push((run.text || "").toLowerCase());
+    t.speakers.push((run.speakers || "").toLowerCase());
+    const code = state.ix.episodeIds.indexOf(run.episode);
+    if (t.episodes[code] === undefined) t.episodes[code] = (run.shared || "").toLowerCase();
+  }
+
+  function addRun(run) {
+    const ix = state.ix;
+    if (ix.pos.has(run.key)) return;
+    const i = ix.n;
+    for (const [name, col] of ix.columns) {
+      const value = run.row[name];
+      let code;
+      if (col.spec.kind === "facet") {
+        const text = value === null || value === undefined ? "" : String(value);
+        code = col.values.indexOf(text);
+        if (code < 0) {
+          code = col.values.push(text) - 1;
+          const collator = new Intl.Collator("en", { numeric: true });
+          const order = col.values.map((v, k) => k).sort((a, b) => collator.compare(col.values[a], col.values[b]));
+          col.rank = new Int32Array(col.values.length);
+          order.forEach((c, r) => { col.rank[c] = r; });
+        }
+      } else if (col.spec.kind === "flag") code = value === true ? 1 : value === false ? 0 : 2;
+      else code = value === null || value === undefined ? -1 : Number(value);
+      const codes = new Int32Array(i + 1);
+      codes.set(col.codes);
+      codes[i] = code;
+      col.codes = codes;
+    }
+    let episode = ix.episodeIds.indexOf(run.episode);
+    if (episode < 0) episode = ix.episodeIds.push(run.episode) - 1;
+    const grow = (arr, v, Type) => { const out = new Type(i + 1); out.set(arr); out[i] = v; return out; };
+    ix.episodes = grow(ix.episodes, episode, Int32Array);
+    ix.metrics = grow(ix.metrics, 0, Int32Array);
+    ix.differs = grow(ix.differs, 0, Uint8Array);
+    ix.off.push(run.off.map((name) => { let c = ix.offNames.indexOf(name); if (c < 0) c = ix.offNames.push(name) - 1; return c; }));
+    ix.keys.push(run.key);
+    ix.pos.set(run.key, i);
+    ix.n = i + 1;
+    state.meta.runs += 1;
+    if (run.ok) state.meta.finished += 1;
+    state.livePages.set(run.key, run.page);
+    if (state.text) addText(run); else state.liveText.push(run);
+  }
+
+  async function pollLive() {
+    let reply;
+    try {
+      reply = await fetch("live.json?from=" + state.liveCount, { cache: "no-store" });
+    } catch (error) {
+      return; // the server stopped: the page keeps what it has
+    }
+    if (!reply.ok) return; // the server could not read the run: the page keeps what it has
+    const data = await reply.json();
+    if (!data.watch) return; // served without --watch
+    for (const run of data.runs) addRun(run);
+    state.liveCount += data.runs.length;
+    const badge = document.getElementById("live");
+    badge.hidden = false;
+    badge.textContent = "live: " + fmt(state.liveCount) + " new run" + (state.liveCount === 1 ? "" : "s") + " since the build";
+    badge.dataset.count = String(state.liveCount);
+    if (data.runs.length) {
+      announce(data.runs.length + " new runs");
+      const { path } = parseHash();
+      if (path[0] === "runs" || path.length === 0) route();
+    }
+    setTimeout(pollLive, LIVE_POLL_MS);
   }
 
   function yesNo(value, expected, sayMatch) {
@@ -886,6 +966,7 @@
     window.addEventListener("hashchange", route);
     document.addEventListener("keydown", onKey);
     route();
+    if (location.protocol === "http:" || location.protocol === "https:") pollLive();
   }
 
   document.addEventListener("DOMContentLoaded", start);
