@@ -309,3 +309,35 @@ def test_watch_adds_a_trace_appended_to_a_served_run(chrome: Browser, run: Path,
         _clean(chrome)
     finally:
         _stop(server)
+
+
+def test_several_runs_make_one_site_with_a_run_picker(chrome: Browser, run: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    second = runs / "b-reference"
+    second.mkdir(parents=True)
+    assert main(["run", "standing", "--agent", "creditor-rule", "--cells", "BASE", "--gaps", "1", "--types",
+                 "book_room", "--surfaces", "0", "--policies", "explicit", "--out", str(second),
+                 "--no-progress", "--no-report"]) == 0
+    (runs / "a-mixed").symlink_to(run.resolve(), target_is_directory=True)
+    out = tmp_path / "site"
+    assert main(["view", str(runs), "--out", str(out), "--n-boot", str(N_BOOT), "--no-progress"]) == 0
+    chrome.goto((out / "index.html").resolve().as_uri())
+    chrome.wait_for("!!document.getElementById('run-picker')")
+    chrome.wait_for("document.getElementById('main').dataset.route !== undefined")
+    picker = chrome.evaluate(
+        "Array.from(document.querySelectorAll('#run-picker option')).map(o => [o.textContent, o.selected])")
+    assert picker == [["a-mixed", True], ["b-reference", False]]
+    assert "/runs/a-mixed/" in str(chrome.evaluate("location.pathname"))
+    chrome.evaluate("location.hash = '#/runs'")
+    chrome.wait_for(route_ready("#/runs"))
+    assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(latest_traces(run))
+    chrome.evaluate("const s = document.getElementById('run-picker'); s.value = s.options[1].value; "
+                    "s.dispatchEvent(new Event('change'))")
+    chrome.wait_for("location.pathname.includes('/runs/b-reference/')")
+    chrome.wait_for("!!document.getElementById('run-picker') && "
+                    "document.getElementById('main').dataset.route !== undefined")
+    assert chrome.evaluate("document.getElementById('run-picker').selectedOptions[0].textContent") == "b-reference"
+    chrome.evaluate("location.hash = '#/runs'")
+    chrome.wait_for(route_ready("#/runs"))
+    assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(latest_traces(second))
+    _clean(chrome)

@@ -6,6 +6,8 @@
                                                  # (a site built from the same run files is served as it is)
     commitbench view runs/x --serve 0 --watch    # and add the runs a running 'commitbench run' appends
     commitbench view runs/x --judge llm:MODEL    # grade with labels stored by 'commitbench label'
+    commitbench view runs/a runs/b --out site    # several runs in one site, a picker chooses the run
+    commitbench view runs --out site             # every run directory under runs/ likewise
 
 Pages: the overview (every table of 'commitbench report' with its intervals; each number links to
 the runs behind it; the figures), the run list (filter and sort by any column, free text over the
@@ -46,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("view", help="a static site to browse a run: tables, runs, transcripts",
                                    description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run', or an inspect log "
-                        "directory (or log file) of commitbench/standing or commitbench/followup")
+    parser.add_argument("run_dir", type=Path, nargs="+", help="directory written by 'commitbench run', or an inspect "
+                        "log directory (or log file) of commitbench/standing or commitbench/followup; several (or a "
+                        "directory of run directories) make one site with a run picker (--out required)")
     parser.add_argument("--out", type=Path, default=None, help=f"site directory (default RUN_DIR/{DEFAULT_OUT})")
     parser.add_argument("--judge", default=None,
                         help="whose labels grade the runs: 'rules' (default) or a stored labeller such as llm:MODEL")
@@ -117,12 +120,13 @@ class _Building:
 
 def write_site(
     out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = (),
-    progress: Any = None, stamp: bytes | None = None,
+    progress: Any = None, stamp: bytes | None = None, siblings: Sequence[dict[str, str]] = (),
 ) -> SiteSummary:
     """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures.
 
     ``progress`` (a display of :mod:`commitbench.progress`) advances by one per run written; ``stamp`` is
-    written last as the site's stamp file (:mod:`commitbench.analysis.view.stamp`).
+    written last as the site's stamp file (:mod:`commitbench.analysis.view.stamp`); ``siblings`` (name and
+    address of each run of a site of several runs) fill the page's run picker.
     """
     from commitbench.analysis.view.site import site_files
     from commitbench.analysis.view.stamp import STAMP_FILE
@@ -135,7 +139,7 @@ def write_site(
 
     _clear(out)
     written = 0
-    files = site_files(source, overview, report, on_run=taken)
+    files = site_files(source, overview, report, facts={"siblings": list(siblings)}, on_run=taken)
     while True:
         try:
             relative, data = next(files)
@@ -203,7 +207,7 @@ def site_stamp(run_dir: Path | str, judge: str | None = None, n_boot: int = 1000
 
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
-    labels_dir: Path | None = None, progress: bool | str = False,
+    labels_dir: Path | None = None, progress: bool | str = False, siblings: Sequence[dict[str, str]] = (),
 ) -> SiteSummary:
     """Build the site of a run directory (default ``RUN_DIR/view``), or of an inspect log directory of the tasks
     (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`).
@@ -211,7 +215,8 @@ def build_site(
     With ``out`` nothing is written into the run directory: the report's figures are drawn in a temporary
     directory and copied into the site. Without it the site and the report files go into the run directory,
     which must then be writable (a one-line error naming it otherwise). ``progress`` is a mode of
-    :func:`commitbench.progress.make_progress` (False: none).
+    :func:`commitbench.progress.make_progress` (False: none); ``siblings`` fill the run picker of a site of
+    several runs (see :func:`build_sites`).
     """
     from commitbench.commands.common import check_n_boot, labels_dir_arg, readable_run_dir, unwritable_reason
 
@@ -223,13 +228,13 @@ def build_site(
         if problem is not None:
             raise UsageError(f"cannot write the site into {run_dir} ({problem}); give --out DIR to write it "
                              "elsewhere (nothing is then written into the run directory)")
-        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None, progress)
+        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None, progress, siblings)
     with tempfile.TemporaryDirectory(prefix="commitbench-view-") as scratch:
-        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch), progress)
+        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch), progress, siblings)
 
 
 def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
-                files_dir: Path | None, progress_mode: bool | str) -> SiteSummary:
+                files_dir: Path | None, progress_mode: bool | str, siblings: Sequence[dict[str, str]]) -> SiteSummary:
     from commitbench.analysis.view.stamp import stamp_bytes
     from commitbench.progress import make_progress, ticking
     from commitbench.rundir.reader import run_suite
@@ -241,7 +246,7 @@ def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: 
         total = count_latest_traces(run_dir, include_failed=True) if progress_mode else 0
         progress = make_progress(_Building(), total, progress_mode, unit=PROGRESS_UNIT, calls=False)
         with ticking(progress):
-            return _write(run_dir, out, judge, n_boot, seed, labels_dir, files_dir, suite, progress, stamp)
+            return _write(run_dir, out, judge, n_boot, seed, labels_dir, files_dir, suite, progress, stamp, siblings)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:  # the site (or, without --out, the report files) cannot be written
@@ -249,7 +254,8 @@ def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: 
 
 
 def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
-           files_dir: Path | None, suite: Any, progress: Any, stamp: bytes) -> SiteSummary:
+           files_dir: Path | None, suite: Any, progress: Any, stamp: bytes,
+           siblings: Sequence[dict[str, str]]) -> SiteSummary:
     from commitbench.analysis.view.model import Figure, Overview
     from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
@@ -280,7 +286,46 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
             tables=report.views(detail=True),
             figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
         )
-    return write_site(out, source, overview, document, figures, progress, stamp)
+    return write_site(out, source, overview, document, figures, progress, stamp, siblings)
+
+
+RUNS_FOLDER = "runs"
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "manifest.json").is_file() or (path / "traces.jsonl").is_file()
+
+
+def run_dirs_of(paths: Sequence[Path]) -> list[Path]:
+    """The run directories named: each path, or for a directory that is no run, the run directories in it."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not is_run_dir(path):
+            inside = sorted(p for p in path.iterdir() if p.is_dir() and is_run_dir(p))
+            found.extend(inside if inside else [path])  # none: the single-run path reports what is missing
+        else:
+            found.append(path)
+    return found
+
+
+def build_sites(run_dirs: Sequence[Path], out: Path, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+                labels_dir: Path | None = None, progress: bool | str = False) -> list[SiteSummary]:
+    """One site of several runs: each run's site under ``OUT/runs/NAME/`` with a picker of the others, and
+    ``OUT/index.html`` that opens the first."""
+    names = [p.absolute().name for p in run_dirs]
+    if len(set(names)) != len(names):
+        raise UsageError("the run directories need distinct names: " + ", ".join(names))
+    if out.exists() and any(out.iterdir()) and not (out / RUNS_FOLDER).is_dir():
+        raise UsageError(f"{out} is not empty and holds no site of several runs; choose a new or empty directory")
+    siblings = [{"name": name, "href": f"../{name}/index.html"} for name in names]
+    summaries = [build_site(run_dir, out / RUNS_FOLDER / name, judge, n_boot, seed, labels_dir, progress, siblings)
+                 for run_dir, name in zip(run_dirs, names, strict=True)]
+    first = f"{RUNS_FOLDER}/{names[0]}/index.html"
+    (out / "index.html").write_text(
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>commitbench runs</title>'
+        f'<meta http-equiv="refresh" content="0; url={first}"></head>'
+        f'<body><p><a href="{first}">Open the runs</a></p></body></html>\n', encoding="utf-8")
+    return summaries
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -335,6 +380,10 @@ def _handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
     if args.watch and args.serve is None:
         raise UsageError("--watch needs --serve PORT: the page picks the new runs up from the server")
+    run_dirs = run_dirs_of(args.run_dir)
+    if len(run_dirs) > 1:
+        return _handle_several(args, run_dirs)
+    args.run_dir = run_dirs[0]
     site = site_dir(args.run_dir, args.out)
     if args.serve is not None and unchanged(site, site_stamp(args.run_dir, args.judge, args.n_boot, args.seed,
                                                              labels_dir_arg(args.labels))):
@@ -367,6 +416,35 @@ def _handle(args: argparse.Namespace) -> int:
           flush=True)
     if args.open:
         webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0
+
+
+def _handle_several(args: argparse.Namespace, run_dirs: list[Path]) -> int:
+    import webbrowser
+
+    from commitbench.progress import progress_mode
+
+    if args.out is None:
+        raise UsageError("several runs make one site: give --out DIR")
+    if args.watch:
+        raise UsageError("--watch follows one run: name a single run directory")
+    summaries = build_sites(run_dirs, args.out, args.judge, args.n_boot, args.seed, args.labels,
+                            progress_mode(not args.no_progress))
+    index = (args.out / "index.html").resolve()
+    print(f"wrote the sites of {len(summaries)} run directories ({sum(s.runs for s in summaries)} runs) to "
+          f"{args.out}; open {index.as_uri()}", flush=True)
+    if args.serve is None:
+        if args.open:
+            webbrowser.open(index.as_uri())
+        return 0
+    server = make_server(index.parent, args.serve)
+    print(f"serving http://{HOST}:{server.server_address[1]}/index.html (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

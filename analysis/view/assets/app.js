@@ -955,12 +955,25 @@
     }
   }
 
+  // A site of several runs: each run's pages carry a picker of all of them (its own chosen).
+  function runPicker() {
+    const siblings = (state.meta.facts && state.meta.facts.siblings) || [];
+    if (siblings.length < 2) return;
+    const folder = decodeURIComponent(location.pathname.split("/").slice(-2)[0]);
+    const select = h("select", { id: "run-picker", onchange: () => { location.href = select.value; } },
+      siblings.map((s) => h("option", { value: s.href, selected: s.name === folder, text: s.name })));
+    const place = document.getElementById("run-picker-slot");
+    place.replaceChildren(h("label", { for: "run-picker", text: "Run " }), select);
+    place.hidden = false;
+  }
+
   function start() {
     if (!state.meta || !state.ix) {
       document.getElementById("main").replaceChildren(h("p", { class: "error-box", role: "alert", text: "The run data (data/meta.js, data/index.js) did not load; rebuild the site with commitbench view." }));
       return;
     }
     document.getElementById("site-title").textContent = state.meta.overview.title;
+    runPicker();
     document.getElementById("skip").addEventListener("click", () => document.getElementById("main").focus());
     document.getElementById("help-button").addEventListener("click", () => document.getElementById("help").showModal());
     window.addEventListener("hashchange", route);
