@@ -2,20 +2,25 @@
 
 Both show the cells done of those to play, the model calls, the time elapsed and an estimate of the
 time left (the mean time per finished cell so far, times the cells still to play: rough while few
-cells are done, and shown only once one is).
+cells are done, and shown only once one is). Other long jobs count their own units (``commitbench view``
+counts runs written into its site) and may leave the model calls out; :func:`ticking` drives the display
+from a thread for a job that has no event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Protocol
 
 from commitbench.llm import ClientStats
 
 __all__ = ["PROGRESS_INTERVAL_S", "PROGRESS_LINES", "Progress", "ProgressBar", "ProgressLines", "ProgressSource",
-           "make_progress", "time_left"]
+           "make_progress", "progress_mode", "ticking", "time_left"]
 
 # A run that is not attached to a terminal prints a progress line this often (seconds).
 PROGRESS_INTERVAL_S = 20.0
@@ -51,10 +56,13 @@ class ProgressLines:
     """For a run not attached to a terminal (a log, a pipe): one plain line on stderr every ``interval_s``
     seconds (cells done, model calls, elapsed time, time left), and one at the end."""
 
-    def __init__(self, source: ProgressSource, total: int, interval_s: float = PROGRESS_INTERVAL_S) -> None:
+    def __init__(self, source: ProgressSource, total: int, interval_s: float = PROGRESS_INTERVAL_S,
+                 unit: str = "cells", calls: bool = True) -> None:
         self.source = source
         self.total = total
         self.interval_s = interval_s
+        self.unit = unit
+        self.calls = calls
         self.done = 0
         self.started = time.monotonic()
 
@@ -68,7 +76,8 @@ class ProgressLines:
         elapsed = time.monotonic() - self.started
         left = time_left(self.done, self.total, elapsed)
         estimate = f", about {_clock(left)} left" if left is not None and self.done < self.total else ""
-        return (f"progress: {self.done}/{self.total} cells done, {calls} model calls, {elapsed:.0f} s elapsed"
+        counted = f", {calls} model calls" if self.calls else ""
+        return (f"progress: {self.done}/{self.total} {self.unit} done{counted}, {elapsed:.0f} s elapsed"
                 f"{estimate}, {self.source.failed_cells()} failed")
 
     async def tick(self) -> None:
@@ -83,7 +92,7 @@ class ProgressLines:
 class ProgressBar:
     """A rich progress bar refreshed from the event loop (no refresh thread)."""
 
-    def __init__(self, source: ProgressSource, total: int) -> None:
+    def __init__(self, source: ProgressSource, total: int, unit: str = "cells", calls: bool = True) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -94,6 +103,8 @@ class ProgressBar:
         )
 
         self.source = source
+        self.unit = unit
+        self.calls = calls
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -121,20 +132,20 @@ class ProgressBar:
         as with a local model)."""
         left = time_left(self.done, self.total, time.monotonic() - self.started)
         if left is None:
-            return "time left: after the first cell"
+            return f"time left: after the first {self.unit.removesuffix('s')}"
         return f"about {_clock(left)} left" if self.done < self.total else "done"
 
     def status_text(self) -> str:
         """The counters shown beside the bar."""
         totals = self.source.client_totals()
         parts = []
-        if totals is not None:
+        if totals is not None and self.calls:
             parts.append(f"{totals.calls_per_s:6.1f} calls/s")
             parts.append(f"cache {totals.cache_hits}/{totals.calls}")
             parts.append(f"tok {totals.prompt_tokens + totals.completion_tokens:,}")
             parts.append(f"retries {totals.retries}")
             parts.append(f"call errors {sum(totals.errors.values())}")
-        parts.append(f"failed cells {self.source.failed_cells()}")
+        parts.append(f"failed {self.unit} {self.source.failed_cells()}")
         return "  ".join(parts)
 
     async def tick(self) -> None:
@@ -153,11 +164,40 @@ Progress = ProgressBar | ProgressLines
 
 
 def make_progress(source: ProgressSource, total: int, mode: bool | str,
-                  interval_s: float = PROGRESS_INTERVAL_S) -> Progress | None:
-    """The progress display for ``total`` cells: a bar (``mode`` True, a terminal), lines every ``interval_s``
-    seconds (``mode`` :data:`PROGRESS_LINES`), or none (``mode`` False, or nothing to play)."""
+                  interval_s: float = PROGRESS_INTERVAL_S, unit: str = "cells", calls: bool = True) -> Progress | None:
+    """The progress display for ``total`` cells (or other ``unit``): a bar (``mode`` True, a terminal), lines every
+    ``interval_s`` seconds (``mode`` :data:`PROGRESS_LINES`), or none (``mode`` False, or nothing to do);
+    ``calls`` False leaves the model calls out."""
     if not mode or total == 0:
         return None
     if mode == PROGRESS_LINES:
-        return ProgressLines(source, total, interval_s)
-    return ProgressBar(source, total)
+        return ProgressLines(source, total, interval_s, unit, calls)
+    return ProgressBar(source, total, unit, calls)
+
+
+def progress_mode(enabled: bool) -> bool | str:
+    """The display a job gets: a bar on a terminal (stderr), lines in a log or a pipe, none when disabled."""
+    if not enabled:
+        return False
+    return True if sys.stderr.isatty() else PROGRESS_LINES
+
+
+@contextlib.contextmanager
+def ticking(progress: Progress | None) -> Iterator[Progress | None]:
+    """Drive ``progress`` from a thread of its own while the block runs (for a job without an event loop),
+    then close it: the last line or the finished bar is shown even when the block fails."""
+    if progress is None:
+        yield None
+        return
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(progress.tick())
+    thread = threading.Thread(target=lambda: loop.run_until_complete(asyncio.wait([task])),
+                              name="progress", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join()
+        loop.close()
+        progress.close()

@@ -200,6 +200,14 @@ class _TraceHead(BaseModel):
     infra_error: str | None = None
 
 
+def count_latest_traces(path: Path | str, include_failed: bool = False) -> int:
+    """How many traces :func:`iter_latest_traces` yields (only each line's run key and error are read)."""
+    try:
+        return len(latest_by_key(iter_models(_trace_file(path), _TraceHead, what="trace"), lambda _: 0, include_failed))
+    except JsonlError as exc:
+        raise TraceFileError(str(exc)) from None
+
+
 def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterator[EpisodeTrace]:
     """The traces that count (see :func:`latest_by_key`), streamed in file order, never all in memory.
 

@@ -38,6 +38,7 @@ from commitbench.analysis.view.transcript import (
     chat_items,
     identity_facts,
     model_call_views,
+    sample_group,
     search_text,
     system_prompt,
 )
@@ -238,7 +239,8 @@ def followup_record(
     )
     shared = frozenset({user_message}) if user_message else frozenset()
     return RunRecord(key=trace.run_key, episode=trace.episode_id, row=row, ok=not trace.infra_error,
-                     text=search_text(trace, shared), shared_text=user_message, page=page)
+                     text=search_text(trace, shared), shared_text=user_message, page=page,
+                     sample_group=sample_group(trace))
 
 
 _COUNT_TEXT = {

@@ -31,6 +31,7 @@ from commitbench.analysis.view.transcript import (
     clip,
     identity_facts,
     model_call_views,
+    sample_group,
     search_text,
     system_prompt,
 )
@@ -125,7 +126,7 @@ def _record(trace: EpisodeTrace, records: Sequence[tuple[str, LabelRecord | None
         infra_error=trace.infra_error or "",
     )
     return RunRecord(key=trace.run_key, episode=trace.episode_id, row=row, ok=not trace.infra_error,
-                     text=search_text(trace, frozenset()), shared_text="", page=page)
+                     text=search_text(trace, frozenset()), shared_text="", page=page, sample_group=sample_group(trace))
 
 
 def _records(suite: str, traces: Iterable[EpisodeTrace], judges: Sequence[tuple[str, RecordLookup]],

@@ -244,6 +244,7 @@ class RunRecord:
     text: str  # the run's own words, for free-text search
     shared_text: str  # words every run of the episode shares (the script's messages), stored once
     page: TranscriptPage
+    sample_group: str = ""  # the run less its sample (episode, player, arm, factors): its samples share it
 
 
 class MetricInfo(BaseModel):

@@ -10,6 +10,7 @@ streams the runs, so a full grid never sits in memory; writing them is left to t
     data/index.js          the run list: one entry per run, column by column (values coded once)
     data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
     data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
+                           (each run's own words, its episode's script, and who speaks: name, title, part)
     img/                   the report's figures (copied by the caller; the overview names them there)
     report.json            the report document (what ``commitbench report --json`` prints)
 
@@ -22,13 +23,13 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import ColumnKind, Overview, RunRecord, RunSource
+from commitbench.analysis.view.model import ChatItem, ColumnKind, ItemKind, Overview, RunRecord, RunSource, Signal
 
 RUN_SHARD = 100
 TEXT_SHARD = 2_000
@@ -46,6 +47,25 @@ class SiteCounts(BaseModel):
     text_shards: int = Field(description="Search-text files.")
 
 SiteFile = tuple[str, bytes]  # a path inside the site, and the file's bytes
+
+
+def off_expected(signals: list[Signal]) -> list[str]:
+    """The signals whose yes/no value differs from what the cell expects (the transcript marks them with ≠)."""
+    return [s.name for s in signals if s.expected is not None and isinstance(s.value, bool) and s.value != s.expected]
+
+
+def verdict(signals: list[Signal]) -> str:
+    """What a run's samples are compared on: its yes/no and text signals (counts such as tool calls aside)."""
+    return json.dumps([(s.name, s.value) for s in signals if isinstance(s.value, bool | str)])
+
+
+def speakers(items: list[ChatItem]) -> str:
+    """Who speaks in a run, for search: each person's name, job title and part in the episode, once."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if item.kind is ItemKind.MESSAGE and item.sender and item.sender not in seen:
+            seen[item.sender] = " · ".join(p for p in (item.sender, item.title, item.party) if p)
+    return "\n".join(seen.values())
 
 
 def _script(call: str, *args: Any) -> str:
@@ -96,11 +116,17 @@ class _Shards:
         self.episode_codes = array("i")
         self.episodes: dict[str, int] = {}
         self.masks = array("Q")  # per run, bit k: metric k reads it
+        self.off_names: dict[str, int] = {}
+        self.off: list[list[int]] = []  # per run, the signals that differ from the cell's expectation
+        self.groups: dict[str, int] = {}
+        self.group_codes = array("i")  # per run, its sample group
+        self.group_verdicts: dict[int, set[str]] = {}  # per sample group, the verdicts of its runs
         self.finished = 0
         self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
         self.ok_positions: list[int] = []
         self.pages: list[str] = []
         self.texts: list[str] = []
+        self.speakers: list[str] = []
         self.shared: dict[int, str] = {}
         self.run_shards = 0
         self.text_shards = 0
@@ -123,6 +149,13 @@ class _Shards:
         self.episode_codes.append(episode)
         self.pages.append(record.page.model_dump_json(exclude_defaults=True))
         self.texts.append(record.text)
+        self.speakers.append(speakers(record.page.items))
+        self.off.append([self.off_names.setdefault(name, len(self.off_names))
+                         for name in off_expected(record.page.signals)])
+        group = self.groups.setdefault(record.sample_group or record.key, len(self.groups))
+        self.group_codes.append(group)
+        if record.ok:
+            self.group_verdicts.setdefault(group, set()).add(verdict(record.page.signals))
         done = []
         if len(self.pages) == RUN_SHARD:
             self.mark_members()
@@ -130,6 +163,11 @@ class _Shards:
         if len(self.texts) == TEXT_SHARD:
             done.extend(self.flush_texts())
         return done
+
+    def differs(self) -> list[int]:
+        """Per run, 1 when the finished samples of its group disagree (on :func:`verdict`), else 0."""
+        mixed = {group for group, seen in self.group_verdicts.items() if len(seen) > 1}
+        return [int(group in mixed) for group in self.group_codes]
 
     def mark_members(self) -> None:
         """Set the metric bits of the finished runs waiting for them, and forget their rows."""
@@ -155,10 +193,11 @@ class _Shards:
         if not self.texts:
             return []
         shared = {str(code): text for code, text in self.shared.items()}
-        body = _script("text", self.text_shards, {"runs": self.texts, "episodes": shared})
+        body = _script("text", self.text_shards, {"runs": self.texts, "episodes": shared, "speakers": self.speakers})
         done = (f"data/text/{self.text_shards:05d}.js", body.encode("utf-8"))
         self.text_shards += 1
         self.texts = []
+        self.speakers = []
         self.shared = {}
         return [done]
 
@@ -171,21 +210,27 @@ def assets() -> list[SiteFile]:
 
 def site_files(
     source: RunSource, overview: Overview, report: dict[str, Any], facts: dict[str, Any] | None = None,
+    on_run: Callable[[RunRecord], None] | None = None,
 ) -> Generator[SiteFile, None, SiteCounts]:
     """Every file of the site, streamed (figures aside); returns what the site holds.
 
-    ``report`` is the report document; ``facts`` extra plain data the page may show about the run.
+    ``report`` is the report document; ``facts`` extra plain data the page may show about the run;
+    ``on_run`` is called after each run is taken (a progress display advances).
     """
     yield from assets()
     shards = _Shards(source)
     for record in source.records:
         yield from shards.add(record)
+        if on_run is not None:
+            on_run(record)
     shards.mark_members()
     yield from shards.flush_pages()
     yield from shards.flush_texts()
     index = {
         "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes.tolist(),
         "columns": {c.name: c.data() for c in shards.columns}, "metrics": shards.masks.tolist(),
+        "off": shards.off, "offNames": list(shards.off_names), "differs": shards.differs(),
+        "episodeIds": list(shards.episodes),
     }
     yield "data/index.js", _script("index", index).encode("utf-8")
     del index

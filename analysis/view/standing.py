@@ -34,6 +34,7 @@ from commitbench.analysis.view.transcript import (
     chat_items,
     identity_facts,
     model_call_views,
+    sample_group,
     script_texts,
     search_text,
     system_prompt,
@@ -220,7 +221,7 @@ def standing_record(
                for t in (episode.action_tool, episode.check_tool)],
     )
     return RunRecord(key=trace.run_key, episode=episode.id, row=row, ok=ok, text=search_text(trace, shared),
-                     shared_text="\n".join(sorted(shared)), page=page)
+                     shared_text="\n".join(sorted(shared)), page=page, sample_group=sample_group(trace))
 
 
 def _plain(value: Any) -> bool | int | str | None:

@@ -181,5 +181,12 @@ def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: s
     return facts
 
 
+def sample_group(trace: EpisodeTrace) -> str:
+    """What the samples of one run share: its episode, its player, its arm and its factors (the sample aside)."""
+    agent = trace.agent.model_dump(mode="json") if trace.agent else None
+    return json.dumps([trace.env_id, trace.episode_id, agent, [str(i) for i in trace.interventions], trace.factors],
+                      sort_keys=True, default=str)
+
+
 def script_texts(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(t for t in texts if t)

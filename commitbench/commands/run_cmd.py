@@ -284,11 +284,11 @@ def _handle(args: argparse.Namespace) -> int:
     shard = _shard(args.shard)
     if args.dry_run:
         return _dry_run(config, out_dir)
-    from commitbench.progress import PROGRESS_LINES
+    from commitbench.progress import progress_mode
 
     for warning in config.warnings():
         print(f"commitbench: warning: {warning}", file=sys.stderr)
-    progress: bool | str = False if args.no_progress else (True if sys.stderr.isatty() else PROGRESS_LINES)
+    progress = progress_mode(not args.no_progress)
     try:
         if args.ray is not None:
             summary = _run_on_ray(config, out_dir, args, progress, shard)

@@ -3,7 +3,11 @@
     commitbench view runs/x                      # writes runs/x/view/index.html; open it in a browser
     commitbench view runs/x --out site --open    # somewhere else, and open it
     commitbench view runs/x --serve 8000         # and serve it on http://127.0.0.1:8000/ until Ctrl-C
+                                                 # (a site built from the same run files is served as it is)
+    commitbench view runs/x --serve 0 --watch    # and add the runs a running 'commitbench run' appends
     commitbench view runs/x --judge llm:MODEL    # grade with labels stored by 'commitbench label'
+    commitbench view runs/a runs/b --out site    # several runs in one site, a picker chooses the run
+    commitbench view runs --out site             # every run directory under runs/ likewise
 
 Pages: the overview (every table of 'commitbench report' with its intervals; each number links to
 the runs behind it; the figures), the run list (filter and sort by any column, free text over the
@@ -15,6 +19,7 @@ labels written by 'commitbench label --out DIR'.
 An inspect log directory of the tasks commitbench/standing or commitbench/followup is read as the run
 directory made of it (the sibling LOG_DIR-commitbench, as 'commitbench report' makes it); the site goes
 under that run directory unless --out says otherwise.
+While it builds it shows a progress bar (on a terminal) or a progress line every 20 s (in a log or a pipe).
 """
 
 from __future__ import annotations
@@ -43,17 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("view", help="a static site to browse a run: tables, runs, transcripts",
                                    description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run', or an inspect log "
-                        "directory (or log file) of commitbench/standing or commitbench/followup")
+    parser.add_argument("run_dir", type=Path, nargs="+", help="directory written by 'commitbench run', or an inspect "
+                        "log directory (or log file) of commitbench/standing or commitbench/followup; several (or a "
+                        "directory of run directories) make one site with a run picker (--out required)")
     parser.add_argument("--out", type=Path, default=None, help=f"site directory (default RUN_DIR/{DEFAULT_OUT})")
     parser.add_argument("--judge", default=None,
                         help="whose labels grade the runs: 'rules' (default) or a stored labeller such as llm:MODEL")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the tables (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     add_labels_flag(parser)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (on a terminal) or progress lines (every 20 s otherwise)")
     parser.add_argument("--open", action="store_true", help="open the site in the default browser")
     parser.add_argument("--serve", type=int, default=None, metavar="PORT",
                         help=f"serve the site on http://{HOST}:PORT/ until interrupted (0: any free port)")
+    parser.add_argument("--watch", action="store_true",
+                        help="with --serve: follow RUN_DIR/traces.jsonl; runs appended to it appear in the open page")
     parser.set_defaults(func=_handle)
 
 
@@ -70,6 +80,7 @@ class SiteSummary(BaseModel):
 
 
 SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+PROGRESS_UNIT = "runs"
 # The report files a site shows (copied into img/); its tables are the site's own pages.
 FIGURE_KEYS = ("figure", "comparisons_figure")
 
@@ -92,15 +103,43 @@ def _clear(out: Path) -> None:
             path.unlink()
 
 
+class _Building:
+    """What the progress display reads while a site is written: runs with an infrastructure error."""
+
+    name = "view"
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def failed_cells(self) -> int:
+        return self.failed
+
+    def client_totals(self) -> None:
+        return None
+
+
 def write_site(
-    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = ()
+    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = (),
+    progress: Any = None, stamp: bytes | None = None, siblings: Sequence[dict[str, str]] = (),
 ) -> SiteSummary:
-    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures."""
+    """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures.
+
+    ``progress`` (a display of :mod:`commitbench.progress`) advances by one per run written; ``stamp`` is
+    written last as the site's stamp file (:mod:`commitbench.analysis.view.stamp`); ``siblings`` (name and
+    address of each run of a site of several runs) fill the page's run picker.
+    """
     from commitbench.analysis.view.site import site_files
+    from commitbench.analysis.view.stamp import STAMP_FILE
+
+    def taken(record: Any) -> None:
+        if progress is not None:
+            if not record.ok:
+                progress.source.failed += 1
+            progress.advance()
 
     _clear(out)
     written = 0
-    files = site_files(source, overview, report)
+    files = site_files(source, overview, report, facts={"siblings": list(siblings)}, on_run=taken)
     while True:
         try:
             relative, data = next(files)
@@ -115,6 +154,9 @@ def write_site(
         (out / "img").mkdir(exist_ok=True)
         shutil.copyfile(figure, out / "img" / figure.name)
         written += figure.stat().st_size
+    if stamp is not None:
+        (out / STAMP_FILE).write_bytes(stamp)
+        written += len(stamp)
     return SiteSummary(out=str(out), index=str(out / "index.html"), bytes=written, **counts.model_dump())
 
 
@@ -144,16 +186,37 @@ def _facts(run_dir: Path, suite: Any, report: dict[str, Any]) -> list[Any]:
     return facts
 
 
+def site_dir(run_dir: Path | str, out: Path | str | None) -> Path:
+    """Where the site of ``run_dir`` goes: ``out``, else ``RUN_DIR/view``."""
+    from commitbench.commands.common import readable_run_dir
+
+    return Path(out) if out is not None else readable_run_dir(Path(run_dir)) / DEFAULT_OUT
+
+
+def site_stamp(run_dir: Path | str, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+               labels_dir: Path | None = None) -> Any:
+    """The stamp a site built now from ``run_dir`` with these options gets (see :mod:`..analysis.view.stamp`)."""
+    from commitbench.analysis.view.stamp import current_stamp
+    from commitbench.commands.common import readable_run_dir
+
+    resolved = readable_run_dir(Path(run_dir)).resolve()
+    options = {"run_dir": str(resolved), "judge": judge, "n_boot": n_boot, "seed": seed,
+               "labels_dir": str(labels_dir.resolve()) if labels_dir is not None else None}
+    return current_stamp([resolved], options, labels_dir)
+
+
 def build_site(
     run_dir: Path | str, out: Path | str | None = None, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
-    labels_dir: Path | None = None,
+    labels_dir: Path | None = None, progress: bool | str = False, siblings: Sequence[dict[str, str]] = (),
 ) -> SiteSummary:
     """Build the site of a run directory (default ``RUN_DIR/view``), or of an inspect log directory of the tasks
     (read as the run directory made of it: :func:`commitbench.commands.common.readable_run_dir`).
 
     With ``out`` nothing is written into the run directory: the report's figures are drawn in a temporary
     directory and copied into the site. Without it the site and the report files go into the run directory,
-    which must then be writable (a one-line error naming it otherwise).
+    which must then be writable (a one-line error naming it otherwise). ``progress`` is a mode of
+    :func:`commitbench.progress.make_progress` (False: none); ``siblings`` fill the run picker of a site of
+    several runs (see :func:`build_sites`).
     """
     from commitbench.commands.common import check_n_boot, labels_dir_arg, readable_run_dir, unwritable_reason
 
@@ -165,61 +228,139 @@ def build_site(
         if problem is not None:
             raise UsageError(f"cannot write the site into {run_dir} ({problem}); give --out DIR to write it "
                              "elsewhere (nothing is then written into the run directory)")
-        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None)
+        return _build_site(run_dir, run_dir / DEFAULT_OUT, judge, n_boot, seed, labels_dir, None, progress, siblings)
     with tempfile.TemporaryDirectory(prefix="commitbench-view-") as scratch:
-        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch))
+        return _build_site(run_dir, Path(out), judge, n_boot, seed, labels_dir, Path(scratch), progress, siblings)
 
 
 def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
-                files_dir: Path | None) -> SiteSummary:
-    from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.rundir import read_manifest
+                files_dir: Path | None, progress_mode: bool | str, siblings: Sequence[dict[str, str]]) -> SiteSummary:
+    from commitbench.analysis.view.stamp import stamp_bytes
+    from commitbench.progress import make_progress, ticking
     from commitbench.rundir.reader import run_suite
-    from commitbench.suites import ReportOptions
-    from commitbench.suites.kits import generic_view
+    from commitbench.traces import count_latest_traces
 
     try:
+        stamp = stamp_bytes(site_stamp(run_dir, judge, n_boot, seed, labels_dir))
         suite = run_suite(run_dir)
-        source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
-        try:
-            report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
-                                                         files_dir=files_dir))
-        except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
-            report = None
-            reason = str(exc).strip("'\"")
-        manifest = read_manifest(run_dir)
-        title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
-        if report is None:
-            document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
-            figures: list[Path] = []
-            overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
-                                summary=[f"No report: {reason}"], tables=[])
-        else:
-            document = report.model_dump(mode="json")
-            figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
-            if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
-                document["files"] = {key: [f"img/{Path(p).name}" for p in paths]
-                                     for key, paths in report.files.items() if key in FIGURE_KEYS}
-            overview = Overview(
-                title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
-                tables=report.views(detail=True),
-                figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
-            )
-        return write_site(out, source, overview, document, figures)
+        total = count_latest_traces(run_dir, include_failed=True) if progress_mode else 0
+        progress = make_progress(_Building(), total, progress_mode, unit=PROGRESS_UNIT, calls=False)
+        with ticking(progress):
+            return _write(run_dir, out, judge, n_boot, seed, labels_dir, files_dir, suite, progress, stamp, siblings)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:  # the site (or, without --out, the report files) cannot be written
         raise UsageError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
 
 
+def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
+           files_dir: Path | None, suite: Any, progress: Any, stamp: bytes,
+           siblings: Sequence[dict[str, str]]) -> SiteSummary:
+    from commitbench.analysis.view.model import Figure, Overview
+    from commitbench.rundir import read_manifest
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.kits import generic_view
+
+    source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
+    try:
+        report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
+                                                     files_dir=files_dir))
+    except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
+        report = None
+        reason = str(exc).strip("'\"")
+    manifest = read_manifest(run_dir)
+    title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
+    if report is None:
+        document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
+        figures: list[Path] = []
+        overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
+                            summary=[f"No report: {reason}"], tables=[])
+    else:
+        document = report.model_dump(mode="json")
+        figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
+        if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
+            document["files"] = {key: [f"img/{Path(p).name}" for p in paths]
+                                 for key, paths in report.files.items() if key in FIGURE_KEYS}
+        overview = Overview(
+            title=title, facts=_facts(run_dir, suite, document), summary=report.summary_lines(),
+            tables=report.views(detail=True),
+            figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
+        )
+    return write_site(out, source, overview, document, figures, progress, stamp, siblings)
+
+
+RUNS_FOLDER = "runs"
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "manifest.json").is_file() or (path / "traces.jsonl").is_file()
+
+
+def run_dirs_of(paths: Sequence[Path]) -> list[Path]:
+    """The run directories named: each path, or for a directory that is no run, the run directories in it."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not is_run_dir(path):
+            inside = sorted(p for p in path.iterdir() if p.is_dir() and is_run_dir(p))
+            found.extend(inside if inside else [path])  # none: the single-run path reports what is missing
+        else:
+            found.append(path)
+    return found
+
+
+def build_sites(run_dirs: Sequence[Path], out: Path, judge: str | None = None, n_boot: int = 1000, seed: int = 0,
+                labels_dir: Path | None = None, progress: bool | str = False) -> list[SiteSummary]:
+    """One site of several runs: each run's site under ``OUT/runs/NAME/`` with a picker of the others, and
+    ``OUT/index.html`` that opens the first."""
+    names = [p.absolute().name for p in run_dirs]
+    if len(set(names)) != len(names):
+        raise UsageError("the run directories need distinct names: " + ", ".join(names))
+    if out.exists() and any(out.iterdir()) and not (out / RUNS_FOLDER).is_dir():
+        raise UsageError(f"{out} is not empty and holds no site of several runs; choose a new or empty directory")
+    siblings = [{"name": name, "href": f"../{name}/index.html"} for name in names]
+    summaries = [build_site(run_dir, out / RUNS_FOLDER / name, judge, n_boot, seed, labels_dir, progress, siblings)
+                 for run_dir, name in zip(run_dirs, names, strict=True)]
+    first = f"{RUNS_FOLDER}/{names[0]}/index.html"
+    (out / "index.html").write_text(
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>commitbench runs</title>'
+        f'<meta http-equiv="refresh" content="0; url={first}"></head>'
+        f'<body><p><a href="{first}">Open the runs</a></p></body></html>\n', encoding="utf-8")
+    return summaries
+
+
 class _QuietHandler(SimpleHTTPRequestHandler):
+    live: Any = None  # the runs added since the build (a LiveRuns), when the run is watched
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        from urllib.parse import parse_qs, urlsplit
 
-def make_server(site: Path, port: int) -> ThreadingHTTPServer:
-    """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
+        from commitbench.analysis.view.live import LIVE_PATH
+
+        address = urlsplit(self.path)
+        if address.path != LIVE_PATH:
+            super().do_GET()
+            return
+        try:
+            start = int(parse_qs(address.query).get("from", ["0"])[0])
+            body = self.live.since(start) if self.live is not None else b'{"watch":false,"total":0,"runs":[]}'
+        except (OSError, ValueError) as exc:
+            self.send_error(500, f"cannot read the new runs: {exc}")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def make_server(site: Path, port: int, live: Any = None) -> ThreadingHTTPServer:
+    """An HTTP server for the site directory on 127.0.0.1 (port 0: any free port); not started. With ``live``
+    (a :class:`commitbench.analysis.view.live.LiveRuns`) it also answers the page's polls for new runs."""
+    handler = functools.partial(type("_Handler", (_QuietHandler,), {"live": live}), directory=str(site))
     if not 0 <= port <= MAX_PORT:
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {port}")
     try:
@@ -231,22 +372,79 @@ def make_server(site: Path, port: int) -> ThreadingHTTPServer:
 def _handle(args: argparse.Namespace) -> int:
     import webbrowser
 
+    from commitbench.analysis.view.stamp import unchanged
+    from commitbench.commands.common import labels_dir_arg
+    from commitbench.progress import progress_mode
+
     if args.serve is not None and not 0 <= args.serve <= MAX_PORT:  # a usage error before the site is built
         raise UsageError(f"--serve PORT must be from 0 to {MAX_PORT}, got {args.serve}")
-    summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed, args.labels)
-    index = Path(summary.index).resolve()
-    megabytes = summary.bytes / 1e6
-    print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "
-          f"{summary.out}; open {index.as_uri()}", flush=True)
+    if args.watch and args.serve is None:
+        raise UsageError("--watch needs --serve PORT: the page picks the new runs up from the server")
+    run_dirs = run_dirs_of(args.run_dir)
+    if len(run_dirs) > 1:
+        return _handle_several(args, run_dirs)
+    args.run_dir = run_dirs[0]
+    site = site_dir(args.run_dir, args.out)
+    if args.serve is not None and unchanged(site, site_stamp(args.run_dir, args.judge, args.n_boot, args.seed,
+                                                             labels_dir_arg(args.labels))):
+        index = (site / "index.html").resolve()
+        print(f"the site in {site} was built from the same run files with the same options: serving it "
+              "without a rebuild", file=sys.stderr, flush=True)
+    else:
+        summary = build_site(args.run_dir, args.out, args.judge, args.n_boot, args.seed, args.labels,
+                             progress_mode(not args.no_progress))
+        index = Path(summary.index).resolve()
+        megabytes = summary.bytes / 1e6
+        print(f"wrote {summary.runs} runs ({summary.run_shards} transcript files, {megabytes:.1f} MB) to "
+              f"{summary.out}; open {index.as_uri()}", flush=True)
+    if args.serve is None:
+        if args.open:
+            webbrowser.open(index.as_uri())
+        return 0
+    live = None
+    if args.watch:
+        from commitbench.analysis.view.live import LiveRuns
+        from commitbench.commands.common import readable_run_dir
+
+        try:
+            live = LiveRuns(readable_run_dir(Path(args.run_dir)), index.parent, args.judge, labels_dir_arg(args.labels))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    server = make_server(index.parent, args.serve, live)
+    url = f"http://{HOST}:{server.server_address[1]}/index.html"
+    print(f"serving {url} (Ctrl-C stops)" + ("; runs appended to the run's traces appear in the page" if live else ""),
+          flush=True)
+    if args.open:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0
+
+
+def _handle_several(args: argparse.Namespace, run_dirs: list[Path]) -> int:
+    import webbrowser
+
+    from commitbench.progress import progress_mode
+
+    if args.out is None:
+        raise UsageError("several runs make one site: give --out DIR")
+    if args.watch:
+        raise UsageError("--watch follows one run: name a single run directory")
+    summaries = build_sites(run_dirs, args.out, args.judge, args.n_boot, args.seed, args.labels,
+                            progress_mode(not args.no_progress))
+    index = (args.out / "index.html").resolve()
+    print(f"wrote the sites of {len(summaries)} run directories ({sum(s.runs for s in summaries)} runs) to "
+          f"{args.out}; open {index.as_uri()}", flush=True)
     if args.serve is None:
         if args.open:
             webbrowser.open(index.as_uri())
         return 0
     server = make_server(index.parent, args.serve)
-    url = f"http://{HOST}:{server.server_address[1]}/index.html"
-    print(f"serving {url} (Ctrl-C stops)", flush=True)
-    if args.open:
-        webbrowser.open(url)
+    print(f"serving http://{HOST}:{server.server_address[1]}/index.html (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -11,7 +11,14 @@
   const PAGE_SIZE = 100;
   const FLAG_TEXT = ["no", "yes", "unknown"];
   const COUNT_BUCKETS = ["0", "1+", "unknown"];
-  const RESERVED = new Set(["q", "sort", "page", "metric"]);
+  const RESERVED = new Set(["q", "sort", "page", "metric", "only"]);
+  // "Show only" filters: runs whose signals differ from what the cell expects, runs whose samples disagree.
+  const ONLY = [
+    { name: "failures", label: "failures", title: "runs with a signal that differs from the cell's expected behaviour (marked ≠ on the transcript)" },
+    { name: "differs", label: "differs across samples", title: "runs of an episode, player and arm whose samples disagree on a yes/no or text signal" },
+  ];
+  // Scripted chatter a transcript folds into one row when two or more such messages follow each other.
+  const FOLD_ACTS = new Set(["filler", "closing"]);
 
   const state = {
     meta: null,
@@ -24,7 +31,11 @@
     lastListHash: "#/runs",
     selected: [],
     renderId: 0,
+    livePages: new Map(),
+    liveText: [],
+    liveCount: 0,
   };
+  const LIVE_POLL_MS = 2000;
 
   // ------------------------------------------------------------------ the registry data files call
   window.commitbench = {
@@ -50,7 +61,9 @@
     const pos = new Map();
     ix.keys.forEach((k, i) => pos.set(k, i));
     return { n: ix.n, keys: ix.keys, episodes: Int32Array.from(ix.episodes), metrics: Int32Array.from(ix.metrics),
-      columns, pos };
+      episodeIds: ix.episodeIds || [],
+      columns, pos, off: ix.off || ix.keys.map(() => []), offNames: ix.offNames || [],
+      differs: Uint8Array.from(ix.differs || ix.keys.map(() => 0)) };
   }
 
   // ------------------------------------------------------------------ small helpers
@@ -89,6 +102,7 @@
   const fmt = (n) => Number(n).toLocaleString("en-US");
 
   async function loadPage(key) {
+    if (state.livePages.has(key)) return state.livePages.get(key);
     const i = state.ix.pos.get(key);
     if (i === undefined) throw new Error("no run with key " + key);
     const shard = Math.floor(i / state.meta.runShard);
@@ -103,12 +117,88 @@
     await Promise.all(loads);
     const runs = [];
     const episodes = [];
+    const speakers = [];
     for (const part of state.textParts) {
       for (const t of part.runs) runs.push(t.toLowerCase());
+      for (const t of part.speakers || part.runs.map(() => "")) speakers.push(t.toLowerCase());
       for (const [code, t] of Object.entries(part.episodes)) episodes[Number(code)] = t.toLowerCase();
     }
-    state.text = { runs, episodes };
+    state.text = { runs, episodes, speakers };
+    for (const run of state.liveText) addText(run);
     return state.text;
+  }
+
+  // ------------------------------------------------------------------ runs added while a served run is watched
+  function addText(run) {
+    const t = state.text;
+    t.runs.push((run.text || "").toLowerCase());
+    t.speakers.push((run.speakers || "").toLowerCase());
+    const code = state.ix.episodeIds.indexOf(run.episode);
+    if (t.episodes[code] === undefined) t.episodes[code] = (run.shared || "").toLowerCase();
+  }
+
+  function addRun(run) {
+    const ix = state.ix;
+    if (ix.pos.has(run.key)) return;
+    const i = ix.n;
+    for (const [name, col] of ix.columns) {
+      const value = run.row[name];
+      let code;
+      if (col.spec.kind === "facet") {
+        const text = value === null || value === undefined ? "" : String(value);
+        code = col.values.indexOf(text);
+        if (code < 0) {
+          code = col.values.push(text) - 1;
+          const collator = new Intl.Collator("en", { numeric: true });
+          const order = col.values.map((v, k) => k).sort((a, b) => collator.compare(col.values[a], col.values[b]));
+          col.rank = new Int32Array(col.values.length);
+          order.forEach((c, r) => { col.rank[c] = r; });
+        }
+      } else if (col.spec.kind === "flag") code = value === true ? 1 : value === false ? 0 : 2;
+      else code = value === null || value === undefined ? -1 : Number(value);
+      const codes = new Int32Array(i + 1);
+      codes.set(col.codes);
+      codes[i] = code;
+      col.codes = codes;
+    }
+    let episode = ix.episodeIds.indexOf(run.episode);
+    if (episode < 0) episode = ix.episodeIds.push(run.episode) - 1;
+    const grow = (arr, v, Type) => { const out = new Type(i + 1); out.set(arr); out[i] = v; return out; };
+    ix.episodes = grow(ix.episodes, episode, Int32Array);
+    ix.metrics = grow(ix.metrics, 0, Int32Array);
+    ix.differs = grow(ix.differs, 0, Uint8Array);
+    ix.off.push(run.off.map((name) => { let c = ix.offNames.indexOf(name); if (c < 0) c = ix.offNames.push(name) - 1; return c; }));
+    ix.keys.push(run.key);
+    ix.pos.set(run.key, i);
+    ix.n = i + 1;
+    state.meta.runs += 1;
+    if (run.ok) state.meta.finished += 1;
+    state.livePages.set(run.key, run.page);
+    if (state.text) addText(run); else state.liveText.push(run);
+  }
+
+  async function pollLive() {
+    let reply;
+    try {
+      reply = await fetch("live.json?from=" + state.liveCount, { cache: "no-store" });
+    } catch (error) {
+      return; // the server stopped: the page keeps what it has
+    }
+    if (!reply.ok) return; // the server could not read the run: the page keeps what it has
+    const data = await reply.json();
+    if (!data.watch) return; // served without --watch
+    for (const run of data.runs) addRun(run);
+    state.liveCount += data.runs.length;
+    const badge = document.getElementById("live");
+    badge.hidden = false;
+    badge.textContent = "live: " + fmt(state.liveCount) + " new run" + (state.liveCount === 1 ? "" : "s") + " since the build";
+    badge.dataset.count = String(state.liveCount);
+    if (data.runs.length) {
+      announce(data.runs.length + " new runs");
+      const { path } = parseHash();
+      if (path[0] === "runs" || path.length === 0) route();
+    }
+    setTimeout(pollLive, LIVE_POLL_MS);
   }
 
   function yesNo(value, expected, sayMatch) {
@@ -272,13 +362,47 @@
       const unknown = metrics.some((m) => !state.meta.metrics.some((x) => x.name === m));
       filters.push({ name: "metric", values: metrics, test: unknown ? () => false : (i) => (state.ix.metrics[i] & mask) === mask });
     }
-    const q = (params.get("q") || []).join(",").trim().toLowerCase();
-    if (q && text) {
-      const words = q.split(/\s+/).filter(Boolean);
-      const epHit = words.map((w) => text.episodes.map((t) => (t || "").includes(w)));
-      filters.push({ name: "q", values: [q], test: (i) => words.every((w, k) => text.runs[i].includes(w) || epHit[k][state.ix.episodes[i]]) });
+    const only = params.get("only") || [];
+    for (const name of only) {
+      if (!ONLY.some((o) => o.name === name)) warnings.push("unknown 'only' filter '" + name + "' ignored");
     }
-    return { filters, warnings };
+    const onlyTests = only.filter((name) => ONLY.some((o) => o.name === name)).map(onlyTest);
+    if (onlyTests.length) filters.push({ name: "only", values: only, test: (i) => onlyTests.every((t) => t(i)) });
+    const q = (params.get("q") || []).join(",").trim().toLowerCase();
+    let search = null;
+    if (q && text) {
+      search = searchFields(q, text);
+      filters.push({ name: "q", values: [q], test: (i) => search.words.every((w, k) => search.fields.some((f) => f.hit(k, i))) });
+    }
+    return { filters, warnings, search };
+  }
+
+  function onlyTest(name) {
+    if (name === "failures") return (i) => state.ix.off[i].length > 0;
+    return (i) => state.ix.differs[i] === 1;
+  }
+
+  // What the search box searches, field by field; each word must match in some field of a run.
+  function searchFields(q, text) {
+    const words = q.split(/\s+/).filter(Boolean);
+    const epHit = words.map((w) => text.episodes.map((t) => (t || "").includes(w)));
+    const fields = [
+      { label: "messages", hit: (k, i) => text.runs[i].includes(words[k]) || epHit[k][state.ix.episodes[i]] },
+      { label: "speakers", hit: (k, i) => text.speakers[i].includes(words[k]) },
+    ];
+    for (const spec of state.meta.columns) {
+      if (spec.kind !== "facet") continue;
+      const col = state.ix.columns.get(spec.name);
+      const accept = words.map((w) => col.values.map((v) => String(v).toLowerCase().includes(w)));
+      fields.push({ label: spec.label, hit: (k, i) => accept[k][col.codes[i]] });
+    }
+    return { words, fields, matched: (i) => fields.filter((f) => words.some((_, k) => f.hit(k, i))).map((f) => f.label) };
+  }
+
+  function searchHint() {
+    const columns = state.meta.columns.filter((c) => c.kind === "facet").map((c) => c.label);
+    return "Searches each run's messages, tool calls and reasoning; who speaks in it (name, job title, part such as creditor or manager); " +
+      "and the values of its columns (" + columns.join(", ") + "). Every word must match somewhere; case is ignored.";
   }
 
   function evaluate(filters) {
@@ -338,7 +462,7 @@
       text = await loadTexts();
       document.getElementById("main").removeAttribute("aria-busy");
     }
-    const { filters, warnings } = compileFilters(params, text);
+    const { filters, warnings, search: searched } = compileFilters(params, text);
     const fail = evaluate(filters);
     let rows = [];
     for (let i = 0; i < state.ix.n; i++) if (fail[i] === 0) rows.push(i);
@@ -354,19 +478,27 @@
     document.title = "Runs (" + summary + ")";
     announce(summary);
 
-    const searchBox = h("input", { type: "search", id: "q", name: "q", value: q, placeholder: "words in the messages, tool calls, reasoning", autocomplete: "off" });
+    const searchBox = h("input", { type: "search", id: "q", name: "q", value: q, placeholder: "messages, tool calls, reasoning, speakers, roles, cells…", autocomplete: "off", "aria-describedby": "search-hint" });
     let timer = null;
     searchBox.addEventListener("input", () => {
       clearTimeout(timer);
       timer = setTimeout(() => setParams(withParam(params, "q", searchBox.value.trim() ? [searchBox.value] : []), true), 250);
     });
     const search = h("form", { class: "search", role: "search", onsubmit: (e) => { e.preventDefault(); setParams(withParam(params, "q", searchBox.value.trim() ? [searchBox.value] : []), false); } },
-      h("label", { for: "q", text: "Search runs " }), searchBox, h("button", { type: "submit", text: "Search" }));
+      h("label", { for: "q", text: "Search runs " }), searchBox, h("button", { type: "submit", text: "Search" }),
+      h("p", { class: "note", id: "search-hint", text: searchHint() }));
+    let matchNote = null;
+    if (searched) {
+      const tally = new Map(searched.fields.map((f) => [f.label, 0]));
+      for (const i of rows) for (const label of searched.matched(i)) tally.set(label, tally.get(label) + 1);
+      const parts = [...tally].filter(([, n]) => n > 0).map(([label, n]) => label + " in " + fmt(n) + " run" + (n === 1 ? "" : "s"));
+      matchNote = h("p", { class: "note", id: "search-matches" }, "'" + q + "' matched " + (parts.length ? parts.join(", ") : "nothing") + ".");
+    }
 
     const chips = [];
     for (const [name, values] of params) {
       if (name === "sort" || name === "page") continue;
-      const label = name === "metric" ? "metric" : name === "q" ? "text" : (state.ix.columns.get(name) || { spec: { label: name } }).spec.label;
+      const label = name === "metric" ? "metric" : name === "q" ? "text" : name === "only" ? "only" : (state.ix.columns.get(name) || { spec: { label: name } }).spec.label;
       chips.push(h("li", null, h("button", { type: "button", class: "chip", id: "chip-" + name, "aria-label": "remove filter " + label + ": " + values.join(", "),
         onclick: () => setParams(withParam(params, name, []), false) }, label + ": " + values.join(", ") + " ×")));
     }
@@ -375,7 +507,22 @@
       return info ? h("p", { class: "note", text: "metric " + m + ": " + info.description + " The list holds the runs it reads." }) : null;
     });
 
-    const facets = h("aside", { class: "facets", "aria-label": "Filters" }, h("h2", { text: "Filter" }), panel.map((col, c) => {
+    const chosenOnly = new Set(params.get("only") || []);
+    const onlyBit = filters.findIndex((f) => f.name === "only");
+    const others = onlyBit < 0 ? 0xffffffff : ~(1 << onlyBit);
+    const onlyBox = h("fieldset", { class: "facet only" }, h("legend", { text: "show only" }), ONLY.map((o) => {
+      const test = onlyTest(o.name);
+      let count = 0;
+      for (let i = 0; i < state.ix.n; i++) if ((fail[i] & others) === 0 && test(i)) count++;
+      const box = h("input", { type: "checkbox", id: "only-" + o.name, checked: chosenOnly.has(o.name),
+        onchange: () => {
+          const next = new Set(chosenOnly);
+          if (box.checked) next.add(o.name); else next.delete(o.name);
+          setParams(withParam(params, "only", [...next]), false);
+        } });
+      return h("div", { class: "option", title: o.title }, box, h("label", { for: "only-" + o.name }, h("span", { class: "value", text: o.label }), " ", h("span", { class: "count", text: fmt(count) })));
+    }));
+    const facets = h("aside", { class: "facets", "aria-label": "Filters" }, h("h2", { text: "Filter" }), onlyBox, panel.map((col, c) => {
       const names = optionNames(col);
       const chosen = new Set(params.get(col.spec.name) || []);
       const order = names.map((_, k) => k).filter((k) => counts[c][k] > 0 || chosen.has(names[k]));
@@ -397,6 +544,9 @@
     const listed = state.meta.columns.filter((c) => c.listed);
     const sortName = sort.replace(/^-/, "");
     const headCells = [h("th", { scope: "col", title: "choose two runs to see them side by side", text: "pick" }), h("th", { scope: "col", text: "run" })];
+    const showOff = chosenOnly.has("failures");
+    if (showOff) headCells.push(h("th", { scope: "col", title: "signals whose value differs from what the cell expects", text: "≠ expected" }));
+    if (searched) headCells.push(h("th", { scope: "col", title: "where the search words were found", text: "matched in" }));
     for (const c of listed) {
       const dir = sortName === c.name ? (sort.startsWith("-") ? "descending" : "ascending") : null;
       const next = dir === "ascending" ? "-" + c.name : c.name;
@@ -414,6 +564,8 @@
           route();
         } });
       return h("tr", { "data-key": key }, h("td", null, box), h("th", { scope: "row" }, h("a", { href: "#/run/" + key, class: "run-link", text: key.slice(0, 10) })),
+        showOff ? h("td", { class: "off", text: state.ix.off[i].map((c) => state.ix.offNames[c].replace(/_/g, " ")).join(", ") }) : null,
+        searched ? h("td", { class: "matched", text: searched.matched(i).join(", ") }) : null,
         listed.map((c) => {
           const col = state.ix.columns.get(c.name);
           const value = valueText(col, i);
@@ -431,6 +583,7 @@
     return h("article", { class: "runs" },
       h("h1", null, "Runs ", h("span", { class: "count", id: "run-count", "data-count": rows.length, text: "(" + summary + ")" })),
       search,
+      matchNote,
       warnings.map((w) => h("p", { class: "warning", role: "alert", text: w })),
       chips.length ? h("ul", { class: "chips", "aria-label": "Active filters" }, chips) : null,
       metricNotes,
@@ -517,6 +670,47 @@
       meta(who), body, it.subject ? h("p", { class: "note", text: "about: " + it.subject }) : null, verdictList(it.verdicts));
   }
 
+  // Runs of scripted chatter (filler and closing messages, and the agent's silent turns on them): per item, the
+  // number of its fold (-1: not folded). A run is folded when it holds two or more such messages.
+  function foldGroups(items) {
+    const isFiller = (it) => (it.kind || "message") === "message" && FOLD_ACTS.has(it.act);
+    const opener = new Map();
+    const busy = new Set();
+    for (const it of items) {
+      const kind = it.kind || "message";
+      if (it.turn === undefined || it.turn === null) continue;
+      if (kind === "message") { if (!opener.has(it.turn)) opener.set(it.turn, it); continue; }
+      if (kind === "reasoning" || (kind === "call" && it.tool === "end_turn" && it.ok !== false)) continue;
+      busy.add(it.turn);
+    }
+    const quiet = (it) => isFiller(it) || ((it.kind === "reasoning" || it.kind === "call") && it.turn !== undefined && it.turn !== null
+      && !busy.has(it.turn) && opener.has(it.turn) && isFiller(opener.get(it.turn)));
+    const group = items.map(() => -1);
+    const folds = [];
+    let k = 0;
+    while (k < items.length) {
+      if (!quiet(items[k])) { k++; continue; }
+      let end = k;
+      while (end < items.length && quiet(items[end])) end++;
+      const members = [];
+      for (let j = k; j < end; j++) members.push(j);
+      const messages = members.filter((j) => isFiller(items[j])).length;
+      if (messages >= 2) {
+        members.forEach((j) => { group[j] = folds.length; });
+        folds.push({ start: k, members, messages, silent: members.filter((j) => items[j].kind === "call").length, open: false });
+      }
+      k = end;
+    }
+    return { group, folds };
+  }
+
+  function foldRow(fold, idPrefix, n, toggle) {
+    const label = fold.messages + " filler messages" + (fold.silent ? " (the agent ended " + fold.silent + " turn" + (fold.silent === 1 ? "" : "s") + " without a message: end_turn)" : "");
+    const button = h("button", { type: "button", class: "linkish fold-toggle", id: idPrefix + "fold-" + n, "aria-expanded": "false",
+      onclick: () => toggle(n, button) }, h("span", { "aria-hidden": "true", class: "fold-mark", text: "▸ " }), label);
+    return h("li", { class: "item fold", "data-kind": "fold", "data-fold": String(n) }, button);
+  }
+
   function chatBlock(page, idPrefix, spans) {
     const items = page.items || [];
     const turns = turnChannels(items);
@@ -525,20 +719,40 @@
       const c = itemChannel(it, turns);
       if (c && !channels.includes(c)) channels.push(c);
     }
-    const list = h("ol", { class: "chat", id: idPrefix + "chat" }, items.map((it) => chatItem(it, page, turns, spans)));
-    const lis = Array.from(list.children);
+    const { group, folds } = foldGroups(items);
+    let channelShown = "";
+    const lis = items.map((it) => chatItem(it, page, turns, spans));
+    const rows = folds.map((fold, n) => foldRow(fold, idPrefix, n, (which, button) => {
+      folds[which].open = !folds[which].open;
+      button.setAttribute("aria-expanded", String(folds[which].open));
+      button.querySelector(".fold-mark").textContent = folds[which].open ? "▾ " : "▸ ";
+      show(channelShown);
+    }));
+    const children = [];
+    items.forEach((it, k) => {
+      if (group[k] >= 0 && folds[group[k]].start === k) children.push(rows[group[k]]);
+      if (group[k] >= 0) { lis[k].dataset.fold = String(group[k]); lis[k].classList.add("folded"); }
+      children.push(lis[k]);
+    });
+    const list = h("ol", { class: "chat", id: idPrefix + "chat" }, children);
     const show = (channel) => {
-      items.forEach((it, k) => { lis[k].hidden = channel !== "" && itemChannel(it, turns) !== channel; });
-      for (const b of picker.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b.dataset.channel === channel));
+      channelShown = channel;
+      items.forEach((it, k) => {
+        const elsewhere = channel !== "" && itemChannel(it, turns) !== channel;
+        lis[k].hidden = elsewhere || (group[k] >= 0 && !folds[group[k]].open);
+      });
+      folds.forEach((fold, n) => { rows[n].hidden = channel !== "" && !fold.members.some((j) => itemChannel(items[j], turns) === channel); });
+      if (picker) for (const b of picker.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b.dataset.channel === channel));
     };
     const button = (c, label) => h("button", { type: "button", "data-channel": c, "aria-pressed": String(c === ""), onclick: () => show(c) }, label);
     const rooms = channels.filter((c) => !c.startsWith("dm:"));
     const dms = channels.filter((c) => c.startsWith("dm:"));
-    const picker = h("div", { class: "channels", role: "group", "aria-label": "Show a channel" },
+    const picker = channels.length < 2 ? null : h("div", { class: "channels", role: "group", "aria-label": "Show a channel" },
       button("", "all (" + items.length + ")"), rooms.map((c) => button(c, c)),
       dms.length ? h("span", { class: "k", text: " direct messages: " }) : null, dms.map((c) => button(c, c.slice(3))));
+    show("");
     return h("section", { class: "conversation", "aria-labelledby": idPrefix + "conv" }, h("h2", { id: idPrefix + "conv", text: "Conversation" }),
-      channels.length > 1 ? picker : null, list);
+      picker, list);
   }
 
   function signalTable(page, id, compact) {
@@ -741,17 +955,31 @@
     }
   }
 
+  // A site of several runs: each run's pages carry a picker of all of them (its own chosen).
+  function runPicker() {
+    const siblings = (state.meta.facts && state.meta.facts.siblings) || [];
+    if (siblings.length < 2) return;
+    const folder = decodeURIComponent(location.pathname.split("/").slice(-2)[0]);
+    const select = h("select", { id: "run-picker", onchange: () => { location.href = select.value; } },
+      siblings.map((s) => h("option", { value: s.href, selected: s.name === folder, text: s.name })));
+    const place = document.getElementById("run-picker-slot");
+    place.replaceChildren(h("label", { for: "run-picker", text: "Run " }), select);
+    place.hidden = false;
+  }
+
   function start() {
     if (!state.meta || !state.ix) {
       document.getElementById("main").replaceChildren(h("p", { class: "error-box", role: "alert", text: "The run data (data/meta.js, data/index.js) did not load; rebuild the site with commitbench view." }));
       return;
     }
     document.getElementById("site-title").textContent = state.meta.overview.title;
+    runPicker();
     document.getElementById("skip").addEventListener("click", () => document.getElementById("main").focus());
     document.getElementById("help-button").addEventListener("click", () => document.getElementById("help").showModal());
     window.addEventListener("hashchange", route);
     document.addEventListener("keydown", onKey);
     route();
+    if (location.protocol === "http:" || location.protocol === "https:") pollLive();
   }
 
   document.addEventListener("DOMContentLoaded", start);
