@@ -15,12 +15,13 @@ import json
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import RunRecord
+from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.analysis.view.site import off_expected, speakers
 from commitbench.analysis.view.stamp import read_stamp
 from commitbench.traces import EpisodeTrace
@@ -61,12 +62,14 @@ def _plain(value: Any) -> Any:
 class LiveRuns:
     """The runs appended to a run directory's traces since its site was built (thread-safe)."""
 
-    def __init__(self, run_dir: Path, site: Path, judge: str | None, labels_dir: Path | None) -> None:
+    def __init__(self, run_dir: Path, site: Path, view: Callable[[Path], RunSource]) -> None:
+        """``view``: the runs of a run directory as the site shows them (the run's suite's viewer, with the
+        site's judge and labels), applied to a scratch directory that holds only the new traces."""
         stamp = read_stamp(site)
         traces = str((run_dir / TRACES).resolve())
         if stamp is None or traces not in stamp.inputs:
             raise ValueError(f"{site} holds no stamped site of {run_dir}; build it again to watch the run")
-        self.run_dir, self.judge, self.labels_dir = run_dir, judge, labels_dir
+        self.run_dir, self.view = run_dir, view
         self.offset = stamp.inputs[traces].size
         self.known = _site_keys(site)
         self.runs: list[bytes] = []
@@ -104,18 +107,13 @@ class LiveRuns:
     def _records(self, traces: list[EpisodeTrace]) -> list[RunRecord]:
         if not traces:
             return []
-        from commitbench.rundir.reader import run_suite
-        from commitbench.suites.kits import generic_view
-
         with tempfile.TemporaryDirectory(prefix="commitbench-live-") as scratch:
             folder = Path(scratch)
             for name in COPIED:
                 if (self.run_dir / name).is_file():
                     shutil.copyfile(self.run_dir / name, folder / name)
             (folder / TRACES).write_text("".join(t.model_dump_json() + "\n" for t in traces), encoding="utf-8")
-            suite = run_suite(folder)
-            source = (suite.view or generic_view(suite))(folder, self.judge or suite.offline_labeller,
-                                                         self.labels_dir or self.run_dir)
+            source = self.view(folder)
             columns = [c.name for c in source.columns]
             records = list(source.records)
         self.columns = columns

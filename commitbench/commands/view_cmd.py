@@ -406,8 +406,18 @@ def _handle(args: argparse.Namespace) -> int:
         from commitbench.analysis.view.live import LiveRuns
         from commitbench.commands.common import readable_run_dir
 
+        run_dir, labels_dir = readable_run_dir(Path(args.run_dir)), labels_dir_arg(args.labels)
+
+        def view(folder: Path) -> Any:
+            from commitbench.rundir.reader import run_suite
+            from commitbench.suites.kits import generic_view
+
+            suite = run_suite(folder)
+            return (suite.view or generic_view(suite))(folder, args.judge or suite.offline_labeller,
+                                                       labels_dir or run_dir)
+
         try:
-            live = LiveRuns(readable_run_dir(Path(args.run_dir)), index.parent, args.judge, labels_dir_arg(args.labels))
+            live = LiveRuns(run_dir, index.parent, view)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     server = make_server(index.parent, args.serve, live)
