@@ -19,10 +19,11 @@ from inspect_ai.event import ModelEvent, ToolEvent
 from inspect_ai.log import EvalLog
 from inspect_ai.model import get_model
 
+from commitbench.cli import main
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.inspecteval.client import tool_infos
 from commitbench.inspecteval.params import settings_from_parameters, split_parameters
-from commitbench.inspecteval.play import TRACE_KEY
+from commitbench.inspecteval.play import CONFIG_KEY, TRACE_KEY
 from commitbench.inspecteval.scoring import GRADER_ROLE
 from commitbench.inspecteval.transcript import EXECUTED_BY
 from commitbench.judges.labelling import JUDGE_MAX_TOKENS, JUDGE_SEED
@@ -53,7 +54,7 @@ def test_filter_parameters_come_from_the_suite_selection_model() -> None:
     followup = get_suite("followup")
     filters, task_settings = settings_from_parameters(followup, {"setups": "C0,C2", "follow_through": True})
     assert filters == {"setups": ["C0", "C2"], "follow_through": True}
-    assert followup.selection.model_validate(filters).setups is not None and task_settings.samples == 1
+    assert followup.selection.model_validate(filters).setups is not None and task_settings.samples is None
     with pytest.raises(ValueError, match="no parameter 'setups'"):
         split_parameters(standing, {"setups": "C0"})
 
@@ -197,3 +198,38 @@ def test_the_grader_role_labels_with_the_suites_llm_judge(tmp_path: Path, mock_s
             labelled += 1
     assert labelled > 0
     assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
+
+
+# ------------------------------------------------------------------------------ epochs and -T samples
+@pytest.mark.slow
+@pytest.mark.parametrize("samples", [None, 2])
+def test_epochs_play_that_many_samples_of_each_episode_and_report_reads_them(
+    samples: int | None, tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    logs = tmp_path / "logs"
+    task_args: dict[str, Any] = {"cells": ["BASE", "PEER-DIRECT"], **({"samples": samples} if samples else {})}
+    log = inspect_run(mock_server, "commitbench/standing", task_args, logs, limit=2, epochs=2)
+    assert log.status == "success", log.error
+    assert log.samples is not None and len(log.samples) == 4
+    configs = [s.store[CONFIG_KEY] for s in log.samples]
+    assert all(config == configs[0] for config in configs) and configs[0]["samples"] == 2
+    played = sorted((t.episode_id, t.sample) for t in (EpisodeTrace.model_validate(s.store[TRACE_KEY])
+                                                       for s in log.samples))
+    assert [sample for _, sample in played] == [0, 1, 0, 1] and len({e for e, _ in played}) == 2
+    capsys.readouterr()  # what inspect printed while it ran
+    assert main(["report", str(logs), "--json", "--n-boot", "50", "--no-figure"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == 4
+
+
+@pytest.mark.slow
+def test_samples_that_differ_from_the_epochs_are_refused_before_any_model_call(
+    tmp_path: Path, mock_server: MockServer
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    log = inspect_run(mock_server, "commitbench/standing", {"cells": ["BASE"], "samples": 3}, tmp_path, limit=2,
+                      epochs=2)
+    assert log.status == "error" and log.error is not None
+    assert "samples=3" in log.error.message and "--epochs 2" in log.error.message
+    assert "No sample was played" in log.error.message
+    assert mock_server.requests() == []

@@ -9,7 +9,8 @@ entry point) as much as the two built-in ones, so ``inspect eval commitbench/ech
 fields of the suite's ``selection`` model, as ``commitbench run SUITE`` takes them as flags) and
 :class:`~commitbench.inspecteval.params.TaskSettings`. Each task function's signature is made from
 those fields, so ``inspect`` lists and checks them. One sample per episode (its id is the episode id);
-a config's ``samples`` are the task's epochs (``-T samples=N`` or ``--epochs N``). The score and the
+a config's ``samples`` are the eval's epochs: ``--epochs N`` or ``-T samples=N`` (the task's own count, 1
+when not given; the solver refuses the two when they differ). The score and the
 task's metrics come from the suite's inspect kit (:mod:`commitbench.inspecteval.scoring`).
 ``docs/inspect.md`` says what differs from ``commitbench run``.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 
+from commitbench.inspecteval.evalrun import register_hook
 from commitbench.inspecteval.params import TaskSettings, filter_fields, settings_from_parameters
 from commitbench.inspecteval.play import TaskPlan, play_episode
 from commitbench.inspecteval.scoring import GRADER_ROLE, inspect_kit, label_episode, suite_metric
@@ -50,6 +52,7 @@ def _metric_of(suite: AnySuite) -> Any:
 def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
     """The task of a suite for the given parameters (see the module doc)."""
     suite = get_suite(suite_name)
+    register_hook()  # tells the solver the eval's epochs (commitbench.inspecteval.evalrun)
     filters, settings = settings_from_parameters(suite, parameters)
     selection = suite.selection.model_validate(filters)
     episodes = list(suite.select(selection))
@@ -60,7 +63,7 @@ def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
         solver=play_episode(plan),
         scorer=label_episode(plan, suite.offline_labeller),
         metrics=[_metric_of(suite)(n_boot=settings.n_boot)],
-        epochs=Epochs(settings.samples),
+        epochs=Epochs(settings.samples if settings.samples is not None else 1),
         model_roles={GRADER_ROLE: settings.grader} if settings.grader else None,
         name=suite.name,
         metadata={"suite": suite.name, "env_id": suite.env_id, "episodes": selection.model_dump(mode="json"),
