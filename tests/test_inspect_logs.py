@@ -224,13 +224,14 @@ def test_the_inspect_command_line_writes_a_log_that_report_reads(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "unused-by-the-mock", "NO_COLOR": "1"}
     argv = [str(inspect), "eval", "commitbench/standing", "--model", "openai/mock-model",
             "--model-base-url", mock_server.base_url, "-M", "responses_api=false", "-T", "cells=BASE,PEER-DIRECT",
-            "--limit", "2", "--log-dir", str(logs), "--display", "plain", "--max-retries", "2"]
+            "--limit", "2", "--epochs", "2", "--log-dir", str(logs), "--display", "plain", "--max-retries", "2"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (path,) = logs.glob("*.eval")
     log = read_eval_log(str(path))
     assert log.status == "success" and log.eval.task_registry_name == "commitbench/standing"
-    assert log.samples is not None and len(log.samples) == 2 and all(s.scores for s in log.samples)
-    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 2
+    # --epochs 2 alone: two samples of each of the two episodes
+    assert log.samples is not None and len(log.samples) == 4 and all(s.scores for s in log.samples)
+    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
     document, _ = _report(logs, capsys)
-    assert document["runs"] == 2 and document["suite"] == "standing"
+    assert document["runs"] == 4 and document["suite"] == "standing"

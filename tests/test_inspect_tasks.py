@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ from _inspect_fixtures import commitbench_run, followup_responder, inspect_run
 from _runner_fixtures import standing_responder
 from inspect_ai import eval as inspect_eval
 from inspect_ai.event import ModelEvent, ToolEvent
-from inspect_ai.log import EvalLog
+from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import get_model
 
 from commitbench.cli import main
@@ -233,3 +237,63 @@ def test_samples_that_differ_from_the_epochs_are_refused_before_any_model_call(
     assert "samples=3" in log.error.message and "--epochs 2" in log.error.message
     assert "No sample was played" in log.error.message
     assert mock_server.requests() == []
+
+
+# ------------------------------------------------------------------------------ the grader's endpoint
+def _closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_a_grader_on_the_openai_compatible_provider_labels_with_the_llm_judge(
+    tmp_path: Path, mock_server: MockServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    play = standing_responder(load_episodes())
+
+    def responder(request: dict[str, Any]) -> ReplySpec | str:
+        return _judged(consults=False) if request.get("response_format") else play(request)
+
+    mock_server.set_responder(responder)
+    monkeypatch.setenv("LOCALJUDGE_BASE_URL", mock_server.base_url)  # the recipe of docs/inspect.md
+    monkeypatch.setenv("LOCALJUDGE_API_KEY", "unused-by-the-mock")
+    log = inspect_run(mock_server, "commitbench/standing", {"cells": ["PEER-DIRECT"]}, tmp_path, limit=2,
+                      model_roles={GRADER_ROLE: "openai-api/localjudge/mock-model"})
+    assert log.status == "success", log.error
+    judged = [r["body"] for r in mock_server.requests()
+              if isinstance(r.get("body"), dict) and r["body"].get("response_format")]
+    # This provider sends the judge's temperature (inspect's openai/ provider leaves it out for unknown names).
+    assert judged and all(body["temperature"] == 0 and body["seed"] == JUDGE_SEED for body in judged)
+    for sample in log.samples or []:
+        score = sample.scores["label_episode"] if sample.scores else None
+        assert score is not None and score.metadata is not None
+        assert score.metadata["labeller"].startswith("llm:") and score.metadata["labels"]["labels"]
+
+
+@pytest.mark.slow
+def test_a_grader_that_cannot_be_reached_stops_the_eval_before_any_sample_plays(
+    tmp_path: Path, mock_server: MockServer
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    closed = f"http://127.0.0.1:{_closed_port()}/v1"
+    inspect = Path(sys.executable).with_name("inspect")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    # The grader as a YAML mapping with its own base URL (model_args), here one nothing listens on.
+    argv = [str(inspect), "eval", "commitbench/standing", "--model", "openai/mock-model",
+            "--model-base-url", mock_server.base_url, "-M", "responses_api=false", "-T", "cells=BASE",
+            "--model-role", f'grader={{model: openai/mock-model, model_args: {{base_url: "{closed}"}}}}',
+            "--limit", "3", "--log-dir", str(tmp_path), "--display", "plain", "--max-retries", "2"]
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.perf_counter() - started
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "the grader model openai/mock-model" in said and closed in said, said[-2000:]
+    (path,) = tmp_path.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "error" and log.error is not None
+    assert "the grader model openai/mock-model" in log.error.message and "no sample was played" in log.error.message
+    assert "openai-api/<service>/<model>" in log.error.message  # the recipe that gives a grader its base URL
+    assert mock_server.requests() == []  # the tested model was never called
+    assert elapsed < 60, f"the eval took {elapsed:.0f} s to fail"

@@ -4,14 +4,15 @@ A :class:`TaskPlan` holds what a task selected (the suite, its episodes, its fil
 the model inspect runs and the eval's epoch count (the config's ``samples``: epoch *k* plays sample *k-1*),
 it builds the experiment config ``commitbench run SUITE --agent chat`` would build
 (:func:`commitbench.inspecteval.params.experiment_config`) and expands it into cells with
-:func:`commitbench.planning.expand_cells`, so a sample's run key is the cell's. The eval's epoch count comes
-from :mod:`commitbench.inspecteval.evalrun` (``--epochs N``, else the task's own count, ``-T samples``);
-before the first sample plays, once per eval, the solver refuses a ``-T samples`` that differs from
-``--epochs``. The solver then plays the
-cell with the runner's own :class:`commitbench.cellplayer.CellPlayer`: the suite's environment over the
-episode, wrapped with the arm's interventions from the one registry (``CellPlayer.make_env``), the suite's
-chat agent, and the one play loop (``CellPlayer.play``). The only difference is the agent's client:
-:class:`commitbench.inspecteval.client.InspectModelClient`, which asks inspect's model.
+:func:`commitbench.planning.expand_cells`, so a sample's run key is the cell's. The eval's epoch count
+comes from :mod:`commitbench.inspecteval.evalrun` (``--epochs N``, else the task's own count, ``-T
+samples``); before the first sample plays, once per eval, the solver refuses a ``-T samples`` that differs
+from ``--epochs`` and probes the grader, when the eval names one (:mod:`commitbench.inspecteval.grader`).
+The solver then plays the cell with the runner's own :class:`commitbench.cellplayer.CellPlayer`: the
+suite's environment over the episode, wrapped with the arm's interventions from the one registry
+(``CellPlayer.make_env``), the suite's chat agent, and the one play loop (``CellPlayer.play``). The only
+difference is the agent's client: :class:`commitbench.inspecteval.client.InspectModelClient`, which asks
+inspect's model.
 
 The finished trace goes into the sample's store under :data:`TRACE_KEY` (the scorer labels it, and it
 keeps the log readable as the trace ``commitbench run`` would write), the config the cell belongs to
@@ -34,6 +35,7 @@ from commitbench.cellplayer import CellPlayer
 from commitbench.config import ExperimentConfig
 from commitbench.inspecteval.client import InspectModelClient
 from commitbench.inspecteval.evalrun import EvalCheckError, eval_run
+from commitbench.inspecteval.grader import probe_grader
 from commitbench.inspecteval.params import TaskSettings, experiment_config
 from commitbench.inspecteval.transcript import ToolEventRecorder, trace_messages
 from commitbench.llm import ModelClient
@@ -145,8 +147,10 @@ def _last_reply(trace: EpisodeTrace) -> str:
 
 
 async def check_eval(plan: TaskPlan, epochs: int) -> None:
-    """What is checked once per eval before any sample plays: ``-T samples`` against the eval's epochs."""
+    """What is checked once per eval before any sample plays: ``-T samples`` against the eval's epochs, and that
+    the grader, when the eval names one, answers (:func:`commitbench.inspecteval.grader.probe_grader`)."""
     plan.samples_for(epochs)
+    await probe_grader()
 
 
 @solver

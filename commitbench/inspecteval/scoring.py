@@ -2,15 +2,15 @@
 
 The scorer reads the trace the solver stored, labels it with the suite's offline labeller (the labeller
 ``commitbench label`` stores under ``rules``; its labels are what ``commitbench report`` reads by default),
-or, when the eval names a model for inspect's model role ``grader`` (``--model-role grader=openai/M``, or
-the task parameter ``grader``), with the suite's LLM labeller on that model (:func:`grader_client`: the chat
-agent's client on the grader role, with the judge's pinned settings: temperature 0, the judge's seed and
-reply bound), and grades it with the suite's inspect kit (``Suite.inspect``,
-:class:`commitbench.suites.kits.InspectKit`): the standing suite builds the run's metric row with the
-analysis code the report uses (signals, judge aggregates, the strict grade, the cell's roles), the follow-up
-suite its outcome label and commitment counts, and a suite without a kit the scalar fields of its labeller's
-record. The score's value holds a few of those per sample; its metadata holds the signals, the labels and
-the rows.
+or, when the eval names a model for inspect's model role ``grader`` (``--model-role grader=...``, or the task
+parameter ``grader``; :mod:`commitbench.inspecteval.grader`, whose probe checks it before any sample plays),
+with the suite's LLM labeller on that model (:func:`grader_client`: the chat agent's client on the grader
+role, with the judge's pinned settings: temperature 0, the judge's seed and reply bound), and grades it with
+the suite's inspect kit (``Suite.inspect``, :class:`commitbench.suites.kits.InspectKit`): the standing suite
+builds the run's metric row with the analysis code the report uses (signals, judge aggregates, the strict
+grade, the cell's roles), the follow-up suite its outcome label and commitment counts, and a suite without a
+kit the scalar fields of its labeller's record. The score's value holds a few of those per sample; its
+metadata holds the signals, the labels and the rows.
 
 The task's metric reads the rows of every epoch (``scores="unreduced"``: a config's samples are inspect's
 epochs, and the report pools them the same way) and computes the kit's values: for the two built-in
@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from inspect_ai.model import GenerateConfig, model_roles
+from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
 from commitbench.inspecteval.client import InspectModelClient
+from commitbench.inspecteval.grader import GRADER_ROLE, grader_model
 from commitbench.inspecteval.play import TRACE_KEY, TaskPlan, model_entry_of
 from commitbench.judges.labelling import pin_judge_settings
 from commitbench.llm import ModelClient
@@ -39,9 +40,6 @@ from commitbench.suites.kits import InspectKit, ScoredRun, generic_grade, generi
 from commitbench.traces import EpisodeTrace
 
 __all__ = ["GRADER_ROLE", "grader_client", "inspect_kit", "label_episode", "score_episode", "suite_metric"]
-
-# The inspect model role whose model, when an eval names one, labels the runs with the suite's LLM labeller.
-GRADER_ROLE = "grader"
 
 ROWS_KEY = "rows"
 
@@ -72,10 +70,9 @@ def suite_metric(suite: AnySuite) -> Any:
 
 def grader_client() -> InspectModelClient | None:
     """The LLM judge's client on inspect's ``grader`` model role, or None when the eval names no grader."""
-    grader = model_roles().get(GRADER_ROLE)
-    if grader is None:
+    model = grader_model()
+    if model is None:
         return None
-    model = grader[0] if isinstance(grader, list) else grader
     settings = pin_judge_settings(model_entry_of(model).model_settings())
     config = GenerateConfig(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
     return InspectModelClient(settings, role=GRADER_ROLE, config=config)
