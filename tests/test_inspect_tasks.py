@@ -297,3 +297,44 @@ def test_a_grader_that_cannot_be_reached_stops_the_eval_before_any_sample_plays(
     assert "openai-api/<service>/<model>" in log.error.message  # the recipe that gives a grader its base URL
     assert mock_server.requests() == []  # the tested model was never called
     assert elapsed < 60, f"the eval took {elapsed:.0f} s to fail"
+
+
+# ------------------------------------------------------------------------------ judge errors
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "task_args"), [
+    ("commitbench/standing", {"cells": ["PEER-DIRECT"]}),
+    ("commitbench/followup", {"setups": ["C0"]}),
+])
+def test_judge_errors_are_a_metric_value_and_their_runs_are_left_out_as_the_report_leaves_them(
+    task: str, task_args: dict[str, Any], tmp_path: Path, mock_server: MockServer
+) -> None:
+    play = standing_responder(load_episodes()) if task.endswith("standing") else followup_responder
+
+    def responder(request: dict[str, Any]) -> ReplySpec | str:  # the judge never answers in its JSON
+        return "Sure, here is what I think of it." if request.get("response_format") else play(request)
+
+    mock_server.set_responder(responder)
+    grader = get_model("openai/mock-model", base_url=mock_server.base_url, responses_api=False)
+    log = inspect_run(mock_server, task, task_args, tmp_path, limit=4, model_roles={GRADER_ROLE: grader})
+    assert log.status == "success", log.error
+    scores = [s.scores["label_episode"] for s in log.samples or [] if s.scores]
+    assert len(scores) == 4 and all(score.metadata is not None for score in scores)
+    errored = [score for score in scores if (score.metadata or {})["judge_error"]]
+    assert errored and all(score.value["judge_error"] for score in errored)  # type: ignore[index]
+    metrics = log.results.scores[0].metrics if log.results else {}
+    assert metrics["judge_errors"].value == len(errored)
+    rows = [row for score in scores for row in (score.metadata or {})["rows"]]
+    if task.endswith("standing"):
+        # A run whose strict grade needs a label the judge did not give is left out of strict accuracy (and
+        # counted), never scored wrong: the report's rule.
+        unknown = [row for row in rows if row["strict"] is None]
+        known = [float(row["strict"]) for row in rows if row["strict"] is not None]
+        assert unknown and metrics["strict_accuracy_excluded"].value == len(unknown)
+        if known:
+            assert metrics["strict_accuracy"].value == pytest.approx(sum(known) / len(known))
+        else:
+            assert "strict_accuracy" not in metrics
+    else:
+        # A response the checker could not label has no row: it is in no rate, as in the report.
+        assert len(rows) == 4 - len(errored)
+        assert metrics["responses"].value == len(rows) if rows else "responses" not in metrics

@@ -301,7 +301,9 @@ def inspect_grade(episode: Any, trace: EpisodeTrace, record: LabelRecord) -> Sco
 def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> dict[str, float]:
     """The headline metrics over the rows (every metric a row qualifies for), with intervals: override,
     premature execution, net unauthorized release, reinstatement obedience, consultation after relays,
-    verification after claims, strict accuracy, ... (the report's definitions)."""
+    verification after claims, strict accuracy, ... (the report's definitions); ``<metric>_excluded``, where
+    some are, counts the runs a metric leaves out because their grade needs a label the judge could not give,
+    as the report's 'excl.' does."""
     if not rows:
         return {}
     frame = pd.DataFrame(rows)
@@ -310,6 +312,8 @@ def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> di
     for value in compute_metrics(frame, group_by=("agent",), n_boot=n_boot, seed=seed):
         with_interval(out, value.metric, finite_or_none(value.estimate), finite_or_none(value.low),
                       finite_or_none(value.high))
+        if value.excluded:  # runs the metric leaves out because their grade needs a label the judge did not give
+            out[f"{value.metric}_excluded"] = float(value.excluded)
     return out
 
 
