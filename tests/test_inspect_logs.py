@@ -235,3 +235,23 @@ def test_the_inspect_command_line_writes_a_log_that_report_reads(
     assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
     document, _ = _report(logs, capsys)
     assert document["runs"] == 4 and document["suite"] == "standing"
+
+
+@pytest.mark.slow
+def test_export_of_a_log_dir_gives_the_rows_of_the_run_directory_made_of_it(
+    standing_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="commitbench export needs the [export] extra")
+    from commitbench.suites.export import DATA_FILE
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(standing_log, logs)
+    assert main(["export", str(logs), "--out", str(tmp_path / "from-logs")]) == 0
+    run_dir = default_run_dir(logs)
+    assert f"the run directory {run_dir}" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "from-run")]) == 0
+    from_logs = pq.read_table(tmp_path / "from-logs" / DATA_FILE).to_pylist()
+    from_run = pq.read_table(tmp_path / "from-run" / DATA_FILE).to_pylist()
+    assert len(from_logs) == 6 and from_logs == from_run
+    assert {row["episode_id"] for row in from_logs} == {t.episode_id for t in latest_traces(run_dir)}
