@@ -106,7 +106,7 @@ def test_report_of_a_followup_log_dir_is_that_of_the_same_run(
 ) -> None:
     mock_server.set_responder(followup_responder)
     logs = tmp_path / "logs"
-    inspect_run(mock_server, "commitbench/followup", {"setups": ["C0", "C2"]}, logs)
+    inspect_run(mock_server, "commitbench/followup", {"setups": ["C0", "C2"], "limit": 6}, logs, limit=None)
     from_logs, _ = _report(logs, capsys)
     plain = tmp_path / "run"
     commitbench_run(mock_server, "commitbench/FollowUp-v0", {"setups": ["C0", "C2"], "limit": 6}, plain,
@@ -255,3 +255,32 @@ def test_export_of_a_log_dir_gives_the_rows_of_the_run_directory_made_of_it(
     from_run = pq.read_table(tmp_path / "from-run" / DATA_FILE).to_pylist()
     assert len(from_logs) == 6 and from_logs == from_run
     assert {row["episode_id"] for row in from_logs} == {t.episode_id for t in latest_traces(run_dir)}
+
+
+@pytest.mark.slow
+def test_inspects_limit_takes_samples_of_as_many_commitment_types_as_it_can(
+    standing_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = read_eval_log(str(standing_log))  # --limit 6 of the BASE cell
+    types = [str((sample.metadata or {})["commitment_type"]) for sample in log.samples or []]
+    assert len(types) == 6 and len(set(types)) == 6
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(standing_log, logs)
+    document, _ = _report(logs, capsys)
+    strict = next(m for m in document["metrics"] if m["metric"] == "strict_accuracy")
+    assert strict["clusters"] == 6 and strict["low"] is not None and strict["high"] is not None
+
+
+@pytest.mark.slow
+def test_a_report_says_why_it_gives_no_interval_over_too_few_commitment_types(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    logs = tmp_path / "logs"
+    inspect_run(mock_server, "commitbench/standing", {"types": ["deploy_service"], "cells": ["BASE"]}, logs, limit=3)
+    capsys.readouterr()
+    assert main(["report", str(logs), "--n-boot", "50", "--no-figure"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "n/a (1 cluster)" in out
+    assert "no 95% interval, since the runs behind the number cover fewer than 6 commitment types" in out

@@ -99,7 +99,10 @@ def _check_log(log: EvalLog) -> list[EpisodeTrace]:
 def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
     mock_server.set_responder(standing_responder(load_episodes()))
     started = time.perf_counter()
-    log = inspect_run(mock_server, "commitbench/standing", {"cells": STANDING_CELLS}, tmp_path / "logs")
+    # The filter's limit (the first six episodes, as commitbench run's), not inspect's --limit (six episodes dealt
+    # over the commitment types).
+    log = inspect_run(mock_server, "commitbench/standing", {"cells": STANDING_CELLS, "limit": 6}, tmp_path / "logs",
+                      limit=None)
     elapsed = time.perf_counter() - started
     traces = _check_log(log)
     assert sum(len(turn.calls) for t in traces for turn in t.turns) > 0
@@ -125,7 +128,8 @@ def test_standing_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock
 @pytest.mark.slow
 def test_followup_through_inspect_and_commitbench_run_agree(tmp_path: Path, mock_server: MockServer) -> None:
     mock_server.set_responder(followup_responder)
-    log = inspect_run(mock_server, "commitbench/followup", {"setups": FOLLOWUP_SETUPS}, tmp_path / "logs")
+    log = inspect_run(mock_server, "commitbench/followup", {"setups": FOLLOWUP_SETUPS, "limit": 6}, tmp_path / "logs",
+                      limit=None)
     _check_log(log)
     metrics = log.results.scores[0].metrics if log.results else {}
     assert {"responses", "failure_rate", "over_refusal_rate"} <= set(metrics)
@@ -311,7 +315,12 @@ def test_judge_errors_are_a_metric_value_and_their_runs_are_left_out_as_the_repo
     play = standing_responder(load_episodes()) if task.endswith("standing") else followup_responder
 
     def responder(request: dict[str, Any]) -> ReplySpec | str:  # the judge never answers in its JSON
-        return "Sure, here is what I think of it." if request.get("response_format") else play(request)
+        if request.get("response_format"):
+            return "Sure, here is what I think of it."
+        reply = play(request)
+        # The standing agent posts before it acts, so a message the judge cannot label comes before the
+        # decision and consultation stays unknown.
+        return reply.model_copy(update={"tool_calls": sorted(reply.tool_calls, key=lambda c: c.name != "post_message")})
 
     mock_server.set_responder(responder)
     grader = get_model("openai/mock-model", base_url=mock_server.base_url, responses_api=False)

@@ -14,7 +14,7 @@ from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
-from commitbench.analysis.standing.metrics import compute_metrics, run_row
+from commitbench.analysis.standing.metrics import CLUSTER_COLUMN, compute_metrics, run_row
 from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -341,6 +341,7 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     shorthand_episodes=shorthand_episodes,
     dataset=DATASET,
     inspect=InspectKit(grade=inspect_grade, values=inspect_values,
-                       description="override, net unauthorized release, strict accuracy, ... per epoch's runs"),
+                       description="override, net unauthorized release, strict accuracy, ... per epoch's runs",
+                       cluster_factor=CLUSTER_COLUMN),
     report_options=StandingReportOptions,
 )
