@@ -9,7 +9,8 @@ Everything here is shared by every suite, so each exists once:
 
 * the text of a number: :func:`percent` (``62%``) and :func:`interval_text` (``62% [40, 81]``,
   ``+12 pp [-3, +25]`` for a difference, ``62% n/a (2 clusters)`` when too few clusters gave no
-  interval), used in every table a report shows or writes;
+  interval), used in every table a report shows or writes, and the note that says why a table shows
+  ``n/a`` (:func:`note_withheld`);
 * the Markdown of a table: :meth:`TableView.markdown` (a data frame goes through
   :meth:`TableView.from_frame` first);
 * the files of a report: :func:`write_report_files` writes each :class:`ReportTable` under
@@ -19,6 +20,7 @@ Everything here is shared by every suite, so each exists once:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.bootstrap import interval_note
+from commitbench.analysis.bootstrap import MIN_CLUSTERS, interval_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,6 +68,27 @@ def interval_text(
         text += f" [{number.format(100 * low)}, {number.format(100 * high)}]"
     note = interval_note(int(clusters)) if clusters is not None and _known(clusters) else ""
     return f"{text} {note}" if note else text
+
+
+# What interval_note writes in place of a withheld interval, as found in a table's cells.
+_WITHHELD = re.compile(r"n/a \(\d+ clusters?\)")
+
+
+def withheld_note(unit: str, min_clusters: int = MIN_CLUSTERS) -> str:
+    """Why a table shows ``n/a (k clusters)``: the line set under it (``unit``: what a cluster is, plural)."""
+    return (f"n/a (k clusters): no 95% interval, since the runs behind the number cover fewer than {min_clusters} "
+            f"{unit} and the intervals resample {unit}")
+
+
+def note_withheld(views: Iterable[TableView], unit: str, min_clusters: int = MIN_CLUSTERS) -> list[TableView]:
+    """The views, each that shows a withheld interval with :func:`withheld_note` added to its note."""
+    out = []
+    for view in views:
+        if any(_WITHHELD.search(cell) for row in view.rows for cell in row):
+            note = withheld_note(unit, min_clusters)
+            view = view.model_copy(update={"note": f"{view.note} {note}" if view.note else note})
+        out.append(view)
+    return out
 
 
 def cell_text(value: Any) -> str:

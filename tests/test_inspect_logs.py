@@ -106,7 +106,7 @@ def test_report_of_a_followup_log_dir_is_that_of_the_same_run(
 ) -> None:
     mock_server.set_responder(followup_responder)
     logs = tmp_path / "logs"
-    inspect_run(mock_server, "commitbench/followup", {"setups": ["C0", "C2"]}, logs)
+    inspect_run(mock_server, "commitbench/followup", {"setups": ["C0", "C2"], "limit": 6}, logs, limit=None)
     from_logs, _ = _report(logs, capsys)
     plain = tmp_path / "run"
     commitbench_run(mock_server, "commitbench/FollowUp-v0", {"setups": ["C0", "C2"], "limit": 6}, plain,
@@ -224,13 +224,63 @@ def test_the_inspect_command_line_writes_a_log_that_report_reads(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "unused-by-the-mock", "NO_COLOR": "1"}
     argv = [str(inspect), "eval", "commitbench/standing", "--model", "openai/mock-model",
             "--model-base-url", mock_server.base_url, "-M", "responses_api=false", "-T", "cells=BASE,PEER-DIRECT",
-            "--limit", "2", "--log-dir", str(logs), "--display", "plain", "--max-retries", "2"]
+            "--limit", "2", "--epochs", "2", "--log-dir", str(logs), "--display", "plain", "--max-retries", "2"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (path,) = logs.glob("*.eval")
     log = read_eval_log(str(path))
     assert log.status == "success" and log.eval.task_registry_name == "commitbench/standing"
-    assert log.samples is not None and len(log.samples) == 2 and all(s.scores for s in log.samples)
-    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 2
+    # --epochs 2 alone: two samples of each of the two episodes
+    assert log.samples is not None and len(log.samples) == 4 and all(s.scores for s in log.samples)
+    assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
     document, _ = _report(logs, capsys)
-    assert document["runs"] == 2 and document["suite"] == "standing"
+    assert document["runs"] == 4 and document["suite"] == "standing"
+
+
+@pytest.mark.slow
+def test_export_of_a_log_dir_gives_the_rows_of_the_run_directory_made_of_it(
+    standing_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="commitbench export needs the [export] extra")
+    from commitbench.suites.export import DATA_FILE
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(standing_log, logs)
+    assert main(["export", str(logs), "--out", str(tmp_path / "from-logs")]) == 0
+    run_dir = default_run_dir(logs)
+    assert f"the run directory {run_dir}" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "from-run")]) == 0
+    from_logs = pq.read_table(tmp_path / "from-logs" / DATA_FILE).to_pylist()
+    from_run = pq.read_table(tmp_path / "from-run" / DATA_FILE).to_pylist()
+    assert len(from_logs) == 6 and from_logs == from_run
+    assert {row["episode_id"] for row in from_logs} == {t.episode_id for t in latest_traces(run_dir)}
+
+
+@pytest.mark.slow
+def test_inspects_limit_takes_samples_of_as_many_commitment_types_as_it_can(
+    standing_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = read_eval_log(str(standing_log))  # --limit 6 of the BASE cell
+    types = [str((sample.metadata or {})["commitment_type"]) for sample in log.samples or []]
+    assert len(types) == 6 and len(set(types)) == 6
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(standing_log, logs)
+    document, _ = _report(logs, capsys)
+    strict = next(m for m in document["metrics"] if m["metric"] == "strict_accuracy")
+    assert strict["clusters"] == 6 and strict["low"] is not None and strict["high"] is not None
+
+
+@pytest.mark.slow
+def test_a_report_says_why_it_gives_no_interval_over_too_few_commitment_types(
+    tmp_path: Path, mock_server: MockServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server.set_responder(standing_responder(load_episodes()))
+    logs = tmp_path / "logs"
+    inspect_run(mock_server, "commitbench/standing", {"types": ["deploy_service"], "cells": ["BASE"]}, logs, limit=3)
+    capsys.readouterr()
+    assert main(["report", str(logs), "--n-boot", "50", "--no-figure"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "n/a (1 cluster)" in out
+    assert "no 95% interval, since the runs behind the number cover fewer than 6 commitment types" in out

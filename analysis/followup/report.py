@@ -71,6 +71,7 @@ from commitbench.analysis.tables import (
     RunFilter,
     TableView,
     interval_text,
+    note_withheld,
     percent,
     write_report_files,
 )
@@ -318,7 +319,7 @@ class FollowupReport(BaseModel):
         views.extend(_follow_through_views(self))
         if self.call_errors:
             views.append(call_error_view(self.call_errors))
-        return views
+        return note_withheld(views, "requests")
 
     def summary_lines(self) -> list[str]:
         lines = [

@@ -49,6 +49,7 @@ from commitbench.analysis.tables import (
     RunFilter,
     TableView,
     interval_text,
+    note_withheld,
     percent,
     write_report_files,
 )
@@ -187,9 +188,10 @@ class StandingReport(BaseModel):
         """
         gap = _gap_views(self) if detail else []
         errors = [call_error_view(self.call_errors)] if self.call_errors else []
-        return [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
-                *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions")),
-                *errors]
+        views = [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
+                 *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions")),
+                 *errors]
+        return note_withheld(views, "commitment types")
 
     def summary_lines(self) -> list[str]:
         head = (

@@ -186,8 +186,8 @@ def render(report: Any) -> None:
 
 
 def readable_run_dir(path: Path) -> Path:
-    """The run directory ``report`` and ``view`` read for ``path``: ``path`` itself, or, when it is an inspect
-    log directory (or log file) of the commitbench tasks, the run directory made of it
+    """The run directory ``report``, ``view`` and ``export`` read for ``path``: ``path`` itself, or, when it is
+    an inspect log directory (or log file) of the commitbench tasks, the run directory made of it
     (:func:`commitbench.inspecteval.logs.convert_logs`: the sibling ``<LOG_DIR>-commitbench``), said on stderr."""
     from commitbench.inspecteval.logs import InspectLogError, convert_logs, is_inspect_log
 

@@ -12,6 +12,9 @@ the report computes them. DIR/README.md is the dataset card: the front matter th
 version, the judges and their labeller versions, and the licence of each data source the episodes draw
 on. Every string goes through the secret scrubbing of every other output. Needs the ``[export]`` extra
 (pyarrow). Stale labels of an LLM judge are refused, as by ``report``. Columns and card: docs/export.md.
+Given an inspect log directory (or one log file) of the tasks commitbench/standing or commitbench/followup,
+the export reads the run directory made of it, as ``report`` and ``view`` do (docs/inspect.md): the sibling
+LOG_DIR-commitbench, said on stderr.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ def register(subparsers: Any) -> None:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run'")
+    parser.add_argument("run_dir", type=Path, help="directory written by 'commitbench run', or an inspect log "
+                        "directory (or log file) of commitbench/standing or commitbench/followup")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="the dataset directory (new or empty)")
     parser.add_argument("--force", action="store_true", help="replace a previous export in DIR")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -44,12 +48,14 @@ def _handle(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pyarrow is an extra
         raise UsageError(f"export needs the [export] extra ({exc.name or exc} is missing): "
                          "pip install 'commitbench[export]'") from None
+    from commitbench.commands.common import readable_run_dir
     from commitbench.rundir.reader import run_suite
 
-    if not args.run_dir.is_dir():
-        raise UsageError(f"{args.run_dir} is not a directory (a run directory written by 'commitbench run')")
+    run_dir = readable_run_dir(args.run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir} is not a directory (a run directory written by 'commitbench run')")
     try:
-        summary = export_run(args.run_dir, args.out, run_suite(args.run_dir), force=args.force)
+        summary = export_run(run_dir, args.out, run_suite(run_dir), force=args.force)
     except (FileNotFoundError, ValueError) as exc:  # a missing or foreign directory, stale labels, a bad --out
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:

@@ -1,4 +1,4 @@
-"""Inspect logs of the commitbench tasks as a run directory, for ``commitbench report`` and ``commitbench view``.
+"""Inspect logs of the commitbench tasks as a run directory, for ``commitbench report``, ``view`` and ``export``.
 
 Every sample of ``commitbench/standing`` and ``commitbench/followup`` stores its episode's trace
 (:data:`~commitbench.inspecteval.play.TRACE_KEY`) and the experiment config its cell belongs to

@@ -35,7 +35,10 @@ class TaskSettings(BaseModel):
     interventions: list[str] = Field(
         default_factory=list, description="One intervention stack, innermost first (names or name[key=value] labels)."
     )
-    samples: int = Field(default=1, ge=1, description="Samples per episode: the task's epochs.")
+    samples: int | None = Field(
+        default=None, ge=1, description="Samples per episode, the task's epochs (null: the eval's --epochs, 1 "
+        "without it; a count that differs from --epochs is refused).",
+    )
     protocol: str | None = Field(
         default=None, description="The chat agent's turn protocol: auto (text is the reply) or tools_only."
     )
@@ -117,12 +120,12 @@ def settings_from_parameters(suite: AnySuite, parameters: Mapping[str, Any]) -> 
 
 
 def experiment_config(suite: AnySuite, episodes: Mapping[str, Any], settings: TaskSettings,
-                      model: ModelEntry, name: str) -> ExperimentConfig:
-    """The config ``commitbench run SUITE --agent chat`` would build for the same filter, model and settings:
-    its cells (and run keys) are the ones the task plays."""
+                      model: ModelEntry, name: str, samples: int) -> ExperimentConfig:
+    """The config ``commitbench run SUITE --agent chat`` would build for the same filter, model and settings, with
+    ``samples`` samples per episode (the eval's epochs): its cells (and run keys) are the ones the task plays."""
     profile = episodes.get("profile") or "commitbench"
     return ExperimentConfig(
         name=name, env=suite.env_id, agents=[CHAT_AGENT], models=[model], episodes=dict(episodes),
-        samples=settings.samples, interventions=[settings.interventions] if settings.interventions else ["none"],
+        samples=samples, interventions=[settings.interventions] if settings.interventions else ["none"],
         profile=profile, max_model_calls_per_turn=settings.max_model_calls_per_turn, seed=settings.seed,
     )

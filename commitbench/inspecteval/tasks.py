@@ -3,32 +3,35 @@
     inspect eval commitbench/standing --model openai/M --model-base-url URL -T cells=BASE,PEER-DIRECT
     inspect eval commitbench/followup --model openai/M --model-base-url URL -T setups=C0,C2 --limit 20
 
-Every suite registered when this module loads gets its task, a plug-in's suite (``commitbench.suites``
-entry point) as much as the two built-in ones, so ``inspect eval commitbench/echo`` plays a plug-in's
-``echo`` suite with no line here naming it. A task's parameters are its suite's episode filter (the
-fields of the suite's ``selection`` model, as ``commitbench run SUITE`` takes them as flags) and
-:class:`~commitbench.inspecteval.params.TaskSettings`. Each task function's signature is made from
-those fields, so ``inspect`` lists and checks them. One sample per episode (its id is the episode id);
-a config's ``samples`` are the task's epochs (``-T samples=N`` or ``--epochs N``). The score and the
-task's metrics come from the suite's inspect kit (:mod:`commitbench.inspecteval.scoring`).
-``docs/inspect.md`` says what differs from ``commitbench run``.
+Every suite registered when this module loads gets its task, a plug-in's suite (``commitbench.suites`` entry
+point) as much as the two built-in ones, so ``inspect eval commitbench/echo`` plays a plug-in's ``echo``
+suite with no line here naming it. A task's parameters are its suite's episode filter (the fields of the
+suite's ``selection`` model, as ``commitbench run SUITE`` takes them as flags) and
+:class:`~commitbench.inspecteval.params.TaskSettings`. Each task function's signature is made from those
+fields, so ``inspect`` lists and checks them. One sample per episode (its id is the episode id), dealt
+round-robin over the factor the suite's report clusters by (:func:`spread_over`: commitment types,
+requests), so that ``--limit N`` takes episodes of as many clusters as it can; a config's ``samples`` are
+the eval's epochs: ``--epochs N`` or ``-T samples=N`` (the task's own count, 1 when not given; the solver
+refuses the two when they differ). The score and the task's metrics come from the suite's inspect kit
+(:mod:`commitbench.inspecteval.scoring`). ``docs/inspect.md`` says what differs from ``commitbench run``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 
+from commitbench.inspecteval.evalrun import register_hook
 from commitbench.inspecteval.params import TaskSettings, filter_fields, settings_from_parameters
 from commitbench.inspecteval.play import TaskPlan, play_episode
 from commitbench.inspecteval.scoring import GRADER_ROLE, inspect_kit, label_episode, suite_metric
 from commitbench.suites import AnySuite, get_suite, suites
 
-__all__ = ["SUITE_TASKS", "build_task", "suite_task"]
+__all__ = ["SUITE_TASKS", "build_task", "spread_over", "suite_task"]
 
 _METRICS: dict[str, Any] = {}
 
@@ -38,6 +41,21 @@ def _sample(suite: AnySuite, episode: Any) -> Sample:
     described = factors() if callable(factors) else {}
     return Sample(id=episode.id, input=f"{suite.name} episode {episode.id}",
                   metadata={"episode_id": episode.id, "suite": suite.name, **described})
+
+
+def spread_over(episodes: Sequence[Any], factor: str | None) -> list[Any]:
+    """The episodes dealt round-robin over the values of one of their factors (in the order each value first
+    appears, each value's episodes in their own order), so that every prefix covers as many values as it can;
+    the episodes as they are when ``factor`` is None."""
+    if factor is None:
+        return list(episodes)
+    groups: dict[Any, list[Any]] = {}
+    for episode in episodes:
+        groups.setdefault(episode.factors().get(factor), []).append(episode)
+    dealt: list[Any] = []
+    for rank in range(max((len(group) for group in groups.values()), default=0)):
+        dealt.extend(group[rank] for group in groups.values() if rank < len(group))
+    return dealt
 
 
 def _metric_of(suite: AnySuite) -> Any:
@@ -50,17 +68,19 @@ def _metric_of(suite: AnySuite) -> Any:
 def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
     """The task of a suite for the given parameters (see the module doc)."""
     suite = get_suite(suite_name)
+    register_hook()  # tells the solver the eval's epochs (commitbench.inspecteval.evalrun)
     filters, settings = settings_from_parameters(suite, parameters)
     selection = suite.selection.model_validate(filters)
     episodes = list(suite.select(selection))
     plan = TaskPlan(suite=suite, task_name=f"inspect-{suite.name}", episodes=episodes, filters=filters,
                     settings=settings)
+    samples = [_sample(suite, e) for e in spread_over(episodes, inspect_kit(suite).cluster_factor)]
     return Task(
-        dataset=MemoryDataset([_sample(suite, e) for e in episodes], name=f"commitbench-{suite.name}"),
+        dataset=MemoryDataset(samples, name=f"commitbench-{suite.name}"),
         solver=play_episode(plan),
         scorer=label_episode(plan, suite.offline_labeller),
         metrics=[_metric_of(suite)(n_boot=settings.n_boot)],
-        epochs=Epochs(settings.samples),
+        epochs=Epochs(settings.samples if settings.samples is not None else 1),
         model_roles={GRADER_ROLE: settings.grader} if settings.grader else None,
         name=suite.name,
         metadata={"suite": suite.name, "env_id": suite.env_id, "episodes": selection.model_dump(mode="json"),

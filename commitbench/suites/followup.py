@@ -14,7 +14,13 @@ from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.cost import cost_frame, cost_table
 from commitbench.analysis.followup import validation
-from commitbench.analysis.followup.metrics import HEADLINE_METRICS, LabelledResponse, rate_table, to_frame
+from commitbench.analysis.followup.metrics import (
+    CLUSTER_COLUMN,
+    HEADLINE_METRICS,
+    LabelledResponse,
+    rate_table,
+    to_frame,
+)
 from commitbench.analysis.followup.paper import PAPER, followup_paper_tables
 from commitbench.analysis.followup.report import (
     FollowupReport,
@@ -361,5 +367,6 @@ SUITE: Suite[FollowupSelection, FollowUpEpisode, FollowupLabelRecord] = Suite(
     default_agents=(CHAT_AGENT_NAME,),
     dataset=DATASET,
     inspect=InspectKit(grade=inspect_grade, values=inspect_values,
-                       description="failure, over-refusal, empty-commitment and false-claim rates per epoch's runs"),
+                       description="failure, over-refusal, empty-commitment and false-claim rates per epoch's runs",
+                       cluster_factor=CLUSTER_COLUMN),
 )

@@ -150,6 +150,10 @@ class InspectKit:
     # the rows of every sample and epoch, bootstrap replicates, seed -> metric name -> value
     values: Callable[[list[dict[str, Any]], int, int], dict[str, float]]
     description: str = ""
+    # The episode factor (a key of the episodes' ``factors()``) the metrics' intervals cluster by, as the
+    # report clusters: the task deals its samples round-robin over its values, so that the first N samples
+    # (inspect's --limit N) cover as many clusters as they can. None: the samples keep the filter's order.
+    cluster_factor: str | None = None
 
 
 def finite_or_none(value: Any) -> float | None:

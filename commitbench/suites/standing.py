@@ -14,7 +14,7 @@ from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
-from commitbench.analysis.standing.metrics import compute_metrics, run_row
+from commitbench.analysis.standing.metrics import CLUSTER_COLUMN, compute_metrics, run_row
 from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -303,7 +303,9 @@ def inspect_grade(episode: Any, trace: EpisodeTrace, record: LabelRecord) -> Sco
 def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> dict[str, float]:
     """The headline metrics over the rows (every metric a row qualifies for), with intervals: override,
     premature execution, net unauthorized release, reinstatement obedience, consultation after relays,
-    verification after claims, strict accuracy, ... (the report's definitions)."""
+    verification after claims, strict accuracy, ... (the report's definitions); ``<metric>_excluded``, where
+    some are, counts the runs a metric leaves out because their grade needs a label the judge could not give,
+    as the report's 'excl.' does."""
     if not rows:
         return {}
     frame = pd.DataFrame(rows)
@@ -312,6 +314,8 @@ def inspect_values(rows: list[dict[str, Any]], n_boot: int, seed: int = 0) -> di
     for value in compute_metrics(frame, group_by=("agent",), n_boot=n_boot, seed=seed):
         with_interval(out, value.metric, finite_or_none(value.estimate), finite_or_none(value.low),
                       finite_or_none(value.high))
+        if value.excluded:  # runs the metric leaves out because their grade needs a label the judge did not give
+            out[f"{value.metric}_excluded"] = float(value.excluded)
     return out
 
 
@@ -340,6 +344,7 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     shorthand_episodes=shorthand_episodes,
     dataset=DATASET,
     inspect=InspectKit(grade=inspect_grade, values=inspect_values,
-                       description="override, net unauthorized release, strict accuracy, ... per epoch's runs"),
+                       description="override, net unauthorized release, strict accuracy, ... per epoch's runs",
+                       cluster_factor=CLUSTER_COLUMN),
     report_options=StandingReportOptions,
 )
