@@ -24,7 +24,9 @@ from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log, write_eval_log
 
 from commitbench.cli import main
+from commitbench.dataversion import data_digest
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
 from commitbench.inspecteval.logs import SOURCE_FILE, convert_logs, default_run_dir, is_inspect_log
 from commitbench.mock import MockServer
 from commitbench.rundir import RunStatus, read_manifest
@@ -235,6 +237,10 @@ def test_the_inspect_command_line_writes_a_log_that_report_reads(
     assert log.results is not None and log.results.scores[0].metrics["runs"].value == 4
     document, _ = _report(logs, capsys)
     assert document["runs"] == 4 and document["suite"] == "standing"
+    # The episode data as the task found it (locked as its version) is in the log and the converted manifest.
+    manifest = read_manifest(logs.parent / f"{logs.name}-commitbench")
+    assert manifest is not None and manifest.episode_data_state == "locked"
+    assert manifest.episode_data_digest == data_digest(DEFAULT_DATA_DIR)
 
 
 @pytest.mark.slow

@@ -347,3 +347,19 @@ def test_judge_errors_are_a_metric_value_and_their_runs_are_left_out_as_the_repo
         # A response the checker could not label has no row: it is in no rate, as in the report.
         assert len(rows) == 4 - len(errored)
         assert metrics["responses"].value == len(rows) if rows else "responses" not in metrics
+
+
+def test_a_task_on_episode_data_changed_under_its_version_is_refused_unless_allowed(tmp_path: Path) -> None:
+    import shutil
+
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
+    from commitbench.inspecteval.tasks import build_task
+
+    data = tmp_path / "data"
+    shutil.copytree(DEFAULT_DATA_DIR, data)
+    filler = data / "filler.yaml"
+    filler.write_text(filler.read_text(encoding="utf-8") + "\n# an edit\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"VERSION still says 4.*allow_unversioned=true"):
+        build_task("standing", {"data": str(data), "cells": "BASE", "limit": 1})
+    task = build_task("standing", {"data": str(data), "cells": "BASE", "limit": 1, "allow_unversioned": True})
+    assert task.metadata is not None and task.metadata["episode_data"]["state"] == "changed"

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from commitbench import identity
 from commitbench.config import ExperimentConfig
 from commitbench.digests import digest
+from commitbench.inspecteval.params import DATA_KEY
 from commitbench.jsonl import write_atomic
 from commitbench.planning import (
     Cell,
@@ -210,6 +211,8 @@ def _manifest(config: ExperimentConfig, entries: Sequence[tuple[Path, Any, list[
     seeds: dict[str, int | None] = {"env_reset": config.seed}
     for entry in config.models:
         seeds[f"sampling:{entry.name}"] = entry.settings.seed
+    # The episode data as the last eval found it when its task was built (its task metadata), not as it is now.
+    data = (entries[-1][1].eval.metadata or {}).get(DATA_KEY) or {}
     packages = package_versions()
     for _, log, _ in entries:
         packages.update({f"{k} (inspect eval)": str(v) for k, v in (log.eval.packages or {}).items()})
@@ -221,6 +224,7 @@ def _manifest(config: ExperimentConfig, entries: Sequence[tuple[Path, Any, list[
         interventions=[arm.label() for arm in config.interventions], episodes=len(episodes), samples=config.samples,
         seeds=seeds, prompt_hashes=prompt_hashes(config),
         episode_set_version=config.suite.set_version(config.episodes), packages=packages,
+        episode_data_digest=data.get("digest"), episode_data_state=data.get("state"),
         git={"commit": revision.commit, "dirty": bool(revision.dirty)} if revision is not None else None,
         started_at=min(i.started_at for i in invocations), updated_at=now_iso(),
         ended_at=max((i.ended_at for i in invocations if i.ended_at), default=None), invocations=invocations,

@@ -22,9 +22,13 @@ from commitbench.modelentry import ModelEntry
 from commitbench.suites import AnySuite
 
 __all__ = [
-    "TaskSettings", "experiment_config", "filter_fields", "is_list_field", "settings_from_parameters",
+    "DATA_KEY", "TaskSettings", "experiment_config", "filter_fields", "is_list_field", "settings_from_parameters",
     "split_parameters",
 ]
+
+
+# The task metadata's key of the episode data's version check (commitbench.dataversion.DataCheck as JSON).
+DATA_KEY = "episode_data"
 
 
 class TaskSettings(BaseModel):
@@ -51,6 +55,10 @@ class TaskSettings(BaseModel):
     grader: str | None = Field(
         default=None, description="An inspect model (provider/name) for the model role 'grader': the scorer labels "
         "with the suite's LLM labeller on it (the same as --model-role grader=...; null: the offline labeller).",
+    )
+    allow_unversioned: bool = Field(
+        default=False, description="Play episode data whose files changed since its VERSION was locked (as "
+        "commitbench run --allow-unversioned; the task's metadata records the data's digest and state).",
     )
 
 

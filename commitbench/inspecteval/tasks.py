@@ -25,8 +25,9 @@ from typing import Any
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 
+from commitbench.dataversion import UnversionedDataError
 from commitbench.inspecteval.evalrun import register_hook
-from commitbench.inspecteval.params import TaskSettings, filter_fields, settings_from_parameters
+from commitbench.inspecteval.params import DATA_KEY, TaskSettings, filter_fields, settings_from_parameters
 from commitbench.inspecteval.play import TaskPlan, play_episode
 from commitbench.inspecteval.scoring import GRADER_ROLE, inspect_kit, label_episode, suite_metric
 from commitbench.suites import AnySuite, get_suite, suites
@@ -72,6 +73,9 @@ def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
     filters, settings = settings_from_parameters(suite, parameters)
     selection = suite.selection.model_validate(filters)
     episodes = list(suite.select(selection))
+    data = suite.data_check(selection)
+    if data is not None and not data.ok and not settings.allow_unversioned:
+        raise UnversionedDataError(f"{data.message()}; or play it as it is with -T allow_unversioned=true")
     plan = TaskPlan(suite=suite, task_name=f"inspect-{suite.name}", episodes=episodes, filters=filters,
                     settings=settings)
     samples = [_sample(suite, e) for e in spread_over(episodes, inspect_kit(suite).cluster_factor)]
@@ -84,7 +88,8 @@ def build_task(suite_name: str, parameters: dict[str, Any]) -> Task:
         model_roles={GRADER_ROLE: settings.grader} if settings.grader else None,
         name=suite.name,
         metadata={"suite": suite.name, "env_id": suite.env_id, "episodes": selection.model_dump(mode="json"),
-                  "settings": settings.model_dump(mode="json")},
+                  "settings": settings.model_dump(mode="json"),
+                  DATA_KEY: data.model_dump(mode="json") if data is not None else None},
     )
 
 
