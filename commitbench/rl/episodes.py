@@ -47,7 +47,8 @@ def standing_run_rewards(
     episodes = episodes_of_run(Path(run_dir))
     rows = load_rows(run_dir, labels=labels, judge=judge, episodes=episodes)
     out: list[RunReward] = []
-    for row in rows.to_dict("records"):
+    for record in rows.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
         episode = episodes[str(row["episode_id"])]
         out.append(RunReward(
             run_key=str(row["run_key"]), agent=str(row["agent"]), episode_id=episode.id, group=episode.cell,

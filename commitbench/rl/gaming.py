@@ -75,8 +75,10 @@ def _policy_path(cls: type) -> str:
 def play_standing(out_dir: Path, profile: str = "commitbench", concurrency: int = 16) -> None:
     """Play the reference agent and every degenerate standing policy over :data:`STANDING_EPISODES`."""
     agents = [REFERENCE, *(_policy_path(cls) for cls in STANDING_POLICIES.values())]
-    config = ExperimentConfig(env=STANDING_ENV_ID, profile=profile, agents=agents, concurrency=concurrency,
-                              episodes=STANDING_EPISODES)
+    config = ExperimentConfig.model_validate({
+        "name": "rl-gaming-standing", "env": STANDING_ENV_ID, "profile": profile, "agents": agents,
+        "concurrency": concurrency, "episodes": STANDING_EPISODES,
+    })
     summary = run_experiment(config, out_dir)
     if summary.status is not RunStatus.COMPLETE:
         raise RuntimeError(f"the standing gaming run did not complete: {summary.failures}")
@@ -85,8 +87,10 @@ def play_standing(out_dir: Path, profile: str = "commitbench", concurrency: int 
 def play_followup(out_dir: Path, concurrency: int = 16) -> None:
     """Play every degenerate follow-up reply over :data:`FOLLOWUP_EPISODES`."""
     agents = [_policy_path(cls) for cls in FOLLOWUP_POLICIES.values()]
-    config = ExperimentConfig(env=FOLLOWUP_ENV_ID, agents=agents, concurrency=concurrency,
-                              episodes=FOLLOWUP_EPISODES)
+    config = ExperimentConfig.model_validate({
+        "name": "rl-gaming-followup", "env": FOLLOWUP_ENV_ID, "agents": agents, "concurrency": concurrency,
+        "episodes": FOLLOWUP_EPISODES,
+    })
     summary = run_experiment(config, out_dir)
     if summary.status is not RunStatus.COMPLETE:
         raise RuntimeError(f"the follow-up gaming run did not complete: {summary.failures}")
