@@ -57,7 +57,7 @@ BOTTOM = (
 ORCHESTRATION = (
     "commitbench.config", "commitbench.suites", "commitbench.runner", "commitbench.cluster", "commitbench.merge",
     "commitbench.labeljob", "commitbench.gateway", "commitbench.planning", "commitbench.cellplayer",
-    "commitbench.modelentry", "commitbench.inspecteval", "commitbench.rundir.reader",
+    "commitbench.modelentry", "commitbench.inspecteval", "commitbench.rundir.reader", "commitbench.rl",
 )
 # The mock chat server of the tests and benchmarks: no part of a run, so nothing below the command line
 # may import it.
