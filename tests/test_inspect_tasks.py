@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import socket
@@ -363,3 +364,21 @@ def test_a_task_on_episode_data_changed_under_its_version_is_refused_unless_allo
         build_task("standing", {"data": str(data), "cells": "BASE", "limit": 1})
     task = build_task("standing", {"data": str(data), "cells": "BASE", "limit": 1, "allow_unversioned": True})
     assert task.metadata is not None and task.metadata["episode_data"]["state"] == "changed"
+
+
+def test_the_tasks_keep_their_names_when_an_egg_info_hides_the_install(tmp_path: Path) -> None:
+    # An editable install writes commitbench.egg-info beside the source; Python started in the checkout finds it
+    # first, and it says nothing of the install, so inspect cannot tell the tasks come from a package.
+    egg = tmp_path / "commitbench.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: commitbench\nVersion: 0.1.0\n", encoding="utf-8")
+    installed = importlib.metadata.distribution("commitbench").read_text("entry_points.txt")
+    assert installed is not None and "commitbench.inspecteval.tasks" in installed
+    (egg / "entry_points.txt").write_text(installed, encoding="utf-8")
+    code = ("from importlib.metadata import Distribution; from inspect_ai._util.registry import registry_lookup;"
+            "print(Distribution.from_name('commitbench').read_text('direct_url.json'));"
+            "print(registry_lookup('task', 'commitbench/standing') is not None)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          check=False, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["None", "True"]  # the egg-info is the one found, and the task is found all the same

@@ -24,6 +24,7 @@ from typing import Any
 
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.util import registry_info
 
 from commitbench.dataversion import UnversionedDataError
 from commitbench.inspecteval.evalrun import register_hook
@@ -31,6 +32,9 @@ from commitbench.inspecteval.params import DATA_KEY, TaskSettings, filter_fields
 from commitbench.inspecteval.play import TaskPlan, play_episode
 from commitbench.inspecteval.scoring import GRADER_ROLE, inspect_kit, label_episode, suite_metric
 from commitbench.suites import AnySuite, get_suite, suites
+
+# The namespace of every task: commitbench/<suite>.
+PACKAGE = "commitbench"
 
 __all__ = ["SUITE_TASKS", "build_task", "spread_over", "suite_task"]
 
@@ -111,7 +115,13 @@ def suite_task(suite: AnySuite) -> Callable[..., Task]:
     play.__doc__ = (f"The {suite.name} suite ({suite.env_id}). Parameters: its episode filter and the task "
                     f"settings (interventions, samples, ...). Metrics: {kit.description or 'its labels'}.")
     play.__signature__ = _signature(suite)  # type: ignore[attr-defined]
-    return task(name=suite.name)(play)
+    made = task(name=suite.name)(play)
+    if "/" not in registry_info(made).name:
+        # inspect prefixes a task with its package's name only when it finds the package installed; a
+        # commitbench.egg-info beside the source (an editable install's), found first on sys.path when Python runs
+        # from the checkout, hides the install. The task keeps its documented name all the same.
+        made = task(name=f"{PACKAGE}/{suite.name}")(play)
+    return made
 
 
 # Suite name -> its task, for every suite registered when the module loads.
