@@ -34,6 +34,10 @@ INSTALL_HINT = (
 PR_SET_PDEATHSIG = 1
 
 
+# What Chromium answers an evaluation whose page went away under it.
+NAVIGATED = "Inspected target navigated or closed"
+
+
 class BrowserError(RuntimeError):
     """The browser could not be started, or a protocol command failed."""
 
@@ -231,7 +235,13 @@ class Browser:
         """Poll until ``expression`` is truthy in the page; returns its value."""
         deadline = time.monotonic() + timeout
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except BrowserError as exc:
+                # The page navigated while the expression ran (a redirect, a link followed): poll the new one.
+                if NAVIGATED not in str(exc):
+                    raise
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:

@@ -9,12 +9,13 @@ options: ``commitbench view --serve`` serves it without a rebuild.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+
+from commitbench.digests import digest
 
 STAMP_FILE = "data/stamp.json"
 RUN_FILES = ("traces.jsonl", "manifest.json", "cells.jsonl")
@@ -41,10 +42,8 @@ class SiteStamp(BaseModel):
 
 def _file_stamp(path: Path) -> FileStamp:
     info = path.stat()
-    digest = ""
-    if info.st_size <= DIGEST_LIMIT:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return FileStamp(size=info.st_size, mtime_ns=info.st_mtime_ns, sha256=digest)
+    content = digest(path.read_bytes()) if info.st_size <= DIGEST_LIMIT else ""
+    return FileStamp(size=info.st_size, mtime_ns=info.st_mtime_ns, sha256=content)
 
 
 def input_files(run_dir: Path, labels_dir: Path | None) -> list[Path]:
@@ -61,10 +60,8 @@ def code_identity() -> str:
     from commitbench import __version__
     from commitbench.analysis.view.site import assets
 
-    digest = hashlib.sha256()
-    for name, data in assets():
-        digest.update(name.encode() + b"\0" + data)
-    return f"{__version__}:{digest.hexdigest()[:16]}"
+    parts = [part for name, data in assets() for part in (name.encode(), b"\0", data)]
+    return f"{__version__}:{digest(*parts, length=16)}"
 
 
 def current_stamp(run_dirs: list[Path], options: dict[str, Any], labels_dir: Path | None) -> SiteStamp:

@@ -244,6 +244,7 @@ def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: 
         stamp = stamp_bytes(site_stamp(run_dir, judge, n_boot, seed, labels_dir))
         suite = run_suite(run_dir)
         total = count_latest_traces(run_dir, include_failed=True) if progress_mode else 0
+        _check_writable(out)  # before the progress display: a site that cannot be written is one line
         progress = make_progress(_Building(), total, progress_mode, unit=PROGRESS_UNIT, calls=False)
         with ticking(progress):
             return _write(run_dir, out, judge, n_boot, seed, labels_dir, files_dir, suite, progress, stamp, siblings)
@@ -251,6 +252,13 @@ def _build_site(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: 
         raise UsageError(str(exc).strip("'\"")) from None
     except OSError as exc:  # the site (or, without --out, the report files) cannot be written
         raise UsageError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+
+
+def _check_writable(out: Path) -> None:
+    """Make the site directory and write and remove one file in it (an OSError naming it when it cannot)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=out, prefix=".writable-"):
+        pass
 
 
 def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, labels_dir: Path | None,
