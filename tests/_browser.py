@@ -310,3 +310,24 @@ class Browser:
 def browser(width: int = 1280, height: int = 860) -> Iterator[Browser]:
     with Browser(width, height) as b:
         yield b
+
+
+def browser_session() -> Iterator[Browser]:
+    """A started Chromium for a test module's fixture: fails the test (never skips) when Chromium is missing
+    or does not start, and checks on the way out that the browser and everything it started are gone."""
+    import pytest
+
+    if find_chromium() is None:
+        pytest.fail(install_hint(), pytrace=False)
+    try:
+        instance = Browser(width=1280, height=900).start()
+    except BrowserError as exc:
+        pytest.fail(f"Chromium did not start: {exc}", pytrace=False)
+    try:
+        yield instance
+    finally:
+        pid = instance.pid
+        instance.close()
+        if pid is not None:
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pid, 0)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _browser import Browser, BrowserError, die_with_parent, find_chromium, install_hint
+from _browser import Browser, browser_session, die_with_parent
 from _viewer_fixtures import capture_pages, first_href, followup_run, route_ready, show, standing_run
 
 from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
@@ -258,20 +258,7 @@ def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
 # ------------------------------------------------------------------------------ the browser
 @pytest.fixture(scope="module")
 def chrome() -> Iterator[Browser]:
-    if find_chromium() is None:
-        pytest.fail(install_hint(), pytrace=False)
-    try:
-        instance = Browser(width=1280, height=900).start()
-    except BrowserError as exc:
-        pytest.fail(f"Chromium did not start: {exc}", pytrace=False)
-    try:
-        yield instance
-    finally:
-        pid = instance.pid
-        instance.close()
-        if pid is not None:  # the browser and everything it started are gone
-            with pytest.raises(ProcessLookupError):
-                os.killpg(pid, 0)
+    yield from browser_session()
 
 
 def page_url(site: Path, route: str = "#/") -> str:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _browser import Browser, BrowserError, die_with_parent, find_chromium, install_hint
+from _browser import Browser, browser_session, die_with_parent
 from _runner_fixtures import standing_responder
 from _viewer_fixtures import _chat_lines_only, route_ready, show
 
@@ -68,16 +68,7 @@ def traces(run: Path) -> list[EpisodeTrace]:
 
 @pytest.fixture(scope="module")
 def chrome() -> Iterator[Browser]:
-    if find_chromium() is None:
-        pytest.fail(install_hint(), pytrace=False)
-    try:
-        instance = Browser(width=1280, height=900).start()
-    except BrowserError as exc:
-        pytest.fail(f"Chromium did not start: {exc}", pytrace=False)
-    try:
-        yield instance
-    finally:
-        instance.close()
+    yield from browser_session()
 
 
 def open_site(chrome: Browser, site: Path, route: str) -> None:

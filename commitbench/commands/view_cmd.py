@@ -428,11 +428,17 @@ def _handle(args: argparse.Namespace) -> int:
             live = LiveRuns(run_dir, index.parent, view)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    server = make_server(index.parent, args.serve, live)
+    return _serve(make_server(index.parent, args.serve, live), args.open,
+                  "; runs appended to the run's traces appear in the page" if live else "")
+
+
+def _serve(server: ThreadingHTTPServer, open_page: bool, note: str = "") -> int:
+    """Serve the site until Ctrl-C, saying where (and opening it in the browser with ``open_page``)."""
+    import webbrowser
+
     url = f"http://{HOST}:{server.server_address[1]}/index.html"
-    print(f"serving {url} (Ctrl-C stops)" + ("; runs appended to the run's traces appear in the page" if live else ""),
-          flush=True)
-    if args.open:
+    print(f"serving {url} (Ctrl-C stops){note}", flush=True)
+    if open_page:
         webbrowser.open(url)
     try:
         server.serve_forever()
@@ -461,12 +467,4 @@ def _handle_several(args: argparse.Namespace, run_dirs: list[Path]) -> int:
         if args.open:
             webbrowser.open(index.as_uri())
         return 0
-    server = make_server(index.parent, args.serve)
-    print(f"serving http://{HOST}:{server.server_address[1]}/index.html (Ctrl-C stops)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-    finally:
-        server.server_close()
-    return 0
+    return _serve(make_server(index.parent, args.serve), args.open)
