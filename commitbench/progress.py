@@ -3,19 +3,29 @@
 Both show the cells done of those to play, the model calls, the time elapsed and an estimate of the
 time left (the mean time per finished cell so far, times the cells still to play: rough while few
 cells are done, and shown only once one is).
+
+The same displays count the traces a long read goes through (``commitbench report`` and ``view`` over
+a large run): :func:`reading_progress` turns them on for the reads made inside it, and a reader asks
+:func:`reading` for the display of the traces it is about to read (none when the read is short or no
+display was asked for). A read has no event loop: :meth:`ProgressLines.poll` and
+:meth:`ProgressBar.poll`, called after each trace, print or refresh when it is time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol
 
 from commitbench.llm import ClientStats
 
-__all__ = ["PROGRESS_INTERVAL_S", "PROGRESS_LINES", "Progress", "ProgressBar", "ProgressLines", "ProgressSource",
-           "make_progress", "time_left"]
+__all__ = ["PROGRESS_INTERVAL_S", "PROGRESS_LINES", "READING_THRESHOLD", "Progress", "ProgressBar", "ProgressLines",
+           "ProgressSource", "make_progress", "reading", "reading_progress", "time_left"]
 
 # A run that is not attached to a terminal prints a progress line this often (seconds).
 PROGRESS_INTERVAL_S = 20.0
@@ -49,31 +59,48 @@ def _clock(seconds: float) -> str:
 
 class ProgressLines:
     """For a run not attached to a terminal (a log, a pipe): one plain line on stderr every ``interval_s``
-    seconds (cells done, model calls, elapsed time, time left), and one at the end."""
+    seconds (cells done, model calls, elapsed time, time left), and one at the end.
 
-    def __init__(self, source: ProgressSource, total: int, interval_s: float = PROGRESS_INTERVAL_S) -> None:
+    ``unit`` names what is counted ("cells done"; a read: "traces read"); ``calls`` False leaves out the
+    model calls and failed cells (a read makes none)."""
+
+    def __init__(self, source: ProgressSource, total: int, interval_s: float = PROGRESS_INTERVAL_S,
+                 unit: str = "cells done", calls: bool = True) -> None:
         self.source = source
         self.total = total
         self.interval_s = interval_s
+        self.unit = unit
+        self.calls = calls
         self.done = 0
         self.started = time.monotonic()
+        self.printed = self.started
 
     def advance(self) -> None:
         self.done += 1
 
     def line(self) -> str:
         """The progress line as it would be printed now."""
-        totals = self.source.client_totals()
-        calls = totals.calls if totals is not None else 0
         elapsed = time.monotonic() - self.started
         left = time_left(self.done, self.total, elapsed)
         estimate = f", about {_clock(left)} left" if left is not None and self.done < self.total else ""
-        return (f"progress: {self.done}/{self.total} cells done, {calls} model calls, {elapsed:.0f} s elapsed"
+        if not self.calls:
+            return (f"progress: {self.source.name}: {self.done}/{self.total} {self.unit}, {elapsed:.0f} s elapsed"
+                    f"{estimate}")
+        totals = self.source.client_totals()
+        calls = totals.calls if totals is not None else 0
+        return (f"progress: {self.done}/{self.total} {self.unit}, {calls} model calls, {elapsed:.0f} s elapsed"
                 f"{estimate}, {self.source.failed_cells()} failed")
 
     async def tick(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def poll(self) -> None:
+        """Print a line when ``interval_s`` passed since the last one (for a loop without an event loop)."""
+        now = time.monotonic()
+        if now - self.printed >= self.interval_s:
+            self.printed = now
             print(self.line(), file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -83,7 +110,7 @@ class ProgressLines:
 class ProgressBar:
     """A rich progress bar refreshed from the event loop (no refresh thread)."""
 
-    def __init__(self, source: ProgressSource, total: int) -> None:
+    def __init__(self, source: ProgressSource, total: int, unit: str = "cell", calls: bool = True) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -106,8 +133,11 @@ class ProgressBar:
             console=Console(stderr=True),
         )
         self.total = total
+        self.unit = unit
+        self.calls = calls
         self.done = 0
         self.started = time.monotonic()
+        self.refreshed = self.started
         self.task = self.progress.add_task(source.name, total=total, status="", left=self.left_text())
         self.progress.start()
 
@@ -121,11 +151,13 @@ class ProgressBar:
         as with a local model)."""
         left = time_left(self.done, self.total, time.monotonic() - self.started)
         if left is None:
-            return "time left: after the first cell"
+            return f"time left: after the first {self.unit}"
         return f"about {_clock(left)} left" if self.done < self.total else "done"
 
     def status_text(self) -> str:
-        """The counters shown beside the bar."""
+        """The counters shown beside the bar (none for a read)."""
+        if not self.calls:
+            return ""
         totals = self.source.client_totals()
         parts = []
         if totals is not None:
@@ -142,6 +174,14 @@ class ProgressBar:
             self.progress.update(self.task, status=self.status_text(), left=self.left_text())
             self.progress.refresh()
             await asyncio.sleep(0.25)
+
+    def poll(self) -> None:
+        """Refresh the bar when a quarter of a second passed since the last refresh (a loop without an event loop)."""
+        now = time.monotonic()
+        if now - self.refreshed >= 0.25:
+            self.refreshed = now
+            self.progress.update(self.task, status=self.status_text(), left=self.left_text())
+            self.progress.refresh()
 
     def close(self) -> None:
         self.progress.update(self.task, status=self.status_text(), left=self.left_text())
@@ -161,3 +201,55 @@ def make_progress(source: ProgressSource, total: int, mode: bool | str,
     if mode == PROGRESS_LINES:
         return ProgressLines(source, total, interval_s)
     return ProgressBar(source, total)
+
+
+# A read of fewer traces than this shows no progress (it is over in a few seconds).
+READING_THRESHOLD = 2_000
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A read's stand-in for a run in the progress displays: its name, no failed cells, no model calls."""
+
+    name: str
+
+    def failed_cells(self) -> int:
+        return 0
+
+    def client_totals(self) -> ClientStats | None:
+        return None
+
+
+@dataclass(frozen=True)
+class _ReadingMode:
+    mode: bool | str
+    interval_s: float
+    threshold: int
+
+
+_READING: ContextVar[_ReadingMode | None] = ContextVar("commitbench_reading_progress", default=None)
+
+
+@contextlib.contextmanager
+def reading_progress(mode: bool | str, interval_s: float = PROGRESS_INTERVAL_S,
+                     threshold: int | None = None) -> Iterator[None]:
+    """Show the progress of the long trace reads made inside: a bar (``mode`` True), lines every ``interval_s``
+    seconds (:data:`PROGRESS_LINES`), or nothing (False); a read of fewer than ``threshold`` traces
+    (:data:`READING_THRESHOLD` by default) shows none."""
+    limit = READING_THRESHOLD if threshold is None else threshold
+    token = _READING.set(_ReadingMode(mode, interval_s, limit) if mode else None)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def reading(name: str, total: int) -> Progress | None:
+    """The display for a read of ``total`` traces named ``name``, as :func:`reading_progress` asked (None: no
+    display). The reader calls ``advance`` and ``poll`` after each trace, and ``close`` at the end."""
+    asked = _READING.get()
+    if asked is None or total < asked.threshold:
+        return None
+    if asked.mode == PROGRESS_LINES:
+        return ProgressLines(_Reading(name), total, asked.interval_s, unit="traces read", calls=False)
+    return ProgressBar(_Reading(name), total, unit="trace", calls=False)

@@ -7,13 +7,14 @@ reports can be recomputed from traces alone.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from commitbench.jsonl import JsonlError, append_lines, iter_models
+from commitbench.jsonl import JsonlError, append_lines, iter_lines_at, iter_models, parse_line
 from commitbench.ledger.models import AuditEvent
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 
@@ -200,25 +201,134 @@ class _TraceHead(BaseModel):
     infra_error: str | None = None
 
 
+class LatestLines:
+    """Where the traces that count of a trace file are (see :func:`latest_by_key`): the byte offset and line
+    number of each, in file order, and whether it finished without an infrastructure error.
+
+    Filled a line at a time (:meth:`add`, in file order) by whichever pass checks the file's lines, so the
+    traces that count are then read by a seek each, and no line is parsed as a trace that does not count.
+    Kept as arrays: 17 bytes a trace.
+    """
+
+    def __init__(self) -> None:
+        self._offsets = array("q")
+        self._numbers = array("q")
+        self._good: dict[str, int] = {}
+        self._failed: dict[str, int] = {}
+        self.offsets = array("q")
+        self.numbers = array("q")
+        self.good = bytearray()
+
+    def add(self, number: int, offset: int, run_key: str, good: bool) -> None:
+        """One more line (its number, where it starts, its run key, whether it finished well)."""
+        index = len(self._offsets)
+        self._offsets.append(offset)
+        self._numbers.append(number)
+        key = run_key or f"#{index}"
+        if good:
+            self._good[key] = index
+        elif key not in self._good:
+            self._failed[key] = index
+
+    def finish(self) -> LatestLines:
+        """Keep the lines that count (the last good line of each key, else its last failed one), in file order."""
+        chosen = set(self._good.values())
+        chosen.update(index for key, index in self._failed.items() if key not in self._good)
+        good = set(self._good.values())
+        for index in sorted(chosen):
+            self.offsets.append(self._offsets[index])
+            self.numbers.append(self._numbers[index])
+            self.good.append(index in good)
+        self._offsets, self._numbers, self._good, self._failed = array("q"), array("q"), {}, {}
+        return self
+
+    def count(self, include_failed: bool = False) -> int:
+        return len(self.good) if include_failed else sum(self.good)
+
+
+_SCANNED: dict[tuple[Any, ...], LatestLines] = {}  # the last file whose lines were checked: its state -> its lines
+
+
+def _file_state(file: Path) -> tuple[Any, ...]:
+    """What tells one state of a file from another (an append, a rewrite, another file at the same path)."""
+    stat = file.stat()
+    return (str(file.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def remember_latest_lines(file: Path, state: tuple[Any, ...], lines: LatestLines) -> None:
+    """Keep the lines that count of ``file``, as found by a pass that checked every line of it while it was in
+    ``state`` (:func:`_file_state`, taken before that pass), for the next read of the same file unchanged."""
+    _SCANNED.clear()
+    _SCANNED[state] = lines
+
+
+def file_state(path: Path | str) -> tuple[Any, ...]:
+    """The state of a trace file (or a run directory's) to pass to :func:`remember_latest_lines`."""
+    return _file_state(_trace_file(path))
+
+
+def _latest_lines(file: Path) -> LatestLines:
+    """The lines that count: as the line check of this process found them when the file has not changed since,
+    else from a pass that reads only each line's run key and error."""
+    state = _file_state(file)
+    known = _SCANNED.get(state)
+    if known is not None:
+        return known
+    lines = LatestLines()
+    for number, offset, line in iter_lines_at(file):
+        head = parse_line(file, _TraceHead, "trace", number, line)
+        if head is not None:
+            lines.add(number, offset, head.run_key, not head.infra_error)
+    return lines.finish()
+
+
 def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterator[EpisodeTrace]:
     """The traces that count (see :func:`latest_by_key`), streamed in file order, never all in memory.
 
-    A first pass reads only each line's run key and error; the second parses the lines that count.
+    Which lines count is found first (by the line check of :func:`commitbench.runcells.scan_trace_file` when
+    this process just made it on the unchanged file, else by a pass that reads only each line's run key and
+    error); then only those lines are read again and parsed. A long read shows its progress when
+    :func:`commitbench.progress.reading_progress` asks for it.
     """
+    from commitbench.progress import reading
+
     file = _trace_file(path)
-    position = -1
-
-    def heads() -> Iterator[_TraceHead]:
-        nonlocal position
-        for position, head in enumerate(iter_models(file, _TraceHead, what="trace")):  # noqa: B007
-            yield head
-
     try:
-        chosen = set(latest_by_key(heads(), lambda _: position, include_failed))
-        for index, trace in enumerate(iter_traces(file)):
-            if index in chosen:
-                yield trace
-    except TraceFileError:
-        raise
+        lines = _latest_lines(file)
     except JsonlError as exc:
         raise TraceFileError(str(exc)) from None
+    progress = reading(f"reading {file.parent.name or file.name}", lines.count(include_failed))
+    try:
+        with file.open("rb") as handle:
+            position = 0
+            for offset, number, good in zip(lines.offsets, lines.numbers, lines.good, strict=True):
+                if not (good or include_failed):
+                    continue
+                if offset != position:
+                    handle.seek(offset)
+                raw = handle.readline()
+                position = offset + len(raw)
+                trace = _parse_trace(file, number, raw)
+                if trace is None:
+                    continue
+                yield trace
+                if progress is not None:
+                    progress.advance()
+                    progress.poll()
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _parse_trace(file: Path, number: int, raw: bytes) -> EpisodeTrace | None:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if not raw.endswith(b"\n"):
+            return None  # a torn tail
+        raise TraceFileError(f"{file}:{number}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); "
+                             f"{REPAIR_HINT}") from None
+    try:
+        return parse_line(file, EpisodeTrace, "trace", number, line)
+    except JsonlError as exc:
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
