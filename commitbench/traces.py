@@ -282,6 +282,34 @@ def _latest_lines(file: Path) -> LatestLines:
     return lines.finish()
 
 
+def _chosen(path: Path | str, include_failed: bool) -> tuple[Path, array[int], array[int]]:
+    """The trace file, and the byte offsets and line numbers of the lines that count."""
+    file = _trace_file(path)
+    try:
+        lines = _latest_lines(file)
+    except JsonlError as exc:
+        raise TraceFileError(str(exc)) from None
+    if include_failed:
+        return file, lines.offsets, lines.numbers
+    keep = [index for index, good in enumerate(lines.good) if good]
+    return file, array("q", (lines.offsets[i] for i in keep)), array("q", (lines.numbers[i] for i in keep))
+
+
+def _read_lines(file: Path, offsets: array[int], numbers: array[int], start: int, stop: int) -> Iterator[EpisodeTrace]:
+    """The traces at ``offsets[start:stop]`` (a seek each, none where the lines follow each other)."""
+    with file.open("rb") as handle:
+        position = 0
+        for index in range(start, stop):
+            offset = offsets[index]
+            if offset != position:
+                handle.seek(offset)
+            raw = handle.readline()
+            position = offset + len(raw)
+            trace = _parse_trace(file, numbers[index], raw)
+            if trace is not None:
+                yield trace
+
+
 def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterator[EpisodeTrace]:
     """The traces that count (see :func:`latest_by_key`), streamed in file order, never all in memory.
 
@@ -292,30 +320,84 @@ def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterat
     """
     from commitbench.progress import reading
 
-    file = _trace_file(path)
+    file, offsets, numbers = _chosen(path, include_failed)
+    progress = reading(f"reading {file.parent.name or file.name}", len(offsets))
     try:
-        lines = _latest_lines(file)
-    except JsonlError as exc:
-        raise TraceFileError(str(exc)) from None
-    progress = reading(f"reading {file.parent.name or file.name}", lines.count(include_failed))
+        for trace in _read_lines(file, offsets, numbers, 0, len(offsets)):
+            yield trace
+            if progress is not None:
+                progress.advance()
+                progress.poll()
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+# Traces read by one task of a process pool (:func:`map_latest_traces`), and how many a read must count for
+# the pool to be worth its start (about a second).
+POOL_CHUNK = 250
+POOL_THRESHOLD = 4_000
+_POOL_WORK: tuple[Path, array[int], array[int], Callable[[EpisodeTrace], Any]] | None = None
+
+
+def _pool_task(bounds: tuple[int, int]) -> list[Any]:
+    assert _POOL_WORK is not None  # set before the pool's processes were forked
+    file, offsets, numbers, convert = _POOL_WORK
+    return [convert(trace) for trace in _read_lines(file, offsets, numbers, *bounds)]
+
+
+def pool_workers() -> int:
+    """The processes :func:`map_latest_traces` reads with: one per core this process may use."""
+    import os
+
     try:
-        with file.open("rb") as handle:
-            position = 0
-            for offset, number, good in zip(lines.offsets, lines.numbers, lines.good, strict=True):
-                if not (good or include_failed):
-                    continue
-                if offset != position:
-                    handle.seek(offset)
-                raw = handle.readline()
-                position = offset + len(raw)
-                trace = _parse_trace(file, number, raw)
-                if trace is None:
-                    continue
-                yield trace
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def map_latest_traces(
+    path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool = False, workers: int | None = None,
+    threshold: int | None = None,
+) -> Iterator[T]:
+    """``convert`` of each trace that counts (see :func:`iter_latest_traces`), in file order.
+
+    With more than one core and at least ``threshold`` traces (:data:`POOL_THRESHOLD`), the traces are read,
+    parsed and converted in a pool of ``workers`` forked processes (:func:`pool_workers` by default), a
+    chunk of lines each, and only what ``convert`` returns comes back (so it must pickle, and should be small:
+    a row, not the trace); elsewhere in this process, one trace at a time. ``convert`` sees the same traces in
+    the same order either way, and an unreadable line raises the same error.
+    """
+    import multiprocessing
+
+    from commitbench.progress import reading
+
+    global _POOL_WORK
+    file, offsets, numbers = _chosen(path, include_failed)
+    count = len(offsets)
+    workers = pool_workers() if workers is None else workers
+    forking = "fork" in multiprocessing.get_all_start_methods()
+    progress = reading(f"reading {file.parent.name or file.name}", count)
+    try:
+        if workers < 2 or count < (POOL_THRESHOLD if threshold is None else threshold) or not forking:
+            for trace in _read_lines(file, offsets, numbers, 0, count):
+                yield convert(trace)
                 if progress is not None:
                     progress.advance()
                     progress.poll()
+            return
+        _POOL_WORK = (file, offsets, numbers, convert)
+        chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for batch in pool.imap(_pool_task, chunks):
+                for item in batch:
+                    yield item
+                    if progress is not None:
+                        progress.advance()
+                if progress is not None:
+                    progress.poll()
     finally:
+        _POOL_WORK = None
         if progress is not None:
             progress.close()
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.analysis.call_errors import CallErrorTally
-from commitbench.analysis.cost import cost_frame, cost_table
+from commitbench.analysis.call_errors import CallErrorTally, call_head
+from commitbench.analysis.cost import cost_frame_of, cost_row, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.metrics import HEADLINE_METRICS, LabelledResponse, rate_table, to_frame
 from commitbench.analysis.followup.paper import PAPER, followup_paper_tables
@@ -26,6 +26,7 @@ from commitbench.analysis.followup.report import (
     write_followup_files,
 )
 from commitbench.analysis.paper_tables import write_paper_tables
+from commitbench.analysis.rowstore import RowStore
 from commitbench.analysis.view.followup import RecordLookup, followup_source
 from commitbench.analysis.view.model import RunSource
 from commitbench.dataversion import hash_tree
@@ -64,7 +65,7 @@ from commitbench.suites.kits import (
     with_interval,
 )
 from commitbench.textslots import SuppliedTexts
-from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
+from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces, map_latest_traces
 
 NAME = "followup"
 # The player of `commitbench run followup` when no --agent is given.
@@ -175,17 +176,37 @@ def records_of(run_dir: Path, judge: str, labels_dir: Path | None = None) -> lis
 
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     judge = options.judge or SUITE.offline_labeller
-    frame, errors = response_frame(iter_records(run_dir, judge, options.labels_dir), judge)
     kind = checker_kind(judge)
     call_errors = CallErrorTally()  # filled in the same pass over the traces as the cost rows
+    cost_keys = {"model": trace_model, "arm": trace_arm}
+    costs_store = RowStore()
 
-    def finished() -> Iterator[EpisodeTrace]:
-        for trace in iter_latest_traces(run_dir, include_failed=True):
-            call_errors.add(trace)
-            if not trace.infra_error:
-                yield trace
+    stored = labels_of(SUITE, run_dir, judge, options.labels_dir)
+    checker = CheckerLabeller(OfflineChecker()) if stored is None else None
 
-    costs = cost_frame(finished(), {"model": trace_model, "arm": trace_arm})
+    def convert(trace: EpisodeTrace) -> tuple[Any, dict[str, Any] | None, FollowupLabelRecord | None]:
+        if trace.infra_error:
+            return call_head(trace), None, None
+        record = checker.label_now(trace) if checker is not None else None
+        return call_head(trace), cost_row(trace, cost_keys), record
+
+    def finished() -> Iterator[FollowupLabelRecord]:
+        """One pass over the traces that count: the call errors, the costs, and the offline checker's records (in
+        this process: sending the records back from a pool of processes costs more than it saves)."""
+        for head, cost, record in map_latest_traces(run_dir, convert, include_failed=True, workers=1):
+            call_errors.add(head)
+            if cost is not None:
+                costs_store.add(cost)
+            if record is not None:
+                yield record
+
+    if stored is None:
+        frame, errors = response_frame(finished(), judge)
+    else:
+        frame, errors = response_frame((r for r in stored.values() if isinstance(r, FollowupLabelRecord)), judge)
+        for _ in finished():
+            pass
+    costs = cost_frame_of(costs_store, cost_keys)
     cost = cost_table(costs, ("model", "arm"))
     players = sorted(set(frame["model"]))
     pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
