@@ -17,7 +17,10 @@
    suite's label record: what any reader of the run must at least do), ``commitbench report DIR``
    (tables), ``commitbench report DIR --json`` and ``commitbench view DIR`` (the site under a scratch
    directory); the wall time and the child's peak resident memory (``os.wait4``: the child's own
-   high-water mark, interpreter and imports included), with the load average of the machine beside them.
+   high-water mark, interpreter and imports included, and the largest of the worker processes it
+   started), with the load average of the machine beside them. Linux counts in a child's high-water
+   mark what its parent held when the child started, so this process never imports commitbench
+   itself: each fill runs in a process of its own.
 
 It prints one line per suite, size and command, with the command's wall time over the floor's (target at
 the largest size: at most 3), and per suite and command the ratio of the peak memory (target: at most
@@ -25,7 +28,8 @@ the largest size: at most 3), and per suite and command the ratio of the peak me
 the largest size and the smallest. ``--keep DIR`` keeps the run directories there and reuses those
 already filled. ``--check-json FILE`` keeps the ``report --json`` documents of every run measured in
 FILE (one JSON object: run name -> the document as printed), or, when FILE exists, says whether each
-document is character for character the one kept there: run it once before a change to the readers and once after.
+document is character for character the one kept there: run it once before a change to the readers
+and once after.
 """
 
 from __future__ import annotations
@@ -119,16 +123,25 @@ def _copies(source: Path, keys: dict[tuple[str, tuple[str, ...], str, int], str]
 
 
 def fill(plan: SuitePlan, samples: int, out: Path) -> int:
-    """Make a finished run directory of ``samples`` x the plan's traces under ``out``; returns its traces."""
+    """Make a finished run directory of ``samples`` x the plan's traces under ``out`` (in a process of its own:
+    this one stays small, since a child's peak memory counts this process's at the child's start); returns its
+    traces."""
+    manifest = out / "manifest.json"
+    if not (manifest.exists() and json.loads(manifest.read_text()).get("status") == "complete"):
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fill", plan.name, str(samples),
+                               str(out)], cwd=REPO, env=_env(), check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"filling {out} failed ({done.returncode})")
+    return samples * plan.per_sample
+
+
+def _fill_here(plan: SuitePlan, samples: int, out: Path) -> None:
     from commitbench.config import ExperimentConfig
     from commitbench.planning import expand_cells, select_config_episodes
     from commitbench.traces import TRACES_FILE, append_traces
 
     full = out.with_name(out.name + ".yaml")
     full.write_text(json.dumps(plan.config(samples)))
-    manifest = out / "manifest.json"
-    if manifest.exists() and json.loads(manifest.read_text()).get("status") == "complete":
-        return samples * plan.per_sample
     shutil.rmtree(out, ignore_errors=True)  # an unfinished fill is made again
     first = out.with_name(out.name + "-sample0.yaml")
     first.write_text(json.dumps(plan.config(1)))
@@ -150,7 +163,6 @@ def fill(plan: SuitePlan, samples: int, out: Path) -> int:
         append_traces(source, batch)
         played.unlink()
         _commitbench("run", str(full), "--out", str(out), "--force", "--no-progress", "--no-report")
-    return samples * plan.per_sample
 
 
 @dataclass(frozen=True)
@@ -225,6 +237,9 @@ def _check_json(path: Path | None, documents: dict[str, str]) -> None:
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--floor":  # the floor, timed by the parent
         floor(Path(sys.argv[2]))
+        return
+    if len(sys.argv) == 5 and sys.argv[1] == "--fill":  # a fill, in a process of its own
+        _fill_here(PLANS[sys.argv[2]], int(sys.argv[3]), Path(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="traces per run, about")

@@ -8,7 +8,9 @@ reports can be recomputed from traces alone.
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -364,9 +366,11 @@ def map_latest_traces(
 
     With more than one core and at least ``threshold`` traces (:data:`POOL_THRESHOLD`), the traces are read,
     parsed and converted in a pool of ``workers`` forked processes (:func:`pool_workers` by default), a
-    chunk of lines each, and only what ``convert`` returns comes back (so it must pickle, and should be small:
-    a row, not the trace); elsewhere in this process, one trace at a time. ``convert`` sees the same traces in
-    the same order either way, and an unreadable line raises the same error.
+    chunk of lines each (two chunks a process read ahead at most, so memory stays bounded however slowly
+    the results are used), and only what ``convert`` returns comes back (so it must pickle, and should be
+    small and cheap to pickle: a row, text, not the trace); elsewhere in this process, one trace at a time.
+    ``convert`` sees the same traces in the same order either way, and an unreadable line raises the same
+    error.
     """
     import multiprocessing
 
@@ -388,8 +392,15 @@ def map_latest_traces(
             return
         _POOL_WORK = (file, offsets, numbers, convert)
         chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
+        ahead = iter(chunks)
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            for batch in pool.imap(_pool_task, chunks):
+            # At most two chunks per process are read ahead: what comes back waits here no longer than that.
+            pending = deque(pool.apply_async(_pool_task, (chunk,)) for chunk in islice(ahead, 2 * workers))
+            while pending:
+                batch = pending.popleft().get()
+                following = next(ahead, None)
+                if following is not None:
+                    pending.append(pool.apply_async(_pool_task, (following,)))
                 for item in batch:
                     yield item
                     if progress is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,8 @@ from commitbench.analysis.followup.report import (
 )
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
-from commitbench.analysis.view.followup import RecordLookup, followup_source
-from commitbench.analysis.view.model import RunSource
+from commitbench.analysis.view.followup import RecordLookup, followup_record, followup_source
+from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.dataversion import hash_tree
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
@@ -53,7 +54,7 @@ from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
-from commitbench.suites.common import labels_of, model_pairs, stored_labels, texts_note
+from commitbench.suites.common import labels_of, model_pairs, site_records, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
     InspectKit,
@@ -243,7 +244,13 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     judges: list[tuple[str, RecordLookup]] = [(judge, computed if primary is None else stored(primary))]
     judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()
                   if name != judge)
-    return followup_source(iter_latest_traces(run_dir, include_failed=True), judges, load_setups())
+    setups = load_setups()
+
+    def record(trace: EpisodeTrace) -> RunRecord:
+        """The run's record as :func:`followup_records` makes it, in whichever process read the trace."""
+        return followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], setups)
+
+    return replace(followup_source((), judges, setups), records=site_records(run_dir, record))
 
 
 # --------------------------------------------------------------------------------- annotation
