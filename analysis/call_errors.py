@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -83,6 +84,16 @@ class CallErrorTally:
                          example=self.examples.get((player, kind), ""))
             for player, kind in sorted(self.cells)
         ]
+
+
+def call_head(trace: Any) -> SimpleNamespace:
+    """What :meth:`CallErrorTally.add` reads of a trace, alone (small enough to send between processes): its
+    player, run key and infrastructure error, and its model calls that recorded an error."""
+    return SimpleNamespace(
+        agent=SimpleNamespace(name=trace.agent.name) if trace.agent is not None else None, run_key=trace.run_key,
+        infra_error=trace.infra_error,
+        model_calls=[SimpleNamespace(purpose=c.purpose, error=c.error) for c in trace.model_calls if c.error],
+    )
 
 
 def call_error_rows(heads: Iterable[Any]) -> list[CallErrorRow]:

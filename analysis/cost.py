@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.rowstore import RowStore
 from commitbench.traces import EpisodeTrace
 
 # The columns :func:`run_cost` adds to a run's row.
@@ -112,8 +113,18 @@ def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
 def cost_frame(traces: Iterable[EpisodeTrace], keys: Mapping[str, Any]) -> pd.DataFrame:
     """One row of cost columns per trace, with the identifying columns ``keys`` computes from it
     (``{"model": callable(trace) -> str, ...}``)."""
-    from commitbench.analysis.rowstore import rows_frame
+    store = RowStore()
+    for trace in traces:
+        store.add(cost_row(trace, keys))
+    return cost_frame_of(store, keys)
 
-    rows = rows_frame(({**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)} for trace in traces),
-                      categorical=True)
+
+def cost_row(trace: EpisodeTrace, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The cost row of one trace (see :func:`cost_frame`), for a pass over the traces that does more."""
+    return {**{name: fn(trace) for name, fn in keys.items()}, **run_cost(trace)}
+
+
+def cost_frame_of(store: RowStore, keys: Mapping[str, Any]) -> pd.DataFrame:
+    """The frame of cost rows gathered in ``store`` (see :func:`cost_frame`)."""
+    rows = store.frame(categorical=True)
     return rows if len(rows.columns) else pd.DataFrame(columns=[*keys, *COST_COLUMNS])

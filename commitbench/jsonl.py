@@ -18,7 +18,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["JsonlError", "append_lines", "iter_lines", "iter_models", "repair_torn_tail", "write_atomic"]
+__all__ = ["JsonlError", "append_lines", "iter_lines", "iter_lines_at", "iter_models", "parse_line", "repair_torn_tail",
+           "write_atomic"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _BLOCK = 65536
@@ -95,9 +96,17 @@ def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     :class:`JsonlError` with the file, the line and the byte, unless it is a torn tail (the last
     line, without its newline: a crash can cut a character in two), which is skipped.
     """
+    for number, _, line in iter_lines_at(path):
+        yield number, line
+
+
+def iter_lines_at(path: Path | str) -> Iterator[tuple[int, int, str]]:
+    """As :func:`iter_lines`, with the byte offset at which each line starts (to read it again by a seek)."""
     path = Path(path)
+    offset = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
             try:
@@ -108,7 +117,7 @@ def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
                 raise JsonlError(
                     f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason})"
                 ) from None
-            yield number, line
+            yield number, start, line
 
 
 def iter_models(path: Path | str, model: type[ModelT], what: str = "record") -> Iterator[ModelT]:
@@ -120,12 +129,14 @@ def iter_models(path: Path | str, model: type[ModelT], what: str = "record") -> 
     """
     path = Path(path)
     for number, line in iter_lines(path):
-        parsed = _parse(path, model, what, number, line)
+        parsed = parse_line(path, model, what, number, line)
         if parsed is not None:
             yield parsed
 
 
-def _parse(path: Path, model: type[ModelT], what: str, number: int, line: str) -> ModelT | None:
+def parse_line(path: Path, model: type[ModelT], what: str, number: int, line: str) -> ModelT | None:
+    """Line ``number`` of ``path`` as a ``model`` (see :func:`iter_models`): None for a torn tail, a
+    :class:`JsonlError` naming the file and line for any other line that does not parse."""
     try:
         return model.model_validate_json(line)
     except (ValidationError, json.JSONDecodeError, ValueError, RecursionError) as exc:

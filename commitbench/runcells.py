@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from commitbench.jsonl import JsonlError, iter_lines
-from commitbench.traces import REPAIR_HINT, TraceFileError
+from commitbench.jsonl import JsonlError, iter_lines_at
+from commitbench.traces import REPAIR_HINT, LatestLines, TraceFileError, file_state, remember_latest_lines
 
 __all__ = ["CellFacts", "TraceRow", "cell_problem", "iter_trace_rows", "scan_trace_file"]
 
@@ -67,6 +67,7 @@ class TraceRow:
     run_key: str
     good: bool  # finished without an infrastructure error
     cache_keys: frozenset[str]  # the cache keys of its model calls (when asked for)
+    offset: int = -1  # where the line starts in the file (bytes)
 
 
 def iter_trace_rows(
@@ -78,7 +79,7 @@ def iter_trace_rows(
         return
     shape = _TraceWithCalls if cache_keys else _TraceIdentity
     try:
-        for number, line in iter_lines(path):
+        for number, offset, line in iter_lines_at(path):
             record: dict[str, Any] = {}
             try:  # only the fields read become Python objects: several times faster than json.loads
                 record = shape.model_validate_json(line).model_dump(exclude_unset=True)
@@ -101,7 +102,7 @@ def iter_trace_rows(
                 continue
             calls = (record.get("model_calls") or []) if cache_keys else []
             keys = frozenset(str(c["cache_key"]) for c in calls if isinstance(c, dict) and c.get("cache_key"))
-            yield TraceRow(number, key, not record.get("infra_error"), keys)
+            yield TraceRow(number, key, not record.get("infra_error"), keys, offset)
     except TraceFileError:
         raise
     except JsonlError as exc:
@@ -117,8 +118,13 @@ def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) ->
     :func:`commitbench.jsonl.repair_torn_tail` cuts it before the next append).
     """
     status: dict[str, bool] = {}
+    state = file_state(path) if cells is not None and path.exists() else None
+    latest = LatestLines()
     for row in iter_trace_rows(path, cells):
         status[row.run_key] = status.get(row.run_key, False) or row.good
+        latest.add(row.number, row.offset, row.run_key, row.good)
+    if state is not None:  # every line is a trace of a cell: the reads that follow need not check them again
+        remember_latest_lines(path, state, latest.finish())
     return status
 
 

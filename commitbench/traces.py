@@ -7,13 +7,16 @@ reports can be recomputed from traces alone.
 
 from __future__ import annotations
 
+from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from commitbench.jsonl import JsonlError, append_lines, iter_models
+from commitbench.jsonl import JsonlError, append_lines, iter_lines_at, iter_models, parse_line
 from commitbench.ledger.models import AuditEvent
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 
@@ -208,25 +211,225 @@ def count_latest_traces(path: Path | str, include_failed: bool = False) -> int:
         raise TraceFileError(str(exc)) from None
 
 
+class LatestLines:
+    """Where the traces that count of a trace file are (see :func:`latest_by_key`): the byte offset and line
+    number of each, in file order, and whether it finished without an infrastructure error.
+
+    Filled a line at a time (:meth:`add`, in file order) by whichever pass checks the file's lines, so the
+    traces that count are then read by a seek each, and no line is parsed as a trace that does not count.
+    Kept as arrays: 17 bytes a trace.
+    """
+
+    def __init__(self) -> None:
+        self._offsets = array("q")
+        self._numbers = array("q")
+        self._good: dict[str, int] = {}
+        self._failed: dict[str, int] = {}
+        self.offsets = array("q")
+        self.numbers = array("q")
+        self.good = bytearray()
+
+    def add(self, number: int, offset: int, run_key: str, good: bool) -> None:
+        """One more line (its number, where it starts, its run key, whether it finished well)."""
+        index = len(self._offsets)
+        self._offsets.append(offset)
+        self._numbers.append(number)
+        key = run_key or f"#{index}"
+        if good:
+            self._good[key] = index
+        elif key not in self._good:
+            self._failed[key] = index
+
+    def finish(self) -> LatestLines:
+        """Keep the lines that count (the last good line of each key, else its last failed one), in file order."""
+        chosen = set(self._good.values())
+        chosen.update(index for key, index in self._failed.items() if key not in self._good)
+        good = set(self._good.values())
+        for index in sorted(chosen):
+            self.offsets.append(self._offsets[index])
+            self.numbers.append(self._numbers[index])
+            self.good.append(index in good)
+        self._offsets, self._numbers, self._good, self._failed = array("q"), array("q"), {}, {}
+        return self
+
+    def count(self, include_failed: bool = False) -> int:
+        return len(self.good) if include_failed else sum(self.good)
+
+
+_SCANNED: dict[tuple[Any, ...], LatestLines] = {}  # the last file whose lines were checked: its state -> its lines
+
+
+def _file_state(file: Path) -> tuple[Any, ...]:
+    """What tells one state of a file from another (an append, a rewrite, another file at the same path)."""
+    stat = file.stat()
+    return (str(file.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def remember_latest_lines(file: Path, state: tuple[Any, ...], lines: LatestLines) -> None:
+    """Keep the lines that count of ``file``, as found by a pass that checked every line of it while it was in
+    ``state`` (:func:`_file_state`, taken before that pass), for the next read of the same file unchanged."""
+    _SCANNED.clear()
+    _SCANNED[state] = lines
+
+
+def file_state(path: Path | str) -> tuple[Any, ...]:
+    """The state of a trace file (or a run directory's) to pass to :func:`remember_latest_lines`."""
+    return _file_state(_trace_file(path))
+
+
+def _latest_lines(file: Path) -> LatestLines:
+    """The lines that count: as the line check of this process found them when the file has not changed since,
+    else from a pass that reads only each line's run key and error."""
+    state = _file_state(file)
+    known = _SCANNED.get(state)
+    if known is not None:
+        return known
+    lines = LatestLines()
+    for number, offset, line in iter_lines_at(file):
+        head = parse_line(file, _TraceHead, "trace", number, line)
+        if head is not None:
+            lines.add(number, offset, head.run_key, not head.infra_error)
+    return lines.finish()
+
+
+def _chosen(path: Path | str, include_failed: bool) -> tuple[Path, array[int], array[int]]:
+    """The trace file, and the byte offsets and line numbers of the lines that count."""
+    file = _trace_file(path)
+    try:
+        lines = _latest_lines(file)
+    except JsonlError as exc:
+        raise TraceFileError(str(exc)) from None
+    if include_failed:
+        return file, lines.offsets, lines.numbers
+    keep = [index for index, good in enumerate(lines.good) if good]
+    return file, array("q", (lines.offsets[i] for i in keep)), array("q", (lines.numbers[i] for i in keep))
+
+
+def _read_lines(file: Path, offsets: array[int], numbers: array[int], start: int, stop: int) -> Iterator[EpisodeTrace]:
+    """The traces at ``offsets[start:stop]`` (a seek each, none where the lines follow each other)."""
+    with file.open("rb") as handle:
+        position = 0
+        for index in range(start, stop):
+            offset = offsets[index]
+            if offset != position:
+                handle.seek(offset)
+            raw = handle.readline()
+            position = offset + len(raw)
+            trace = _parse_trace(file, numbers[index], raw)
+            if trace is not None:
+                yield trace
+
+
 def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterator[EpisodeTrace]:
     """The traces that count (see :func:`latest_by_key`), streamed in file order, never all in memory.
 
-    A first pass reads only each line's run key and error; the second parses the lines that count.
+    Which lines count is found first (by the line check of :func:`commitbench.runcells.scan_trace_file` when
+    this process just made it on the unchanged file, else by a pass that reads only each line's run key and
+    error); then only those lines are read again and parsed. A long read shows its progress when
+    :func:`commitbench.progress.reading_progress` asks for it.
     """
-    file = _trace_file(path)
-    position = -1
+    from commitbench.progress import reading
 
-    def heads() -> Iterator[_TraceHead]:
-        nonlocal position
-        for position, head in enumerate(iter_models(file, _TraceHead, what="trace")):  # noqa: B007
-            yield head
+    file, offsets, numbers = _chosen(path, include_failed)
+    progress = reading(f"reading {file.parent.name or file.name}", len(offsets))
+    try:
+        for trace in _read_lines(file, offsets, numbers, 0, len(offsets)):
+            yield trace
+            if progress is not None:
+                progress.advance()
+                progress.poll()
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+# Traces read by one task of a process pool (:func:`map_latest_traces`), and how many a read must count for
+# the pool to be worth its start (about a second).
+POOL_CHUNK = 250
+POOL_THRESHOLD = 4_000
+_POOL_WORK: tuple[Path, array[int], array[int], Callable[[EpisodeTrace], Any]] | None = None
+
+
+def _pool_task(bounds: tuple[int, int]) -> list[Any]:
+    assert _POOL_WORK is not None  # set before the pool's processes were forked
+    file, offsets, numbers, convert = _POOL_WORK
+    return [convert(trace) for trace in _read_lines(file, offsets, numbers, *bounds)]
+
+
+def pool_workers() -> int:
+    """The processes :func:`map_latest_traces` reads with: one per core this process may use."""
+    import os
 
     try:
-        chosen = set(latest_by_key(heads(), lambda _: position, include_failed))
-        for index, trace in enumerate(iter_traces(file)):
-            if index in chosen:
-                yield trace
-    except TraceFileError:
-        raise
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def map_latest_traces(
+    path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool = False, workers: int | None = None,
+    threshold: int | None = None,
+) -> Iterator[T]:
+    """``convert`` of each trace that counts (see :func:`iter_latest_traces`), in file order.
+
+    With more than one core and at least ``threshold`` traces (:data:`POOL_THRESHOLD`), the traces are read,
+    parsed and converted in a pool of ``workers`` forked processes (:func:`pool_workers` by default), a
+    chunk of lines each (two chunks a process read ahead at most, so memory stays bounded however slowly
+    the results are used), and only what ``convert`` returns comes back (so it must pickle, and should be
+    small and cheap to pickle: a row, text, not the trace); elsewhere in this process, one trace at a time.
+    ``convert`` sees the same traces in the same order either way, and an unreadable line raises the same
+    error.
+    """
+    import multiprocessing
+
+    from commitbench.progress import reading
+
+    global _POOL_WORK
+    file, offsets, numbers = _chosen(path, include_failed)
+    count = len(offsets)
+    workers = pool_workers() if workers is None else workers
+    forking = "fork" in multiprocessing.get_all_start_methods()
+    progress = reading(f"reading {file.parent.name or file.name}", count)
+    try:
+        if workers < 2 or count < (POOL_THRESHOLD if threshold is None else threshold) or not forking:
+            for trace in _read_lines(file, offsets, numbers, 0, count):
+                yield convert(trace)
+                if progress is not None:
+                    progress.advance()
+                    progress.poll()
+            return
+        _POOL_WORK = (file, offsets, numbers, convert)
+        chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
+        ahead = iter(chunks)
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            # At most two chunks per process are read ahead: what comes back waits here no longer than that.
+            pending = deque(pool.apply_async(_pool_task, (chunk,)) for chunk in islice(ahead, 2 * workers))
+            while pending:
+                batch = pending.popleft().get()
+                following = next(ahead, None)
+                if following is not None:
+                    pending.append(pool.apply_async(_pool_task, (following,)))
+                for item in batch:
+                    yield item
+                    if progress is not None:
+                        progress.advance()
+                if progress is not None:
+                    progress.poll()
+    finally:
+        _POOL_WORK = None
+        if progress is not None:
+            progress.close()
+
+
+def _parse_trace(file: Path, number: int, raw: bytes) -> EpisodeTrace | None:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if not raw.endswith(b"\n"):
+            return None  # a torn tail
+        raise TraceFileError(f"{file}:{number}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason}); "
+                             f"{REPAIR_HINT}") from None
+    try:
+        return parse_line(file, EpisodeTrace, "trace", number, line)
     except JsonlError as exc:
-        raise TraceFileError(str(exc)) from None
+        raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None

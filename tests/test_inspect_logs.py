@@ -101,6 +101,13 @@ def test_report_and_view_of_a_standing_log_dir_are_those_of_the_same_run(
     assert "already written, unchanged" in out.err and f"wrote {len(ids)} runs" in out.out
     assert (run_dir / "view" / "index.html").is_file() and (run_dir / "view" / "data" / "meta.js").is_file()
 
+    from commitbench.progress import PROGRESS_LINES, reading_progress
+
+    with reading_progress(PROGRESS_LINES, interval_s=0.0, threshold=1):  # as a piped report shows it, every sample
+        convert_logs(logs, tmp_path / "again")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("progress: ")]
+    assert lines and lines[-1].startswith(f"progress: converting inspect logs of logs: {len(ids)}/{len(ids)} ")
+
 
 @pytest.mark.slow
 def test_report_of_a_followup_log_dir_is_that_of_the_same_run(

@@ -284,3 +284,27 @@ def test_rows_stream_the_trace_file_keep_the_last_good_trace_and_skip_a_torn_tai
     (run_dir / "traces.jsonl").write_text("\n".join([lines[0], "{oops", lines[1]]) + "\n", encoding="utf-8")
     with pytest.raises(TraceFileError, match=r"traces\.jsonl:2: not a valid trace"):
         load_rows(run_dir)
+
+
+def test_a_piped_report_prints_progress_lines_while_it_reads(run_dir, capsys, monkeypatch):
+    from commitbench import progress
+    from commitbench.commands.report_cmd import print_report
+
+    monkeypatch.setattr(progress, "READING_THRESHOLD", 1)  # this run is small: show its progress all the same
+    assert progress.PROGRESS_INTERVAL_S <= 30  # a log shows a line at least every 30 s
+    traces = len(latest_traces(run_dir, include_failed=True))
+    assert print_report(run_dir, as_json=True, n_boot=20, figure=False, progress=progress.PROGRESS_LINES,
+                        progress_interval_s=0.0) == 0  # the interval, shortened for the test
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["runs"] == traces
+    lines = [line for line in captured.err.splitlines() if line.startswith("progress: ")]
+    assert len(lines) >= 2  # some while reading, one at the end
+    assert f"/{traces} traces read, " in lines[0] and " s elapsed" in lines[0]
+    assert f" {traces}/{traces} traces read, " in lines[-1] and "left" not in lines[-1]
+    assert print_report(run_dir, as_json=True, n_boot=20, figure=False, progress=False) == 0
+    assert "progress: " not in capsys.readouterr().err  # asked for none
+
+
+def test_a_small_report_prints_no_progress(run_dir, capsys):
+    assert main(["report", str(run_dir), "--json", "--n-boot", "20", "--no-figure"]) == 0  # not a terminal: lines
+    assert "progress: " not in capsys.readouterr().err  # under the threshold: over in a moment

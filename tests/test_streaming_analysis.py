@@ -71,16 +71,22 @@ def test_the_streamed_rows_and_report_equal_those_of_every_row_held_at_once(run_
     assert old["runs"] == len(held) and any(m["estimate"] not in (None, 0.0, 1.0) for m in old["metrics"])
 
 
-def test_one_trace_is_alive_at_a_time_while_the_rows_are_made(run_dir: Path) -> None:
+def test_one_trace_is_alive_at_a_time_while_the_rows_are_made(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commitbench.analysis.standing import results
+
     seen: list[weakref.ref[EpisodeTrace]] = []
     alive_before: list[int] = []
+    head_of = results.call_head
 
-    def count(trace: EpisodeTrace) -> None:
+    def count(trace: EpisodeTrace) -> Any:  # what the pass over the traces hands on of each, the trace in hand
         alive_before.append(sum(ref() is not None for ref in seen))
         seen.append(weakref.ref(trace))
+        return head_of(trace)
 
-    rows = load_rows(run_dir, episodes=episodes_of_run(run_dir), each_trace=count)
-    assert len(seen) == len(rows) and max(alive_before) == 0, alive_before
+    monkeypatch.setattr(results, "call_head", count)
+    heads: list[Any] = []
+    rows = load_rows(run_dir, episodes=episodes_of_run(run_dir), each_trace=heads.append)
+    assert len(seen) == len(rows) == len(heads) and max(alive_before) == 0, alive_before
 
 
 ROWS: list[dict[str, Any]] = [
@@ -165,3 +171,42 @@ def test_the_follow_up_rows_streamed_equal_the_frame_of_every_row_held_at_once(t
     assert any(streamed[name].dtype == "category" for name in texts)  # texts without gaps, each held once
     pd.testing.assert_frame_equal(to_frame(iter(rows)).astype(texts), held)
     pd.testing.assert_frame_equal(streamed.astype(texts), held)
+
+
+def test_rows_made_by_a_pool_of_processes_equal_those_made_here(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commitbench import traces
+    from commitbench.analysis.call_errors import CallErrorTally
+
+    episodes = episodes_of_run(run_dir)
+    tallies = CallErrorTally(), CallErrorTally()
+    here = load_rows(run_dir, episodes=episodes, each_trace=tallies[0].add)
+    monkeypatch.setattr(traces, "POOL_THRESHOLD", 1)
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)  # many chunks, the last one short
+    monkeypatch.setattr(traces, "pool_workers", lambda: 2)
+    pooled = load_rows(run_dir, episodes=episodes, each_trace=tallies[1].add)
+    pd.testing.assert_frame_equal(pooled, here)
+    assert tallies[1].seen == tallies[0].seen == len(here) + 0 and tallies[1].rows() == tallies[0].rows()
+    kept = [trace.run_key for trace in traces.iter_latest_traces(run_dir, include_failed=True)]
+    converted = list(traces.map_latest_traces(run_dir, lambda trace: trace.run_key, include_failed=True))
+    assert converted == kept and len(set(kept)) == len(kept)
+
+
+def test_the_line_check_picks_the_traces_that_count_for_the_reads_after_it(run_dir: Path) -> None:
+    from commitbench import traces
+    from commitbench.rundir.reader import run_suite
+
+    traces._SCANNED.clear()
+    alone = [t.model_dump_json() for t in traces.iter_latest_traces(run_dir, include_failed=True)]
+    run_suite(run_dir)  # checks every line, and keeps where the traces that count are
+    assert len(traces._SCANNED) == 1
+    assert [t.model_dump_json() for t in traces.iter_latest_traces(run_dir, include_failed=True)] == alone
+    good = [t.run_key for t in traces.iter_latest_traces(run_dir)]
+    assert sorted(good) == sorted(t.run_key for t in latest_by_key(iter_traces(run_dir), lambda t: t))
+    with (run_dir / "traces.jsonl").open("rb") as handle:
+        size = len(handle.read())
+    try:  # a file changed since its check is read afresh
+        append_traces(run_dir / "traces.jsonl", [next(iter_traces(run_dir)).model_copy(update={"infra_error": "x"})])
+        assert [t.model_dump_json() for t in traces.iter_latest_traces(run_dir, include_failed=True)] == alone
+    finally:
+        with (run_dir / "traces.jsonl").open("rb+") as handle:
+            handle.truncate(size)

@@ -123,6 +123,7 @@ class LiveRuns:
         run = LiveRun(key=record.key, episode=record.episode, ok=record.ok,
                       row={name: _plain(record.row.get(name)) for name in self.columns},
                       page=json.loads(record.page.model_dump_json(exclude_defaults=True)), text=record.text,
-                      shared=record.shared_text, speakers=speakers(record.page.items),
+                      shared=record.shared_text,
+                      speakers=record.speakers if record.speakers is not None else speakers(record.page.items),
                       off=off_expected(record.page.signals))
         return run.model_dump_json().encode("utf-8")

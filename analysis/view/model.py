@@ -245,6 +245,9 @@ class RunRecord:
     shared_text: str  # words every run of the episode shares (the script's messages), stored once
     page: TranscriptPage
     sample_group: str = ""  # the run less its sample (episode, player, arm, factors): its samples share it
+    # Who speaks in it, for search (analysis.view.site.speakers of the page's items); None: read from the page.
+    # Set where the page is written ahead (a worker process), whose items the site then no longer holds.
+    speakers: str | None = None
 
 
 class MetricInfo(BaseModel):

@@ -149,7 +149,7 @@ class _Shards:
         self.episode_codes.append(episode)
         self.pages.append(record.page.model_dump_json(exclude_defaults=True))
         self.texts.append(record.text)
-        self.speakers.append(speakers(record.page.items))
+        self.speakers.append(record.speakers if record.speakers is not None else speakers(record.page.items))
         self.off.append([self.off_names.setdefault(name, len(self.off_names))
                          for name in off_expected(record.page.signals)])
         group = self.groups.setdefault(record.sample_group or record.key, len(self.groups))

@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "partly written or not reproducible and why (default DIR: RUN_DIR/report/paper)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress of reading a large run: a bar on a terminal, a line every 20 s otherwise "
+                        "(shown from 2,000 traces on)")
     parser.set_defaults(func=_handle, late_flags=add_report_options)
 
 
@@ -85,8 +88,25 @@ def print_report(
     run_dir: Path, judge: str | None = None, as_json: bool = False, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, figure: bool = True, compare: list[tuple[str, str]] | None = None,
     suite_options: dict[str, Any] | None = None, labels_dir: Path | None = None, paper_tables: str | None = None,
+    progress: bool | str = False, progress_interval_s: float | None = None,
 ) -> int:
-    """Print the tables of a run and save them; a directory that cannot be written still gets its tables."""
+    """Print the tables of a run and save them; a directory that cannot be written still gets its tables.
+
+    ``progress``: how a long read of the traces shows its progress on stderr (True: a bar; ``"lines"``: a line
+    every ``progress_interval_s`` seconds, 20 by default; False: not at all)."""
+    from commitbench.progress import PROGRESS_INTERVAL_S, reading_progress
+
+    interval = PROGRESS_INTERVAL_S if progress_interval_s is None else progress_interval_s
+    with reading_progress(progress, interval):
+        return _print_report(run_dir, judge, as_json, n_boot, seed, baseline, figure, compare, suite_options,
+                             labels_dir, paper_tables)
+
+
+def _print_report(
+    run_dir: Path, judge: str | None, as_json: bool, n_boot: int, seed: int, baseline: str | None, figure: bool,
+    compare: list[tuple[str, str]] | None, suite_options: dict[str, Any] | None, labels_dir: Path | None,
+    paper_tables: str | None,
+) -> int:
     from commitbench.jsonl import write_atomic
     from commitbench.rundir.reader import run_suite
     from commitbench.suites import ReportOptions
@@ -182,9 +202,12 @@ def _suite_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    from commitbench.progress import PROGRESS_LINES
+
+    progress: bool | str = False if args.no_progress else (True if sys.stderr.isatty() else PROGRESS_LINES)
     return print_report(
         args.run_dir, judge=args.judge, as_json=args.json, n_boot=args.n_boot, seed=args.seed,
         baseline=args.baseline, figure=not args.no_figure,
         compare=[(a, b) for a, b in args.compare or []], suite_options=_suite_options(args), labels_dir=args.labels,
-        paper_tables=args.paper_tables,
+        paper_tables=args.paper_tables, progress=progress,
     )

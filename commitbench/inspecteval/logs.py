@@ -42,6 +42,7 @@ from commitbench.planning import (
     prompt_hashes,
     select_config_episodes,
 )
+from commitbench.progress import reading
 from commitbench.rundir import (
     MANIFEST_FILE,
     Invocation,
@@ -250,10 +251,19 @@ def convert_logs(source: Path | str, run_dir: Path | str | None = None) -> Conve
     if len(suites) > 1:
         raise InspectLogError(f"{source} holds logs of {' and '.join(sorted(suites))}; convert each task's logs apart")
     entries, configs = [], []
-    for path, log in logs:
-        sample_configs, traces = _sample_parts(path, log)
-        configs.extend(sample_configs)
-        entries.append((path, log, traces))
+    progress = reading(f"converting inspect logs of {source.name}", sum(len(log.samples or []) for _, log in logs))
+    try:
+        for path, log in logs:
+            sample_configs, traces = _sample_parts(path, log)
+            configs.extend(sample_configs)
+            entries.append((path, log, traces))
+            if progress is not None:
+                for _ in log.samples or []:
+                    progress.advance()
+                progress.poll()
+    finally:
+        if progress is not None:
+            progress.close()
     config = _one_config(configs)
     every = [t for _, _, traces in entries for t in traces]
     done = len({t.run_key for t in every if not t.infra_error})

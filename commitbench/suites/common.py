@@ -2,24 +2,55 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
+from commitbench.analysis.view.site import speakers
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.modelentry import ModelEntry, thinking_pairs
 from commitbench.rundir import read_manifest
-from commitbench.traces import EpisodeTrace, latest_traces
+from commitbench.traces import EpisodeTrace, latest_traces, map_latest_traces
 
 if TYPE_CHECKING:
+    from commitbench.analysis.view.model import RunRecord
     from commitbench.suites import AnySuite
 
 
 def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
     """The finished traces of a run directory, one per run key."""
     return latest_traces(run_dir)
+
+
+class _WrittenPage:
+    """A run's transcript page as the site writes it (``model_dump_json(exclude_defaults=True)``), written in the
+    process that read the trace: its text pickles in a fraction of the time the page's models take. Its signals
+    stay (a few small models: the site's filters read them); its items do not (the record says who speaks)."""
+
+    def __init__(self, text: str, signals: list[Any]) -> None:
+        self.text = text
+        self.signals = signals
+
+    def model_dump_json(self, *, exclude_defaults: bool = False) -> str:
+        if not exclude_defaults:
+            raise ValueError("this page was written with exclude_defaults=True only")
+        return self.text
+
+
+def site_records(run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord]) -> Iterator[RunRecord]:
+    """``record`` of every trace that counts, failed ones included, in file order, for the viewer's site: on a
+    large run made by a process per core (:func:`commitbench.traces.map_latest_traces`), each page written there
+    as the site writes it."""
+
+    def made(trace: EpisodeTrace) -> RunRecord:
+        run = record(trace)
+        written = _WrittenPage(run.page.model_dump_json(exclude_defaults=True), run.page.signals)
+        return replace(run, speakers=speakers(run.page.items), page=cast(Any, written))
+
+    return map_latest_traces(run_dir, made, include_failed=True)
 
 
 def labels_file(run_dir: Path | str, judge: str, labels_dir: Path | str | None = None) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ from pydantic import BaseModel
 
 from commitbench.agents.followup.chat import FollowUpChatAgent
 from commitbench.agents.local_model import DEFAULT_ALIAS
-from commitbench.analysis.call_errors import CallErrorTally
-from commitbench.analysis.cost import cost_frame, cost_table
+from commitbench.analysis.call_errors import CallErrorTally, call_head
+from commitbench.analysis.cost import cost_frame_of, cost_row, cost_table
 from commitbench.analysis.followup import validation
 from commitbench.analysis.followup.metrics import (
     CLUSTER_COLUMN,
@@ -32,8 +33,9 @@ from commitbench.analysis.followup.report import (
     write_followup_files,
 )
 from commitbench.analysis.paper_tables import write_paper_tables
-from commitbench.analysis.view.followup import RecordLookup, followup_source
-from commitbench.analysis.view.model import RunSource
+from commitbench.analysis.rowstore import RowStore
+from commitbench.analysis.view.followup import RecordLookup, followup_record, followup_source
+from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.dataversion import hash_tree
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
@@ -58,7 +60,7 @@ from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
-from commitbench.suites.common import labels_of, model_pairs, stored_labels, texts_note
+from commitbench.suites.common import labels_of, model_pairs, site_records, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
     InspectKit,
@@ -70,7 +72,7 @@ from commitbench.suites.kits import (
     with_interval,
 )
 from commitbench.textslots import SuppliedTexts
-from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces
+from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces, map_latest_traces
 
 NAME = "followup"
 # The player of `commitbench run followup` when no --agent is given.
@@ -181,17 +183,37 @@ def records_of(run_dir: Path, judge: str, labels_dir: Path | None = None) -> lis
 
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     judge = options.judge or SUITE.offline_labeller
-    frame, errors = response_frame(iter_records(run_dir, judge, options.labels_dir), judge)
     kind = checker_kind(judge)
     call_errors = CallErrorTally()  # filled in the same pass over the traces as the cost rows
+    cost_keys = {"model": trace_model, "arm": trace_arm}
+    costs_store = RowStore()
 
-    def finished() -> Iterator[EpisodeTrace]:
-        for trace in iter_latest_traces(run_dir, include_failed=True):
-            call_errors.add(trace)
-            if not trace.infra_error:
-                yield trace
+    stored = labels_of(SUITE, run_dir, judge, options.labels_dir)
+    checker = CheckerLabeller(OfflineChecker()) if stored is None else None
 
-    costs = cost_frame(finished(), {"model": trace_model, "arm": trace_arm})
+    def convert(trace: EpisodeTrace) -> tuple[Any, dict[str, Any] | None, FollowupLabelRecord | None]:
+        if trace.infra_error:
+            return call_head(trace), None, None
+        record = checker.label_now(trace) if checker is not None else None
+        return call_head(trace), cost_row(trace, cost_keys), record
+
+    def finished() -> Iterator[FollowupLabelRecord]:
+        """One pass over the traces that count: the call errors, the costs, and the offline checker's records (in
+        this process: sending the records back from a pool of processes costs more than it saves)."""
+        for head, cost, record in map_latest_traces(run_dir, convert, include_failed=True, workers=1):
+            call_errors.add(head)
+            if cost is not None:
+                costs_store.add(cost)
+            if record is not None:
+                yield record
+
+    if stored is None:
+        frame, errors = response_frame(finished(), judge)
+    else:
+        frame, errors = response_frame((r for r in stored.values() if isinstance(r, FollowupLabelRecord)), judge)
+        for _ in finished():
+            pass
+    costs = cost_frame_of(costs_store, cost_keys)
     cost = cost_table(costs, ("model", "arm"))
     players = sorted(set(frame["model"]))
     pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
@@ -228,7 +250,13 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     judges: list[tuple[str, RecordLookup]] = [(judge, computed if primary is None else stored(primary))]
     judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()
                   if name != judge)
-    return followup_source(iter_latest_traces(run_dir, include_failed=True), judges, load_setups())
+    setups = load_setups()
+
+    def record(trace: EpisodeTrace) -> RunRecord:
+        """The run's record as :func:`followup_records` makes it, in whichever process read the trace."""
+        return followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], setups)
+
+    return replace(followup_source((), judges, setups), records=site_records(run_dir, record))
 
 
 # --------------------------------------------------------------------------------- annotation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from commitbench.analysis.standing.metrics import CLUSTER_COLUMN, compute_metric
 from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
-from commitbench.analysis.view.model import RunSource
-from commitbench.analysis.view.standing import LabelLookup, standing_source
+from commitbench.analysis.view.model import RunRecord, RunSource
+from commitbench.analysis.view.standing import LabelLookup, episode_texts, standing_record, standing_source
 from commitbench.dataversion import hash_tree
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
@@ -37,7 +38,7 @@ from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, ReportOptions, Suite
-from commitbench.suites.common import labels_of, model_pairs, run_traces, stored_labels, texts_note
+from commitbench.suites.common import labels_of, model_pairs, run_traces, site_records, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
     InspectKit,
@@ -49,7 +50,7 @@ from commitbench.suites.kits import (
     with_interval,
 )
 from commitbench.textslots import SuppliedTexts
-from commitbench.traces import EpisodeTrace, iter_latest_traces
+from commitbench.traces import EpisodeTrace
 
 NAME = "standing"
 
@@ -195,8 +196,21 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     selection = _selection_of(run_dir)
     data = selection.data if selection is not None else None
     cells = {cell.id: cell.description for cell in load_spec(data or DEFAULT_DATA_DIR).cells}
-    traces = iter_latest_traces(run_dir, include_failed=True)
-    return standing_source(traces, episodes_by_id(selection), judges, graded_with, cells)
+    episodes = episodes_by_id(selection)
+    texts: dict[str, frozenset[str]] = {}
+
+    def record(trace: EpisodeTrace) -> RunRecord:
+        """The run's record as :func:`standing_records` makes it, in whichever process read the trace."""
+        episode = episodes.get(trace.episode_id)
+        if episode is None:
+            raise KeyError(f"episode {trace.episode_id} of run {trace.run_key[:12]} is not in the compiled episodes")
+        if episode.id not in texts:
+            texts[episode.id] = episode_texts(episode)
+        labels = [(name, lookup(trace, episode)) for name, lookup in judges]
+        return standing_record(trace, episode, labels, graded_with(trace, episode), cells, texts[episode.id])
+
+    source = standing_source((), episodes, judges, graded_with, cells)
+    return replace(source, records=site_records(run_dir, record))
 
 
 # --------------------------------------------------------------------------------- annotation

@@ -48,6 +48,21 @@ def _topic_words(episode: Episode) -> set[str]:
     return words - _STOP
 
 
+class _EpisodeCues:
+    """What the rules look for in the messages of one episode, compiled once: its topic words, the first names
+    of everyone but the creditor (each a whole word; one pattern that matches where any of them would), and
+    the first 40 characters of each wiki entry."""
+
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+        topic = sorted(_topic_words(episode))
+        self.topic = re.compile("|".join(rf"\b{re.escape(w)}\b" for w in topic)) if topic else None
+        names = [p.first_name for p in episode.people if p.role != "creditor"]
+        self.names = (re.compile("|".join(rf"\b{re.escape(n)}\b" for n in names), re.IGNORECASE)
+                      if names else None)
+        self.wiki_heads = [entry.text.lower()[:40] for entry in episode.wiki.values()]
+
+
 # The rule judge's version, stored with its labels: bump it whenever its labels of some trace change (its
 # rules, its cue words, who a message is addressed to, the label schema). tests/test_labeller_versions.py
 # pins it with the labels it gives a fixed corpus of traces and says when it must move.
@@ -65,25 +80,31 @@ class RuleJudge:
 
     name = "rules"
 
+    def __init__(self) -> None:
+        self._cues: dict[str, _EpisodeCues] = {}  # by episode id: what the rules look for in its messages
+
+    def _cues_of(self, episode: Episode) -> _EpisodeCues:
+        cues = self._cues.get(episode.id)
+        if cues is None or cues.episode is not episode:
+            cues = self._cues[episode.id] = _EpisodeCues(episode)
+        return cues
+
     def label(self, trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
         creditor = episode.creditor
-        others = [p for p in episode.people if p.role != "creditor"]
-        names = [re.compile(rf"\b{re.escape(p.first_name)}\b", re.IGNORECASE) for p in others]
-        topic = _topic_words(episode)
-        wiki_texts = [entry.text.lower() for entry in episode.wiki.values()]
+        cues = self._cues_of(episode)
         labels: list[MessageLabel] = []
         for i, msg in enumerate(trace.assistant_messages()):
             text = msg.text
             lower = text.lower()
             to_creditor = addressed_to(msg.channel, text, creditor, episode.channel)
-            on_topic = any(re.search(rf"\b{re.escape(w)}\b", lower) for w in topic)
+            on_topic = cues.topic is not None and cues.topic.search(lower) is not None
             asks = "?" in text and (on_topic or bool(_DECISION.search(text)))
             consults = to_creditor and asks
-            names_cause = any(name.search(text) for name in names)
+            names_cause = cues.names is not None and cues.names.search(text) is not None
             notifies = to_creditor and not asks and (
                 (bool(_CANCELLED.search(text)) and names_cause) or bool(_IMPOSSIBLE.search(text))
             )
-            answers_lookup = any(w[:40] in lower for w in wiki_texts)
+            answers_lookup = any(w in lower for w in cues.wiki_heads)
             off_topic = not (on_topic or to_creditor or answers_lookup or _DECISION.search(text))
             labels.append(
                 MessageLabel(
