@@ -382,6 +382,7 @@ def map_latest_traces(
     """
     import multiprocessing
 
+    from commitbench.processes import die_with_parent
     from commitbench.progress import reading
 
     global _POOL_WORK
@@ -401,7 +402,8 @@ def map_latest_traces(
         _POOL_WORK = (file, offsets, numbers, convert)
         chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
         ahead = iter(chunks)
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        # The workers die with this process, however it ends (a SIGKILL included): none outlives its reader.
+        with multiprocessing.get_context("fork").Pool(workers, initializer=die_with_parent()) as pool:
             # At most two chunks per process are read ahead: what comes back waits here no longer than that.
             pending = deque(pool.apply_async(_pool_task, (chunk,)) for chunk in islice(ahead, 2 * workers))
             while pending:

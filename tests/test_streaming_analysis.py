@@ -210,3 +210,46 @@ def test_the_line_check_picks_the_traces_that_count_for_the_reads_after_it(run_d
     finally:
         with (run_dir / "traces.jsonl").open("rb+") as handle:
             handle.truncate(size)
+
+
+def test_the_pools_processes_die_when_their_reader_is_killed(run_dir: Path, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = (
+        "import os, pathlib, sys, time\n"
+        "from commitbench import traces\n"
+        "def convert(trace):\n"
+        f"    pathlib.Path({str(pids)!r}, str(os.getpid())).touch()\n"
+        "    time.sleep(120)\n"
+        "    return trace.run_key\n"
+        f"for _ in traces.map_latest_traces({str(run_dir)!r}, convert, include_failed=True, workers=2, threshold=1):\n"
+        "    pass\n"
+    )
+    reader = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = [int(p.name) for p in pids.iterdir()]
+        assert len(workers) == 2 and reader.pid not in workers
+    finally:
+        reader.send_signal(signal.SIGKILL)
+        reader.wait(timeout=30)
+
+    def alive(pid: int) -> bool:
+        """Running (a zombie waiting for whoever adopted it to reap it has died)."""
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers)
