@@ -379,3 +379,28 @@ def test_a_directory_without_a_lock_is_unversioned(tmp_path, capsys):
     assert main(["episodes", "validate", str(data)]) == 0
     assert "has no VERSION.lock" in capsys.readouterr().err
     assert main(_run_args(data, tmp_path / "run")) == 2
+
+
+def test_under_the_papers_reply_rule_the_single_answer_also_says_who_cancelled(tmp_path):
+    data = _with_relay_deleg(tmp_path)
+    from commitbench.episodes.standing.compiler import load_episodes
+
+    relayed = [e for e in load_episodes(data, "paper") if e.cell == "RELAY-DELEG"]
+    assert len(relayed) == 12 * 8
+    for episode in relayed:
+        delegate = next(p.first_name for p in episode.people if p.role == "delegate")
+        (answer,) = episode.creditor_replies
+        assert answer.kind.value == "confirm_cancel" and delegate in answer.text, answer.text
+
+
+def test_a_relay_by_the_manager_names_its_subject_not_its_speaker(tmp_path):
+    data = _with_relay_deleg(tmp_path)
+    cells = data / "cells.yaml"
+    cells.write_text(cells.read_text(encoding="utf-8").replace(
+        "{act: relay, speaker: peer, style: relay, subject: delegate,",
+        "{act: relay, speaker: manager, style: relay, subject: delegate,"), encoding="utf-8")
+    episode = _episode(data, "RELAY-DELEG")
+    people = {p.role: p.first_name for p in episode.people}
+    (relay,) = [m for m in episode.script if m.act.value == "relay"]
+    assert relay.sender == "manager" and people["delegate"] in relay.text and people["manager"] not in relay.text
+    assert people["delegate"] in episode.creditor_replies[0].text
