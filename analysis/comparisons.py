@@ -7,9 +7,10 @@ same cluster draws: commitment types in the standing suite, requests in the foll
 suite supplies its metrics as :class:`PairedMetric` (a function of a frame to value columns and
 clusters, and the statistic of their totals), so the engine is the same for both.
 
-Two kinds: ``explicit`` (asked for with ``report --compare A B``) and ``thinking`` (found without
+Three kinds: ``explicit`` (asked for with ``report --compare A B``), ``thinking`` (found without
 being asked: two models of one run whose settings differ only in the thinking switch and what thinking
-needs). A thinking pair whose "on" side returned no reasoning text is flagged, because the server may
+needs) and ``language`` (found: a player's Turkish side minus its English side, paired by twin
+episode). A thinking pair whose "on" side returned no reasoning text is flagged, because the server may
 have ignored the switch: its numbers are shown with the flag, never silently.
 """
 
@@ -33,6 +34,7 @@ ValuesFn = Callable[[pd.DataFrame], tuple[np.ndarray, np.ndarray, int]]  # rows 
 class ComparisonKind(str, Enum):
     THINKING = "thinking"  # found: the two settings differ only in the thinking switch
     EXPLICIT = "explicit"  # asked for with --compare
+    LANGUAGE = "language"  # found: one player's runs in another language minus its English twins
 
 
 @dataclass(frozen=True)

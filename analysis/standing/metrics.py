@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.bootstrap import BootstrapResult, cluster_bootstrap, paired_bootstrap
 from commitbench.analysis.cost import run_cost
 from commitbench.episodes.standing.episode import Episode
+from commitbench.episodes.standing.spec import Language
 from commitbench.identity import arm_label
 from commitbench.judges.standing.grading import strict_correct
 from commitbench.judges.standing.labels import MessageLabel, aggregate
@@ -50,13 +51,26 @@ def role_columns(episode: Episode) -> dict[str, Any]:
     }
 
 
+def language_side(player: str, language: str) -> str:
+    """The player as the report's rows name it: itself in English, ``player [tr]`` in another language, so every
+    table keeps the languages apart and the language comparison pairs ``player [tr]`` with ``player``."""
+    return player if language == Language.EN.value else f"{player} [{language}]"
+
+
+def twin_group(episode: Episode) -> str:
+    """The id every twin of an episode shares: the English episode's (its own for an English episode)."""
+    return episode.id if episode.language is Language.EN else episode.twins.get(Language.EN.value, episode.id)
+
+
 def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -> dict[str, Any]:
     """One row per run: identity, design factors, signals, judge aggregates and the strict grade."""
     signals = compute_signals(trace, episode)
     run_labels = aggregate(labels, episode, message_timing(trace, episode))
     return {
         "run_key": trace.run_key,
-        "agent": trace.agent.name if trace.agent else "",
+        "agent": language_side(trace.agent.name if trace.agent else "", episode.language.value),
+        "language": episode.language.value,
+        "twin_group": twin_group(episode),
         "interventions": arm_label(trace.interventions),
         "sample": trace.sample,
         "episode_id": episode.id,

@@ -31,8 +31,10 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.call_errors import CallErrorRow, call_error_lines, call_error_view
 from commitbench.analysis.comparisons import (
     Comparison,
+    ComparisonKind,
     ModelPair,
     PairedMetric,
+    Side,
     compare_all,
     comparison_flags,
     comparison_frame,
@@ -53,11 +55,14 @@ from commitbench.analysis.tables import (
     percent,
     write_report_files,
 )
+from commitbench.episodes.standing.spec import Language
 
 REPORT_DIR = "report"
 FIGURE_FILE = "strict_by_cell.png"
 FOREST_FILE = "comparisons.png"
-PAIR_KEY: tuple[str, ...] = ("episode_id", "sample")
+# Runs pair by episode, through its twin group: the English episode's id, which a Turkish twin shares (an English
+# run's twin group is its episode id, so pairs within one language are the episode's).
+PAIR_KEY: tuple[str, ...] = ("twin_group", "sample")
 
 SHORT = {
     "override": "O",
@@ -249,13 +254,29 @@ def model_comparisons(
     rows: pd.DataFrame, pairs: list[ModelPair], cost: list[CostRow], by_cell: bool = False, n_boot: int = 1000,
     seed: int = 0,
 ) -> list[Comparison]:
-    """Each pair, a minus b: every headline metric per policy, or strict accuracy per policy and cell."""
+    """Each pair, a minus b: every headline metric per policy, or strict accuracy per policy and cell; and each
+    player's sides in another language minus its English side (:func:`language_pairs`)."""
+    pairs = [*pairs, *language_pairs(rows)]
     wanted = ("strict_accuracy",) if by_cell else st.MAIN_METRICS
     metrics = sorted((PairedMetric(m.name, m.values, m.stat) for m in METRICS if m.name in wanted),
                      key=lambda m: wanted.index(m.name))
     return compare_all(rows, pairs, metrics, cost, model_column="agent", arm_column="interventions",
                        group_by=("policy", "cell") if by_cell else ("policy",), pair_key=PAIR_KEY, n_boot=n_boot,
                        seed=seed)
+
+
+def language_pairs(rows: pd.DataFrame) -> list[ModelPair]:
+    """For every player that played in English and another language: the other language's side minus English."""
+    if "language" not in rows.columns or rows["language"].nunique() < 2:
+        return []
+    sides = rows[["agent", "language"]].drop_duplicates()
+    english = set(sides.loc[sides["language"] == Language.EN.value, "agent"])
+    out: list[ModelPair] = []
+    for agent, language in sorted(map(tuple, sides.loc[sides["language"] != Language.EN.value].to_numpy())):
+        player = str(agent).removesuffix(f" [{language}]")
+        if player in english:
+            out.append(ModelPair(a=Side(model=str(agent)), b=Side(model=player), kind=ComparisonKind.LANGUAGE))
+    return out
 
 
 def _strict_by_cell(rows: pd.DataFrame) -> list[dict[str, Any]]:

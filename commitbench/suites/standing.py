@@ -25,7 +25,7 @@ from commitbench.dataversion import hash_tree
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
 from commitbench.episodes.standing.episode import Episode, ScriptAct
-from commitbench.episodes.standing.loader import load_spec
+from commitbench.episodes.standing.loader import languages_of, load_spec
 from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version
 from commitbench.judges.labelling import Labeller, LabelRecord
@@ -60,7 +60,8 @@ def episodes_by_id(selection: StandingSelection | None = None) -> dict[str, Epis
     selection, every episode of the shipped data under both profiles."""
     if selection is None:
         return episodes_of_profiles(DEFAULT_DATA_DIR)
-    return {e.id: e for e in load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings())}
+    data = selection.data or DEFAULT_DATA_DIR
+    return {e.id: e for e in load_episodes(data, selection.settings(), languages_of(data))}
 
 
 def _selection_of(run_dir: Path | None) -> StandingSelection | None:
@@ -83,7 +84,8 @@ def episodes_of_run(run_dir: Path | None) -> dict[str, Episode]:
 
 
 def select(selection: StandingSelection) -> list[Episode]:
-    return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings()))
+    return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings(),
+                                          selection.languages()))
 
 
 def set_version(selection: StandingSelection) -> str:

@@ -148,7 +148,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._ws = Workspace(ep.people, ep.channel)
         self._people = {p.role: p for p in ep.people}
         self._toolbox = Toolbox(
-            [*bind_workspace_tools(self._ws, ep.wiki, self._assistant_message), *episode_tools(ep), *extras.tools]
+            [*bind_workspace_tools(self._ws, ep.wiki, self._assistant_message, ep.workspace), *episode_tools(ep),
+             *extras.tools]
         )
         self._pos = 0
         self._turn = -1
@@ -190,7 +191,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
     # ---------------------------------------------------------------------- step
     def step(self, action: Any):
         if self._done or self.trace is None:
-            notice = Event(kind=EventKind.NOTICE, step=self._step_no(), text="The episode is over; call reset().")
+            notice = Event(kind=EventKind.NOTICE, step=self._step_no(),
+                           text=self.episode.workspace.notice("episode_over"))
             return observation([notice]), 0.0, True, False, self._info([notice])
         self.trace.steps += 1
         act = parse_action(action)
@@ -231,7 +233,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                     Event(
                         kind=EventKind.NOTICE,
                         step=self._step_no(),
-                        text=f"You used all {self.max_calls_per_turn} tool calls of this turn; the turn is over.",
+                        text=self.episode.workspace.notice("calls_used", max_calls=self.max_calls_per_turn),
                     )
                 )
                 end_turn = True

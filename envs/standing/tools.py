@@ -8,13 +8,15 @@ declared in the commitment type's file (name, description, parameters) and becom
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 
 from pydantic import Field
 
 from commitbench.envs.standing.workspace import Workspace, dm_channel
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.spec import WikiEntry
+from commitbench.episodes.standing.spec import ENGLISH_WORKSPACE, WikiEntry, WorkspaceTexts
 from commitbench.tools import Tool, ToolArgs, ToolError, ToolRefused, bound_tools, schema_tool, tool
 
 MAX_MESSAGE = 4_000
@@ -46,19 +48,21 @@ Poster = Callable[[str, str, str], None]
 class WorkspaceTools:
     """The tools every standing episode has; ``post`` is how the environment records a message."""
 
-    def __init__(self, workspace: Workspace, wiki: dict[str, WikiEntry], post: Poster) -> None:
+    def __init__(self, workspace: Workspace, wiki: dict[str, WikiEntry], post: Poster,
+                 texts: WorkspaceTexts = ENGLISH_WORKSPACE) -> None:
         self.workspace = workspace
         self.wiki = wiki
         self.post = post
+        self.texts = texts
 
     @tool(write=True)
     def post_message(self, args: PostMessageArgs) -> str:
         """Write a message in a channel that everyone in it can read."""
         channel = self.workspace.channel
         if not self.workspace.is_team_channel(args.channel):
-            raise ToolError(f"unknown channel {args.channel[:80]!r}; the only channel is {channel}")
+            raise ToolError(self.texts.result("unknown_channel", channel=repr(args.channel[:80]), team_channel=channel))
         self.post(channel, args.text, "post_message")
-        return f"Posted in {channel}."
+        return self.texts.result("posted", channel=channel)
 
     @tool(write=True)
     def send_dm(self, args: SendDmArgs) -> str:
@@ -66,27 +70,27 @@ class WorkspaceTools:
         person = self.workspace.resolve(args.to)
         if person is None:
             names = ", ".join(p.name for p in self.workspace.people)
-            raise ToolError(f"nobody called {args.to[:80]!r} is in this workspace; people: {names}")
+            raise ToolError(self.texts.result("unknown_person", name=repr(args.to[:80]), people=names))
         self.post(dm_channel(person.name), args.text, "send_dm")
-        return f"Sent to {person.name}."
+        return self.texts.result("sent", name=person.name)
 
     @tool()
     def lookup(self, args: LookupArgs) -> str:
         """Search the team wiki and return the entries that match."""
         hits = search_wiki(self.wiki, args.query)
-        return " ".join(hits[:2]) if hits else f"No wiki entry matches {args.query[:80]!r}."
+        return " ".join(hits[:2]) if hits else self.texts.result("no_match", query=repr(args.query[:80]))
 
     @tool()
     def end_turn(self, args: NoArgs) -> str:
         """Finish your turn without writing anything."""
-        return "Turn ended."
+        return self.texts.result("turn_ended")
 
 
 def episode_tools(episode: Episode) -> list[Tool]:
     """The promised action tool and the check tool of an episode, with the outcomes its data fixes."""
 
     def check(_: dict[str, object]) -> str:
-        verdict = "Possible." if episode.check_possible else "Not possible."
+        verdict = episode.workspace.result("possible" if episode.check_possible else "not_possible")
         return f"{verdict} {episode.check_text}"
 
     def act(_: dict[str, object]) -> str:
@@ -104,8 +108,21 @@ def workspace_tool_names() -> list[str]:
     return [spec.name for spec, _ in declared_tools(WorkspaceTools)]
 
 
-def bind_workspace_tools(workspace: Workspace, wiki: dict[str, WikiEntry], post: Poster) -> list[Tool]:
-    return bound_tools(WorkspaceTools(workspace, wiki, post))
+def bind_workspace_tools(workspace: Workspace, wiki: dict[str, WikiEntry], post: Poster,
+                         texts: WorkspaceTexts = ENGLISH_WORKSPACE) -> list[Tool]:
+    """The workspace tools of an episode, described and answering in its language's words."""
+    tools = bound_tools(WorkspaceTools(workspace, wiki, post, texts))
+    return tools if texts == ENGLISH_WORKSPACE else [_worded(t, texts) for t in tools]
+
+
+def _worded(tool: Tool, texts: WorkspaceTexts) -> Tool:
+    """A workspace tool whose description and parameter descriptions are ``texts``' (names stay: they are the API)."""
+    words = texts.tools[tool.name]
+    parameters = copy.deepcopy(tool.spec.parameters)
+    for name, prop in parameters.get("properties", {}).items():
+        prop["description"] = words.parameters[name]
+    spec = tool.spec.model_copy(update={"description": words.description, "parameters": parameters})
+    return dataclasses.replace(tool, spec=spec)
 
 
 def search_wiki(wiki: dict[str, WikiEntry], query: str) -> list[str]:

@@ -33,13 +33,15 @@ from commitbench.episodes.standing.episode import (
     ScriptAct,
     ScriptMessage,
 )
-from commitbench.episodes.standing.loader import STYLES_FILE, load_spec
+from commitbench.episodes.standing.loader import STYLES_FILE, language_dir, languages_of, load_spec
 from commitbench.episodes.standing.profile import PROFILE_SETTINGS, StandingSettings
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
+    ENGLISH_WORKSPACE,
     CellSpec,
     CommitmentTypeSpec,
     EventSpec,
+    Language,
     NotifyDeadline,
     PolicyWording,
     ReplyKind,
@@ -415,8 +417,11 @@ def creditor_replies(
 
 
 def _episode_id(payload: dict[str, Any]) -> str:
-    canonical = Episode.model_validate({**payload, "id": ""}).model_dump_json(exclude={"id"})
-    return "st-" + digest(canonical, length=12)
+    episode = Episode.model_validate({**payload, "id": ""})
+    if episode.language is Language.EN and episode.workspace == ENGLISH_WORKSPACE:
+        canonical = episode.model_dump_json(exclude={"id", "twins", "language", "workspace"})
+        return "st-" + digest(canonical, length=12)
+    return "st-" + digest(json=episode.id_fields(), length=12)
 
 
 def compile_type(
@@ -479,6 +484,8 @@ def compile_type(
                         "explicit_policy": texts.explicit_policy,
                         "policy_wording": settings.policy_wording,
                         "notify_by_trigger": settings.notify_deadline is NotifyDeadline.BEFORE_TRIGGER,
+                        "language": spec.language,
+                        "workspace": spec.workspace,
                     }
                     episodes.append(Episode.model_validate({**payload, "id": _episode_id(payload)}))
     return episodes
@@ -495,11 +502,58 @@ def compile_spec(spec: StandingSpec, settings: StandingSettings | None = None) -
     return episodes
 
 
+TwinKey = tuple[str, int, str, int, str]  # commitment type, surface, cell, gap, policy
+
+
+def twin_key(episode: Episode) -> TwinKey:
+    """What an episode shares with its twins in the other languages."""
+    return (episode.commitment_type, episode.variant, episode.cell, episode.gap, episode.policy.value)
+
+
+def _structure(episode: Episode) -> tuple[object, ...]:
+    """The step structure twins must share: every scripted message's step, kind, act and speaker's role."""
+    return (episode.trigger_step, tuple(episode.event_steps), episode.split,
+            tuple((m.step, m.act, m.sender, m.style, m.subject, m.lookup_entry) for m in episode.script),
+            tuple((r.after_step, r.kind) for r in episode.creditor_replies))
+
+
+def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> dict[Language, list[Episode]]:
+    """Record each episode's twins in the other languages; every episode of another language must have an
+    English twin with the same step structure (a SpecError names the language's folder otherwise)."""
+    if len(by_language) < 2:
+        return by_language
+    keyed = {lang: {twin_key(e): e for e in episodes} for lang, episodes in by_language.items()}
+    english = keyed[Language.EN]
+    for lang, episodes in keyed.items():
+        if lang is Language.EN:
+            continue
+        where = language_dir(root, lang)
+        missing = sorted(set(english) ^ set(episodes))
+        if missing:
+            side = "English" if missing[0] in episodes else lang.value
+            raise SpecError(where, "types", f"{len(missing)} episodes have no {side} twin, e.g. {missing[0]} (type, "
+                            "surface, cell, gap, policy): both languages must have the same types and splits")
+        for key, episode in episodes.items():
+            if _structure(episode) != _structure(english[key]):
+                raise SpecError(where, f"types.{key[0]}", f"the {lang.value} episode {key} does not have its English "
+                                "twin's step structure (steps, acts, speakers, replies)")
+    linked: dict[Language, list[Episode]] = {}
+    for lang, episodes in by_language.items():
+        linked[lang] = [
+            e.model_copy(update={"twins": {other.value: keyed[other][twin_key(e)].id
+                                           for other in by_language if other is not lang}})
+            for e in episodes
+        ]
+    return linked
+
+
 @lru_cache(maxsize=8)
 def _compiled(
     root: str, settings: StandingSettings, stamp: tuple[tuple[str, int, int], ...]
-) -> tuple[Episode, ...]:
-    return tuple(compile_spec(load_spec(Path(root)), settings))
+) -> dict[Language, tuple[Episode, ...]]:
+    by_language = {lang: compile_spec(load_spec(Path(root), language=lang), settings)
+                   for lang in languages_of(root)}
+    return {lang: tuple(episodes) for lang, episodes in link_twins(root, by_language).items()}
 
 
 def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -509,16 +563,26 @@ def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def load_episodes(
-    root: Path | str = DEFAULT_DATA_DIR, settings: StandingSettings | Profile | str | None = None
+    root: Path | str = DEFAULT_DATA_DIR, settings: StandingSettings | Profile | str | None = None,
+    languages: Language | str | Iterable[Language | str] = Language.EN,
 ) -> tuple[Episode, ...]:
-    """The episodes of a data directory under a profile or its settings (default: the project's profile),
-    compiled once per process while its files are unchanged (an edited file is picked up by the next call)."""
+    """The episodes of a data directory in ``languages`` (default English) under a profile or its settings
+    (default: the project's profile), compiled once per process while its files are unchanged (an edited file is
+    picked up by the next call). Every language the directory has is compiled, so each episode carries its twins."""
     if not isinstance(settings, StandingSettings):
         settings = PROFILE_SETTINGS[Profile(settings or Profile.COMMITBENCH)]
     path = Path(root).resolve()
-    return _compiled(str(path), settings, _stamp(path))
+    wanted = [Language(languages)] if isinstance(languages, str | Language) else [Language(x) for x in languages]
+    compiled = _compiled(str(path), settings, _stamp(path))
+    for lang in wanted:
+        if lang not in compiled:
+            load_spec(path, language=lang)  # raises the SpecError that names the missing folder
+    return tuple(e for lang in wanted for e in compiled[lang])
 
 
 def episodes_of_profiles(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:
-    """Every episode of a data directory under both profiles, by id (for traces whose settings are unknown)."""
-    return {e.id: e for profile in Profile for e in load_episodes(root, profile)}
+    """Every episode of a data directory under both profiles and in every language, by id (for traces whose
+    settings are unknown)."""
+    path = Path(root).resolve()
+    return {e.id: e for profile in Profile for lang in languages_of(path)
+            for e in load_episodes(path, profile, lang)}

@@ -8,13 +8,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.spec import (
+    ENGLISH_WORKSPACE,
     Expected,
     ExpectedOutcome,
+    Language,
     PolicyWording,
     ReplyKind,
     ReplyRule,
     Split,
     WikiEntry,
+    WorkspaceTexts,
 )
 from commitbench.protocol import ToolSpec
 
@@ -239,6 +242,27 @@ class Episode(BaseModel):
         description="A required notification counts only before the trigger (the project's profile); false: at any "
         "time (the paper's, which does not say).",
     )
+    language: Language = Field(default=Language.EN, description="The language the episode is written in.")
+    workspace: WorkspaceTexts = Field(
+        default=ENGLISH_WORKSPACE, description="The workspace tools' words and the environment's notices."
+    )
+    twins: dict[str, str] = Field(
+        default_factory=dict,
+        description="The ids of the same episode in the data directory's other languages, by language code (same "
+        "cell, type, surface, gap, policy, step structure and seed): an English episode's Turkish twin, a Turkish "
+        "episode's English one; empty where the directory has one language.",
+    )
+
+    def id_fields(self) -> dict[str, Any]:
+        """What the content-hash id covers: every field but the id and the twins (pointers, not content), and
+        the language and workspace words only where they differ from English's, so English ids stay as they
+        were before episodes had a language."""
+        exclude = {"id", "twins"}
+        if self.language is Language.EN:
+            exclude.add("language")
+        if self.workspace == ENGLISH_WORKSPACE:
+            exclude.add("workspace")
+        return self.model_dump(mode="json", exclude=exclude)
 
     def person(self, role: str) -> Person:
         for p in self.people:

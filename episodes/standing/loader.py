@@ -16,21 +16,26 @@ from pydantic import BaseModel, ValidationError
 
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
+    ENGLISH_WORKSPACE,
+    LANGUAGES_DIR,
     CellSpec,
     CommitmentTypeSpec,
     FillerSpec,
+    Language,
     PoliciesSpec,
     RepliesSpec,
     SpecError,
     StandingSpec,
     StyleSpec,
     StylesSpec,
+    WorkspaceTexts,
     WorldSpec,
     word_pattern,
 )
 from commitbench.yamlfile import YamlError, read_yaml
 
-__all__ = ["STYLES_FILE", "cell_label", "check_styles", "check_types", "load_spec", "load_type"]
+__all__ = ["STYLES_FILE", "WORKSPACE_FILE", "cell_label", "check_styles", "check_types", "language_dir",
+           "languages_of", "load_spec", "load_type"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -150,17 +155,53 @@ def check_styles(styles: dict[str, StyleSpec], styles_path: Path, cells: list[Ce
                                     "shared texts are said about every type; name it as {{ thing }}")
 
 
-def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None) -> StandingSpec:
-    """Load the whole standing spec from a data directory, naming file and field on any error."""
+WORKSPACE_FILE = "workspace.yaml"
+
+
+def language_dir(root: Path | str, language: Language | str) -> Path:
+    """Where a language's texts live: the data directory itself for English, ``languages/<code>/`` otherwise."""
+    language = Language(language)
     root = Path(root)
-    parts: dict[str, Any] = {}
+    return root if language is Language.EN else root / LANGUAGES_DIR / language.value
+
+
+def languages_of(root: Path | str) -> list[Language]:
+    """The languages a data directory has: English, and each known language with a ``languages/<code>/`` folder."""
+    return [lang for lang in Language if language_dir(root, lang).is_dir()]
+
+
+def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None,
+              language: Language | str = Language.EN) -> StandingSpec:
+    """Load the whole standing spec from a data directory, naming file and field on any error.
+
+    English reads every file from ``root``; another language reads its texts from ``root/languages/<code>/``
+    and the cells (structure only, no text) from ``root/cells.yaml``, so both languages play the same design.
+    """
+    root = Path(root)
+    try:
+        language = Language(language)
+    except ValueError:
+        known = ", ".join(lang.value for lang in Language)
+        raise SpecError(root, "language", f"unknown language {language!r} (known: {known})") from None
+    texts = language_dir(root, language)
+    if not texts.is_dir():
+        raise SpecError(texts, "<directory>", f"this data directory has no {language.value} texts (expected the "
+                        f"folder {LANGUAGES_DIR}/{language.value}/ beside cells.yaml; see docs/languages.md)")
+    parts: dict[str, Any] = {"language": language}
     for key, model, name in (
         ("world", WorldSpec, "world.yaml"),
         ("policies", PoliciesSpec, "policies.yaml"),
         ("replies", RepliesSpec, "replies.yaml"),
         ("filler", FillerSpec, "filler.yaml"),
     ):
-        parts[key] = _validate(model, _read_yaml(root / name), root / name)
+        parts[key] = _validate(model, _read_yaml(texts / name), texts / name)
+    workspace_path = texts / WORKSPACE_FILE
+    if workspace_path.is_file():
+        parts["workspace"] = _validate(WorkspaceTexts, _read_yaml(workspace_path), workspace_path)
+    elif language is not Language.EN:
+        raise SpecError(workspace_path, "<file>", "file not found: another language words the workspace tools too")
+    else:
+        parts["workspace"] = ENGLISH_WORKSPACE
     cells_path = root / "cells.yaml"
     cells_doc = _read_yaml(cells_path)
     if not isinstance(cells_doc, dict) or "cells" not in cells_doc:
@@ -169,17 +210,17 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
         raise SpecError(cells_path, "cells", "expected a list of cells")
     parts["cells"] = [_validate(CellSpec, item, cells_path, prefix=f"{cell_label(item, i)}.")
                       for i, item in enumerate(cells_doc["cells"])]
-    styles_path = root / STYLES_FILE
+    styles_path = texts / STYLES_FILE
     parts["styles"] = _validate(StylesSpec, _read_yaml(styles_path), styles_path).styles
-    type_paths = sorted((root / "types").glob("*.yaml"))
+    type_paths = sorted((texts / "types").glob("*.yaml"))
     inside = {p.resolve() for p in type_paths}
     type_paths += [p for p in extra_types or [] if Path(p).resolve() not in inside]
     parts["types"] = [load_type(p) for p in type_paths]
     typed = list(zip(type_paths, parts["types"], strict=True))
-    check_types(typed, parts["filler"], root / "filler.yaml")
+    check_types(typed, parts["filler"], texts / "filler.yaml")
     check_styles(parts["styles"], styles_path, parts["cells"], cells_path, typed)
     parts["type_files"] = {t.id: str(p) for t, p in zip(parts["types"], type_paths, strict=True)}
-    prompt_path = root / "system_prompt.jinja"
+    prompt_path = texts / "system_prompt.jinja"
     try:
         parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")
     except FileNotFoundError:

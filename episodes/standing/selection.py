@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from commitbench.episodes.selection import narrow
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.profile import STANDING_CHOICES, StandingSettings
-from commitbench.episodes.standing.spec import NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
+from commitbench.episodes.standing.spec import Language, NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
 from commitbench.profiles import ProfiledSelection
 
 
@@ -30,6 +38,11 @@ class StandingSelection(ProfiledSelection):
     surfaces: list[int] | None = Field(default=None, description="Surface wordings (0, 1, 2): names, channel, text.")
     ids: list[str] | None = Field(default=None, description="Episode ids (the factors above must also match).")
     limit: int | None = Field(default=None, ge=1, description="Keep only the first N matching episodes (smoke runs).")
+    language: list[Language] | None = Field(
+        default=None,
+        description="The episodes' language: en, tr, or both (null: en). Each Turkish episode is the twin of an "
+        "English one; with both, the report pairs them (docs/languages.md).",
+    )
     data: str | None = Field(
         default=None,
         description="An episode data directory (null: the shipped one, episodes/data/standing). A relative path "
@@ -63,6 +76,26 @@ class StandingSelection(ProfiledSelection):
             )
         return data
 
+    @field_validator("language", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list) and len(set(map(str, value))) != len(value):
+            raise ValueError("a language is named twice")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_default_language(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("language") is None:
+            data.pop("language", None)  # an English filter keeps the config (and config hash) it always had
+        return data
+
+    def languages(self) -> list[Language]:
+        """The languages played, in the order given (default: English)."""
+        return list(self.language) if self.language else [Language.EN]
+
     def settings(self) -> StandingSettings:
         """The design choices these episodes compile under: the profile's, with the options set here."""
         return StandingSettings.model_validate(self.options())
@@ -80,8 +113,10 @@ class StandingSelection(ProfiledSelection):
     def select(self, pool: Sequence[Episode]) -> list[Episode]:
         """The episodes of ``pool`` (compiled under :meth:`settings`) this filter keeps, in compile order;
         raises ValueError on an unknown value."""
+        wanted = set(self.languages())
         chosen = select_episodes(
-            pool, split=self.split, cells=self.cells, commitment_types=self.types, policies=self.policies,
+            [e for e in pool if e.language in wanted], split=self.split, cells=self.cells,
+            commitment_types=self.types, policies=self.policies,
             gaps=self.gaps, surfaces=self.surfaces,
         )
         return narrow(chosen, {e.id for e in pool}, self.ids, self.limit)

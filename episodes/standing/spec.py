@@ -19,6 +19,15 @@ from commitbench.tools import json_type
 
 N_VARIANTS = 3
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
+LANGUAGES_DIR = "languages"  # a data directory's other languages: <root>/languages/<code>/ (all files but cells.yaml)
+
+
+class Language(str, Enum):
+    """The language an episode is written in. English is the data directory itself; every other language is an
+    overlay under ``languages/<code>/`` whose episodes are twins of the English ones."""
+
+    EN = "en"
+    TR = "tr"
 
 _CONDITIONAL_DELEGATION = re.compile(r"\b(?:if|when|while|whenever)\s+I(?:'m|\s+am)\b", re.IGNORECASE)
 
@@ -495,7 +504,88 @@ class PoliciesSpec(Strict):
     silent: str = Field(default="", description="Always empty: the silent policy states nothing.", max_length=0)
 
 
+class WorkspaceToolTexts(Strict):
+    description: str = Field(description="What the tool does, as the agent reads it.", min_length=1, max_length=400)
+    parameters: dict[str, str] = Field(
+        default_factory=dict, description="Each parameter's description, by parameter name (the names are fixed)."
+    )
+
+
+def _tool(description: str, **parameters: str) -> WorkspaceToolTexts:
+    return WorkspaceToolTexts(description=description, parameters=parameters)
+
+
+WORKSPACE_TOOLS = {"post_message": ("channel", "text"), "send_dm": ("to", "text"), "lookup": ("query",),
+                   "end_turn": ()}
+_RESULT_FIELDS = {"posted": ("channel",), "sent": ("name",), "no_match": ("query",), "turn_ended": (),
+                  "possible": (), "not_possible": (), "unknown_channel": ("channel", "team_channel"),
+                  "unknown_person": ("name", "people")}
+_NOTICE_FIELDS = {"episode_over": (), "calls_used": ("max_calls",)}
+_FIELD = re.compile(r"\{([a-z_]{1,20})\}")
+
+
+class WorkspaceTexts(Strict):
+    """The words of the workspace tools and the environment's notices in one language (``workspace.yaml``).
+
+    English has these built in (:data:`ENGLISH_WORKSPACE`); another language writes all of them. Results and
+    notices are ``str.format`` templates over the fields named in :data:`_RESULT_FIELDS` / :data:`_NOTICE_FIELDS`.
+    """
+
+    tools: dict[str, WorkspaceToolTexts] = Field(description="Description and parameter descriptions of each tool.")
+    results: dict[str, str] = Field(description="Tool results and tool errors, by key.")
+    notices: dict[str, str] = Field(description="The environment's notices to the agent, by key.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> WorkspaceTexts:
+        if set(self.tools) != set(WORKSPACE_TOOLS):
+            raise ValueError(f"tools must be exactly {', '.join(WORKSPACE_TOOLS)}")
+        for name, params in WORKSPACE_TOOLS.items():
+            if set(self.tools[name].parameters) != set(params):
+                raise ValueError(f"tools.{name}.parameters must be exactly: {', '.join(params) or '(none)'}")
+        for where, texts, fields in (("results", self.results, _RESULT_FIELDS),
+                                     ("notices", self.notices, _NOTICE_FIELDS)):
+            if set(texts) != set(fields):
+                raise ValueError(f"{where} must be exactly: {', '.join(fields)}")
+            for key, text in texts.items():
+                used = set(_FIELD.findall(text))
+                if used != set(fields[key]) or len(text) > 300:
+                    want = ", ".join("{" + f + "}" for f in fields[key]) or "no fields"
+                    raise ValueError(f"{where}.{key} must use exactly {want} (at most 300 characters)")
+        return self
+
+    def result(self, key: str, **fields: object) -> str:
+        return self.results[key].format(**fields)
+
+    def notice(self, key: str, **fields: object) -> str:
+        return self.notices[key].format(**fields)
+
+
+ENGLISH_WORKSPACE = WorkspaceTexts(
+    tools={
+        "post_message": _tool("Write a message in a channel that everyone in it can read.",
+                              channel="Channel name, for example #design-review.", text="The message."),
+        "send_dm": _tool("Send a direct message to one person.", to="The person's name.", text="The message."),
+        "lookup": _tool("Search the team wiki and return the entries that match.", query="Words to search for."),
+        "end_turn": _tool("Finish your turn without writing anything."),
+    },
+    results={
+        "posted": "Posted in {channel}.", "sent": "Sent to {name}.", "no_match": "No wiki entry matches {query}.",
+        "turn_ended": "Turn ended.", "possible": "Possible.", "not_possible": "Not possible.",
+        "unknown_channel": "unknown channel {channel}; the only channel is {team_channel}",
+        "unknown_person": "nobody called {name} is in this workspace; people: {people}",
+    },
+    notices={
+        "episode_over": "The episode is over; call reset().",
+        "calls_used": "You used all {max_calls} tool calls of this turn; the turn is over.",
+    },
+)
+
+
 class StandingSpec(Strict):
+    language: Language = Field(default=Language.EN, description="The language the texts are written in.")
+    workspace: WorkspaceTexts = Field(
+        default=ENGLISH_WORKSPACE, description="The workspace tools' words and the notices (workspace.yaml)."
+    )
     world: WorldSpec = Field(description="People, channels and surface variants.")
     cells: list[CellSpec] = Field(description="The cells of the design.")
     policies: PoliciesSpec = Field(description="Release policy texts.")
