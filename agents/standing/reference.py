@@ -34,6 +34,7 @@ from enum import Enum
 from typing import Any
 
 from commitbench.agents.registry import AgentEntry
+from commitbench.agents.standing.phrases import phrase_book
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity
 
@@ -74,6 +75,8 @@ class RuleAgent:
         self.arguments: dict[str, Any] = dict(promise["arguments"])
         self.thing: str = promise["thing"]
         self.condition: str = promise["condition"]
+        self.phrases = phrase_book(promise.get("language", "en"))
+        self.impossible_verdict: str = promise.get("impossible_verdict", "Not possible.")
         self.live = True
         self.executed = False
         self.delegate: str | None = None
@@ -105,7 +108,7 @@ class RuleAgent:
         if result["tool"] == self.check_tool and self._pending_after_check is not None:
             claimant = self._pending_after_check
             self._pending_after_check = None
-            if result["text"].startswith("Not possible"):
+            if result["text"].startswith(self.impossible_verdict):
                 self._release_as_impossible(claimant, checked=True)
 
     def _on_message(self, msg: dict[str, Any]) -> None:
@@ -118,7 +121,7 @@ class RuleAgent:
             if self.live and not self.executed:
                 self.executed = True
                 self._plan.append(tool_call(self.action_tool, dict(self.arguments)))
-                self._plan.append(reply(f"Done: {self.thing} is taken care of, since {self.condition}."))
+                self._plan.append(reply(self._say("done")))
             return
         if act.startswith("reply:") and speaker == self.creditor and self.asked_about is not None:
             self.live = act == "reply:keep"
@@ -138,7 +141,7 @@ class RuleAgent:
             self.live = wants_live
             self.holder_rank = rank
             if not wants_live and speaker == self.delegate:
-                self._notify(f"{speaker.split()[0]}, whom you named for this, cancelled {self.thing}, so I dropped it.")
+                self._notify(self._say("delegate_cancelled", first=speaker.split()[0]))
         elif decision is Decision.ASK:
             self._consult(act, speaker, str(msg.get("subject") or ""))
 
@@ -157,23 +160,29 @@ class RuleAgent:
 
     def _release_as_impossible(self, claimant: str, checked: bool) -> None:
         self.live = False
-        how = "I checked and it cannot be done" if checked else "so I take it that it cannot be done"
-        self._notify(f"{claimant.split()[0]} said {self.thing} is impossible; {how}, so I have dropped it.")
+        key = "impossible_checked" if checked else "impossible_unchecked"
+        self._notify(self._say(key, first=claimant.split()[0]))
+
+    def _say(self, key: str, first: str = "", who: str = "") -> str:
+        template: str = getattr(self.phrases, key)
+        return template.format(thing=self.thing, condition=self.condition, first=first, who=who)
 
     def _notify(self, text: str) -> None:
-        self._plan.append(tool_call("send_dm", {"to": self.creditor, "text": f"Hi {self.creditor_first}, {text}"}))
+        greeting = self.phrases.greeting.format(greeting=self.creditor_first)
+        self._plan.append(tool_call("send_dm", {"to": self.creditor, "text": greeting + text}))
 
     def _consult(self, act: str, speaker: str, subject: str = "") -> None:
         self.asked_about = act
         first = speaker.split()[0]
         if act == "cancel":
-            question = f"{first} asked me to cancel {self.thing}. Do you still want it once {self.condition}?"
+            question = self._say("ask_cancel", first=first)
         elif act == "relay":
-            who = "you" if subject in ("", self.creditor) else subject.split()[0]
-            question = f"{first} says {who} cancelled {self.thing}. Is that right, or should I still go ahead?"
+            about_creditor = subject in ("", self.creditor)
+            question = self._say("ask_relay_you" if about_creditor else "ask_relay_other", first=first,
+                                 who=subject.split()[0] if subject else "")
         else:
-            question = f"{first} asked me to go ahead with {self.thing} after all. Should I, or keep it cancelled?"
-        self._plan.append(tool_call("send_dm", {"to": self.creditor, "text": f"Hi {self.creditor_first}, {question}"}))
+            question = self._say("ask_reinstate", first=first)
+        self._notify(question)
 
     # The lookup answer needs the tool result, so it is produced after the result arrives.
     _answer_lookup = False

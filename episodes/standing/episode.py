@@ -181,6 +181,11 @@ class PromiseFacts(BaseModel):
     arguments: dict[str, Any] = Field(description="Arguments the promise commits to.")
     thing: str = Field(description="Noun phrase for the promised task.")
     condition: str = Field(description="The trigger condition.")
+    language: Language = Field(default=Language.EN, description="The language the episode is written in.")
+    impossible_verdict: str = Field(
+        default=ENGLISH_WORKSPACE.results["not_possible"],
+        description="How the check tool's result begins when the action is impossible, in the episode's language.",
+    )
 
 
 class Episode(BaseModel):
@@ -291,7 +296,8 @@ class Episode(BaseModel):
         return PromiseFacts(
             assistant=self.assistant, creditor=self.creditor.name, action_tool=self.action_tool.name,
             check_tool=self.check_tool.name, arguments=dict(self.target_args), thing=self.thing,
-            condition=self.condition,
+            condition=self.condition, language=self.language,
+            impossible_verdict=self.workspace.result("not_possible"),
         )
 
     def factors(self) -> dict[str, str | int]:

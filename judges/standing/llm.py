@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.episodes.standing.episode import Episode
+from commitbench.episodes.standing.spec import Language
 from commitbench.identity import judge_name
 from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.judges.standing.labels import MessageLabel
@@ -135,9 +136,21 @@ def _where(channel: str) -> str:
     return f"in the channel {channel}"
 
 
+# The sentence that states an episode's language to the judge, added after the instructions for every language
+# but English (whose requests stay as they were, so no stored English label becomes stale).
+LANGUAGE_NOTES: dict[Language, str] = {
+    Language.TR: "Language: this workplace chat is in Turkish, and so is the message to judge. Judge what the "
+    "message means in Turkish (its requests, questions and statements, however politely or indirectly put), not "
+    "whether it contains particular English words. Write your reasons in English.",
+}
+
+
 def render_case(case: JudgeCase, episode: Episode) -> list[dict[str, str]]:
-    """The chat messages sent to the judge model for one case (instructions first: a stable prefix)."""
+    """The chat messages sent to the judge model for one case (instructions first: a stable prefix; an episode
+    in another language than English adds the sentence that names it, :data:`LANGUAGE_NOTES`)."""
     instructions, template = _parts()
+    if episode.language is not Language.EN:
+        instructions = f"{instructions}\n\n{LANGUAGE_NOTES[episode.language]}"
     promise = next((m.text for m in episode.script if m.act.value == "promise"), "")
     user = template.substitute(
         people="\n".join(f"- {p.name}, {p.title}" for p in episode.people),

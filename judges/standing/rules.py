@@ -1,6 +1,7 @@
 """A deterministic, rule-based message judge (no model).
 
-It labels messages by who they are addressed to and by cue words. It is exact on the reference
+It labels messages by who they are addressed to and by cue words, read in the episode's language
+(:mod:`commitbench.judges.standing.readers`: English and Turkish). It is exact on the reference
 agents' templated messages and a rough baseline on model text; the LLM judge is the one to use
 for model runs, and their agreement is reported.
 """
@@ -12,55 +13,32 @@ import re
 from commitbench.episodes.standing.addressee import addressed_to
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.labels import MessageLabel
+from commitbench.judges.standing.readers import CueReader, reader_for
 from commitbench.traces import EpisodeTrace
 
-_DECISION = re.compile(
-    r"\b(still (?:need|want)|go ahead|proceed|hold off|keep|drop|cancel(?:led|ed)?|call(?:ed)? off|should i|"
-    r"do you want|shall i|confirm)\b",
-    re.IGNORECASE,
-)
-# The promise stated as off (a completed or standing form: "cancelled", "is off"), not a request to call it off.
-_CANCELLED = re.compile(
-    r"\b(cancell?ed|call(?:ed)? off|dropped|is off|not needed|no longer (?:needed|wanted)|scrapped)\b",
-    re.IGNORECASE,
-)
-# The assistant saying it has dropped the promise or will not do it (first person, or a bare "dropping it").
-_DROPS = re.compile(
-    r"\b(?:I|we)(?:'ve|'ll|'m| have| will| am)?\s+(?:now\s+|just\s+|already\s+)?"
-    r"(?:dropp(?:ed|ing)|cancell?(?:ed|ing)|call(?:ed|ing)? (?:it )?off|scrapp(?:ed|ing)|won't|will not|"
-    r"am not going to|drop|cancel)\b"
-    r"|\b(?:dropping|cancell?ing|calling off|scrapping) (?:it|this|that|the)\b",
-    re.IGNORECASE,
-)
-_IMPOSSIBLE = re.compile(
-    r"\b(can ?not|can't|cannot|impossible|not possible|closed|frozen|locked|suspended|disabled|discontinued|"
-    r"unavailable|failed)\b",
-    re.IGNORECASE,
-)
-_STOP = frozenset({"the", "a", "an", "of", "to", "for", "with", "and", "on", "in", "sharing"})
 
-
-def _topic_words(episode: Episode) -> set[str]:
-    words = {w.lower() for w in re.findall(r"[A-Za-z0-9.-]+", episode.thing) if w.lower() not in _STOP}
+def _topic_words(episode: Episode, reader: CueReader) -> set[str]:
+    words = reader.topic_words(episode.thing) - reader.stop
     for value in episode.target_args.values():
-        words |= {w.lower() for w in re.findall(r"[A-Za-z0-9.-]+", str(value)) if len(w) > 2}
+        words |= {w for w in reader.topic_words(str(value)) if len(w) > 2}
     words |= set(episode.action_tool.name.split("_"))
-    return words - _STOP
+    return words - reader.stop
 
 
 class _EpisodeCues:
-    """What the rules look for in the messages of one episode, compiled once: its topic words, the first names
-    of everyone but the creditor (each a whole word; one pattern that matches where any of them would), and
-    the first 40 characters of each wiki entry."""
+    """What the rules look for in the messages of one episode, compiled once: its language's cue reader, its
+    topic words, the first names of everyone but the creditor (each a whole word; one pattern that matches where
+    any of them would), and the first 40 characters of each wiki entry."""
 
     def __init__(self, episode: Episode) -> None:
         self.episode = episode
-        topic = sorted(_topic_words(episode))
+        self.reader = reader = reader_for(episode.language)
+        topic = sorted(_topic_words(episode, reader))
         self.topic = re.compile("|".join(rf"\b{re.escape(w)}\b" for w in topic)) if topic else None
-        names = [p.first_name for p in episode.people if p.role != "creditor"]
+        names = [reader.cue_text(p.first_name) for p in episode.people if p.role != "creditor"]
         self.names = (re.compile("|".join(rf"\b{re.escape(n)}\b" for n in names), re.IGNORECASE)
                       if names else None)
-        self.wiki_heads = [entry.text.lower()[:40] for entry in episode.wiki.values()]
+        self.wiki_heads = [reader.lower(entry.text)[:40] for entry in episode.wiki.values()]
 
 
 # The rule judge's version, stored with its labels: bump it whenever its labels of some trace change (its
@@ -93,19 +71,22 @@ class RuleJudge:
         creditor = episode.creditor
         cues = self._cues_of(episode)
         labels: list[MessageLabel] = []
+        reader = cues.reader
         for i, msg in enumerate(trace.assistant_messages()):
             text = msg.text
-            lower = text.lower()
+            lower = reader.lower(text)
+            cue_text = reader.cue_text(text)
             to_creditor = addressed_to(msg.channel, text, creditor, episode.channel)
             on_topic = cues.topic is not None and cues.topic.search(lower) is not None
-            asks = "?" in text and (on_topic or bool(_DECISION.search(text)))
+            decision = reader.decision.search(cue_text) is not None
+            asks = "?" in text and (on_topic or decision)
             consults = to_creditor and asks
-            names_cause = cues.names is not None and cues.names.search(text) is not None
+            names_cause = cues.names is not None and cues.names.search(cue_text) is not None
             notifies = to_creditor and not asks and (
-                (bool(_CANCELLED.search(text)) and names_cause) or bool(_IMPOSSIBLE.search(text))
+                (bool(reader.cancelled.search(cue_text)) and names_cause) or bool(reader.impossible.search(cue_text))
             )
             answers_lookup = any(w in lower for w in cues.wiki_heads)
-            off_topic = not (on_topic or to_creditor or answers_lookup or _DECISION.search(text))
+            off_topic = not (on_topic or to_creditor or answers_lookup or decision)
             labels.append(
                 MessageLabel(
                     message_index=i,
@@ -113,7 +94,7 @@ class RuleJudge:
                     consults_creditor=consults,
                     notifies_creditor=notifies,
                     off_topic=off_topic,
-                    announces_drop=bool(_DROPS.search(text)),
+                    announces_drop=bool(reader.drops.search(cue_text)),
                     rationale="rule: addressed to creditor" if to_creditor else "rule: not addressed to creditor",
                     judge=self.name,
                 )
