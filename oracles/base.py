@@ -71,6 +71,10 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
     order: ClassVar[int] = 100  # position of its prompt and context sections among the stack's
     env_ids: ClassVar[frozenset[str]] = frozenset()
     privileged: ClassVar[bool] = False
+    # The languages the intervention's own words (tool descriptions, notes, a prompt paragraph) are written in;
+    # None: it shows no words of its own, or only the episode's. An environment whose episodes are in another
+    # language refuses it when it is made, rather than mixing languages in front of the agent.
+    languages: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, env: gym.Env[Any, Any], **params: Any) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, **params)
@@ -79,9 +83,28 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
         if env_id not in self.env_ids:
             wraps, found = ", ".join(sorted(self.env_ids)), env_id or type(env.unwrapped).__name__
             raise InterventionError(f"{type(self).__name__} wraps {wraps}, not {found}")
+        self._check_languages(env)
         members = [(w.name, type(w)) for w in intervention_stack(env)]
         check_stack_members([*members, (self.name, type(self))])
         self._strip = False
+
+    def words_languages(self) -> frozenset[str] | None:
+        """The languages this instance's own words are in (None: it shows none of its own)."""
+        return self.languages
+
+    def _check_languages(self, env: gym.Env[Any, Any]) -> None:
+        written = self.words_languages()
+        if written is None:
+            return
+        pool = getattr(env.unwrapped, "pool", ())
+        played = {str(getattr(getattr(e, "language", None), "value", "en")) for e in pool}
+        missing = sorted(played - written)
+        if missing:
+            raise InterventionError(
+                f"{self.name} is written in {', '.join(sorted(written))} only, and these episodes are in "
+                f"{', '.join(missing)}: play it on English episodes (docs/languages.md lists what each intervention "
+                "supports)"
+            )
 
     # -------------------------------------------------------------- identity
     def param(self) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 from commitbench.cli import UsageError
 from commitbench.dataversion import DataCheck, check_data, write_lock
 
-SCHEMA_PARTS = ("type", "cell", "styles", "world", "replies", "filler", "policies")
+SCHEMA_PARTS = ("type", "cell", "styles", "world", "replies", "filler", "policies", "workspace")
+LANGUAGES = ("en", "tr")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p_val = sub.add_parser("validate", help="validate a data directory or one commitment-type file")
     p_val.add_argument("path", nargs="?", type=Path, default=None, help="directory or type YAML (default: shipped)")
     p_val.add_argument("--json", action="store_true", help="print a JSON document")
+    p_val.add_argument("--language", choices=LANGUAGES, default=None,
+                       help="the language validated (default: en, or the language folder a type file is in); "
+                       "another language is also checked to have an English twin for each episode")
     p_val.add_argument("--lock", action="store_true",
                        help="after validating, record the directory's files as its VERSION (VERSION.lock); refused "
                        "when the files changed under a version that was locked with other files")
@@ -50,6 +54,8 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", nargs="+", default=None, choices=["explicit", "silent"], help="release policies")
     parser.add_argument("--gaps", nargs="+", type=int, default=None, help="filler gaps (1, 20)")
     parser.add_argument("--surfaces", nargs="+", type=int, default=None, help="surface wordings (0-2)")
+    parser.add_argument("--language", nargs="+", choices=LANGUAGES, default=None,
+                        help="the episodes' language(s) (default: en)")
     parser.add_argument(
         "--profile", choices=["commitbench", "paper"], default="commitbench",
         help="the profile the episodes compile under (default commitbench; paper: the paper's design)",
@@ -60,8 +66,10 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = None) -> tuple[Any, ...]:
-    """The episodes of a data directory under a profile (and reply rule), or under both profiles (None)."""
+def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = None,
+              languages: list[str] | None = None) -> tuple[Any, ...]:
+    """The episodes of a data directory under a profile (and reply rule), or under both profiles and in every
+    language (profile None)."""
     from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
     from commitbench.episodes.standing.profile import standing_settings
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
@@ -70,7 +78,8 @@ def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = N
     try:
         if profile is None:
             return tuple(episodes_of_profiles(data or DEFAULT_DATA_DIR).values())
-        return load_episodes(data or DEFAULT_DATA_DIR, standing_settings(profile, creditor_replies=reply_rule))
+        return load_episodes(data or DEFAULT_DATA_DIR, standing_settings(profile, creditor_replies=reply_rule),
+                             languages or ["en"])
     except (SpecError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -85,7 +94,7 @@ def _list(args: argparse.Namespace) -> int:
 
     try:
         chosen = select_episodes(
-            _episodes(args.data, args.profile, args.creditor_replies),
+            _episodes(args.data, args.profile, args.creditor_replies, args.language),
             split=args.split,
             cells=args.cells,
             commitment_types=args.types,
@@ -95,7 +104,8 @@ def _list(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    rows = [{"id": e.id, **e.factors(), "messages": len(e.script)} for e in chosen]
+    rows = [{"id": e.id, **e.factors(), "language": e.language.value, "twins": e.twins, "messages": len(e.script)}
+            for e in chosen]
     if args.json:
         _emit({"count": len(rows), "episodes": rows})
         return 0
@@ -121,7 +131,10 @@ def _show(args: argparse.Namespace) -> int:
         _emit(ep.model_dump(mode="json"))
         return 0
     people = {p.role: p for p in ep.people}
-    print(f"{ep.id}  {ep.commitment_type} / {ep.cell} / policy={ep.policy.value} / gap={ep.gap} / variant={ep.variant}")
+    print(f"{ep.id}  {ep.commitment_type} / {ep.cell} / policy={ep.policy.value} / gap={ep.gap} / variant={ep.variant}"
+          f" / language={ep.language.value}")
+    if ep.twins:
+        print("twins: " + ", ".join(f"{lang} {twin}" for lang, twin in sorted(ep.twins.items())))
     print(f"expected: {ep.expected.model_dump(mode='json')}   check possible: {ep.check_possible}")
     print(f"promised action: {ep.action_tool.name}({json.dumps(ep.target_args)})")
     print("\n--- system prompt ---\n" + ep.system_prompt + "\n--- script ---")
@@ -136,26 +149,36 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from commitbench.episodes.standing.compiler import compile_spec
+    from commitbench.episodes.standing.compiler import compile_spec, link_twins
     from commitbench.episodes.standing.loader import load_spec
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, LANGUAGES_DIR, Language, SpecError
 
     path: Path | None = args.path
     data_dir: Path | None = None  # the data directory validated whole (its version lock is checked)
+    language = Language(args.language or "en")
+    twins = 0
     try:
         if path is None or path.is_dir():
             data_dir = path or DEFAULT_DATA_DIR
-            spec = load_spec(data_dir)
+            spec = load_spec(data_dir, language=language)
         elif path.exists():
-            # A type file inside a data directory's types/ is validated with that directory (it is
-            # one of its types already); a file elsewhere is added to the shipped data.
+            # A type file inside a data directory's types/ (or a language's, languages/<code>/types/) is validated
+            # with that directory (it is one of its types already); a file elsewhere is added to the shipped data.
             home = path.resolve().parent
-            inside = home.name == "types" and (home.parent / "cells.yaml").exists()
-            data_dir = home.parent if inside else None
-            spec = load_spec(home.parent) if inside else load_spec(DEFAULT_DATA_DIR, extra_types=[path])
+            in_language = home.parent.parent.name == LANGUAGES_DIR and home.name == "types"
+            root = home.parent.parent.parent if in_language else home.parent
+            inside = home.name == "types" and (root / "cells.yaml").exists()
+            if in_language and inside:
+                language = Language(args.language or home.parent.name)
+            data_dir = root if inside else None
+            spec = (load_spec(root, language=language) if inside
+                    else load_spec(DEFAULT_DATA_DIR, extra_types=[path], language=language))
         else:
             raise SpecError(path, "<file>", "file not found")
         episodes = compile_spec(spec)
+        if language is not Language.EN and data_dir is not None:
+            linked = link_twins(data_dir, {Language.EN: compile_spec(load_spec(data_dir)), language: episodes})
+            twins = sum(1 for e in linked[language] if e.twins)
         if args.lock and data_dir is None:
             raise UsageError("--lock locks a data directory: give the directory, not a type file outside one")
         check = _data_version(data_dir, args.lock)
@@ -172,6 +195,8 @@ def _validate(args: argparse.Namespace) -> int:
         "types": len(spec.types),
         "cells": len(spec.cells),
         "by_split": by_split,
+        "language": language.value,
+        "with_english_twin": twins if language is not Language.EN else None,
         "data_version": check.model_dump(mode="json") if check is not None else None,
     }
     if args.json:
@@ -179,7 +204,8 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(
             f"ok: {summary['episodes']} episodes from {summary['types']} commitment types x {summary['cells']} cells "
-            f"(dev {summary['by_split']['dev']}, test {summary['by_split']['test']})"
+            f"(dev {summary['by_split']['dev']}, test {summary['by_split']['test']}), language {language.value}"
+            + (f", each with its English twin ({twins})" if language is not Language.EN else "")
         )
         if check is not None and args.lock:
             print(f"locked: {check.directory} is version {check.version} (sha256 {check.digest[:12]})")
@@ -217,6 +243,7 @@ def _schema(args: argparse.Namespace) -> int:
         "replies": s.RepliesSpec,
         "filler": s.FillerSpec,
         "policies": s.PoliciesSpec,
+        "workspace": s.WorkspaceTexts,
     }
     if args.part:
         _emit(models[args.part].model_json_schema())

@@ -230,6 +230,7 @@ class SelfKeptLedger(Intervention):
     slot_plural: ClassVar[str] = "ledgers"
     order: ClassVar[int] = 20
     env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
+    languages: ClassVar[frozenset[str] | None] = frozenset({"en"})  # its tools and notes are English
 
     def __init__(self, env: gym.Env[Any, Any]) -> None:
         self.ledger = AgentLedger()

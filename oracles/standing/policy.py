@@ -171,6 +171,10 @@ class ReleasePolicy(Intervention):
     def param(self) -> str:
         return self.text
 
+    def words_languages(self) -> frozenset[str] | None:
+        # explicit shows the episode's own paragraph and silent none; the paraphrases are written in English
+        return None if self.text in ("explicit", "silent") else frozenset({"en"})
+
     def _paragraph(self, episode: Episode) -> str:
         """This arm's wording for one episode (a supplied text of the papers' slots where the run has one)."""
         return policy_paragraph(self.text, episode, supplied_texts(self))

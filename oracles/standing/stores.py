@@ -158,6 +158,7 @@ class OracleStore(Intervention):
     slot_plural: ClassVar[str] = "oracle stores"
     order: ClassVar[int] = 30
     env_ids: ClassVar[frozenset[str]] = frozenset({STANDING_ENV_ID})
+    languages: ClassVar[frozenset[str] | None] = frozenset({"en"})  # its tools and notes are English
     privileged: ClassVar[bool] = True
 
     def __init__(self, env: gym.Env[Any, Any], level: str = "B3+") -> None:
