@@ -231,6 +231,11 @@ class TranscriptPage(BaseModel):
     persists: str = Field(default="", description="Follow-up: what persists after a turn in this setup.")
     reply: str = Field(default="", description="Follow-up: the final reply the checkers read.")
     checks: list[CheckView] = Field(default_factory=list, description="Follow-up: every checker's verdict.")
+    twins: dict[str, str] = Field(
+        default_factory=dict,
+        description="Standing: the episode's twins in other languages (language -> episode id); the page offers "
+        "their runs side by side.",
+    )
 
 
 @dataclass(frozen=True)

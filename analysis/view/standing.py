@@ -203,6 +203,8 @@ def standing_record(
         Fact(label="gap", value=str(episode.gap), field="gap"),
         Fact(label="variant", value=str(episode.variant), field="variant"),
         Fact(label="commitment type", value=episode.commitment_type, field="commitment_type"),
+        *([Fact(label="language", value=episode.language.value, field="language")]
+          if episode.language.value != "en" or episode.twins else []),
         Fact(label="promise", value=f"{episode.thing}, once {episode.condition}"),
         Fact(label="creditor", value=f"{episode.creditor.name} ({episode.creditor.title})"),
         *identity_facts(trace, "agent", "interventions", arm),
@@ -219,6 +221,7 @@ def standing_record(
         expected=expectation(episode, cells, str(row["policy"])),
         tools=[ToolView(name=t.name, description=t.description, write=t.is_write)
                for t in (episode.action_tool, episode.check_tool)],
+        twins=dict(episode.twins),
     )
     return RunRecord(key=trace.run_key, episode=episode.id, row=row, ok=ok, text=search_text(trace, shared),
                      shared_text="\n".join(sorted(shared)), page=page, sample_group=sample_group(trace))

@@ -872,12 +872,24 @@
     const names = state.meta.columns.filter((c) => c.kind === "facet").slice(0, 2).map((c) => state.ix.columns.get(c.name));
     const others = [];
     for (let j = 0; j < state.ix.n; j++) if (j !== i && state.ix.episodes[j] === episode) others.push(j);
-    if (!others.length) return h("p", { class: "note", text: "No other run played this episode." });
-    return h("section", { "aria-labelledby": "same-title" }, h("h2", { id: "same-title", text: "The same episode in other runs" }),
-      h("ul", { class: "counterparts" }, others.slice(0, 50).map((j) => h("li", null,
-        h("a", { href: "#/compare/" + page.key + "/" + state.ix.keys[j], class: "compare-link" }, "side by side with " + names.map((c) => valueText(c, j)).join(" · ")),
-        " (", h("a", { href: "#/run/" + state.ix.keys[j], text: "open" }), ")"))),
-      others.length > 50 ? h("p", { class: "note", text: others.length - 50 + " more" }) : null);
+    // The same episode in another language (its twin): runs of the twin's id, offered side by side first.
+    const twinOf = new Map();
+    for (const [lang, id] of Object.entries(page.twins || {})) {
+      const code = state.ix.episodeIds.indexOf(id);
+      if (code >= 0) twinOf.set(code, lang);
+    }
+    const twins = [];
+    if (twinOf.size) for (let j = 0; j < state.ix.n; j++) if (twinOf.has(state.ix.episodes[j])) twins.push(j);
+    const link = (j, label) => h("li", null,
+      h("a", { href: "#/compare/" + page.key + "/" + state.ix.keys[j], class: label ? "compare-link twin-link" : "compare-link" },
+        "side by side with " + (label ? "the " + label + " twin, " : "") + names.map((c) => valueText(c, j)).join(" · ")),
+      " (", h("a", { href: "#/run/" + state.ix.keys[j], text: "open" }), ")");
+    const twinList = twins.length ? h("section", { "aria-labelledby": "twin-title" }, h("h2", { id: "twin-title", text: "The same episode in another language" }),
+      h("ul", { class: "counterparts twins" }, twins.slice(0, 50).map((j) => link(j, twinOf.get(state.ix.episodes[j]))))) : null;
+    if (!others.length) return [twinList, h("p", { class: "note", text: "No other run played this episode." })];
+    return [twinList, h("section", { "aria-labelledby": "same-title" }, h("h2", { id: "same-title", text: "The same episode in other runs" }),
+      h("ul", { class: "counterparts" }, others.slice(0, 50).map((j) => link(j, ""))),
+      others.length > 50 ? h("p", { class: "note", text: others.length - 50 + " more" }) : null)];
   }
 
   function transcriptBody(page, idPrefix) {
