@@ -254,7 +254,8 @@ def comparison_views(comparisons: list[Comparison], cost: list[CostRow], cost_ke
             for c in comparisons
         ]
         views.append(TableView(
-            title="Model comparisons: a minus b on the same runs (pp, 95% paired interval); cost ratio a/b; "
+            title="Model comparisons: a minus b on the same runs (a language pair: on twin episodes) (pp, 95% paired "
+            "interval); cost ratio a/b; "
             "! see the flags below",
             columns=["a", "b", "kind", "group", "metric", "a - b", "a", "b", "pairs", "tokens", "time", "flag"],
             rows=body, numeric=[False, False, False, False, False, True, True, True, True, True, True, False],

@@ -48,16 +48,24 @@ EXPECTED_STRICT: dict[str, dict[str, int]] = {
 }
 
 
-@pytest.fixture(scope="module", params=["commitbench", "paper"])
+@pytest.fixture(scope="module", params=[("commitbench", "en"), ("paper", "en"), ("commitbench", "tr")],
+                ids=["commitbench", "paper", "commitbench-tr"])
 def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """Every reference agent on the 1,080 test episodes of a profile, played by the runner, graded by the rule
-    judge."""
-    out = tmp_path_factory.mktemp(f"reference-{request.param}")
-    config = ExperimentConfig(env=STANDING_ENV_ID, profile=request.param, agents=list(REFERENCE_AGENTS),
-                              episodes={"split": "test"})
+    """Every reference agent on the 1,080 test episodes of a profile and a language, played by the runner,
+    graded by the rule judge (in Turkish: its Turkish cue reader on the agents' Turkish messages). The table is
+    the same in every language: the agents read the script's annotations, and the judge reads the act."""
+    profile, language = request.param
+    out = tmp_path_factory.mktemp(f"reference-{profile}-{language}")
+    config = ExperimentConfig(env=STANDING_ENV_ID, profile=profile, agents=list(REFERENCE_AGENTS),
+                              episodes={"split": "test", "language": language})
     summary = run_experiment(config, out)
     assert summary.status is RunStatus.COMPLETE and summary.cells_done == 5 * 1080
-    return load_rows(out, episodes=episodes_of_run(out))
+    rows = load_rows(out, episodes=episodes_of_run(out))
+    assert set(rows["language"]) == {language}
+    if language != "en":  # a Turkish run's rows are its players' Turkish sides
+        assert all(agent.endswith(f" [{language}]") for agent in rows["agent"])
+        rows["agent"] = rows["agent"].str.removesuffix(f" [{language}]")
+    return rows
 
 
 @pytest.mark.parametrize("agent", list(EXPECTED_STRICT))
