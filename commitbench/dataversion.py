@@ -29,8 +29,8 @@ from commitbench.jsonl import write_atomic
 from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
-    "LOCK_FILE", "VERSION_FILE", "DataCheck", "DataState", "UnversionedDataError", "check_data", "data_digest",
-    "hash_tree", "write_lock",
+    "LOCK_FILE", "OVERLAYS_DIR", "VERSION_FILE", "DataCheck", "DataState", "UnversionedDataError", "check_data",
+    "combine_checks", "data_digest", "hash_tree", "write_lock",
 ]
 
 VERSION_FILE = "VERSION"
@@ -41,18 +41,23 @@ _LOCK_HEADER = (
 )
 
 
-def hash_tree(root: Path, exclude: frozenset[str] = frozenset()) -> str:
+OVERLAYS_DIR = "languages"  # a data directory's overlays (languages/<code>/), each versioned and locked on its own
+
+
+def hash_tree(root: Path, exclude: frozenset[str] = frozenset(), skip_dirs: frozenset[str] = frozenset()) -> str:
     """sha256 over the relative paths and bytes of every file below ``root`` (a data version), but those whose
-    relative path is in ``exclude`` and Python caches."""
+    relative path is in ``exclude``, those under a top-level folder in ``skip_dirs``, and Python caches."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.relative_to(root).as_posix() not in exclude)
+                   and p.relative_to(root).as_posix() not in exclude
+                   and p.relative_to(root).parts[0] not in skip_dirs)
     return digest(*(part for path in files
                     for part in (path.relative_to(root).as_posix(), b"\0", path.read_bytes(), b"\0")))
 
 
 def data_digest(root: Path | str) -> str:
-    """The digest the lock records: every file of the directory but ``VERSION`` and the lock."""
-    return hash_tree(Path(root), frozenset({VERSION_FILE, LOCK_FILE}))
+    """The digest the lock records: every file of the directory but ``VERSION``, the lock, and its overlays
+    (``languages/<code>/``, which have versions and locks of their own)."""
+    return hash_tree(Path(root), frozenset({VERSION_FILE, LOCK_FILE}), frozenset({OVERLAYS_DIR}))
 
 
 class DataState(str, Enum):
@@ -125,6 +130,19 @@ def check_data(root: Path | str, version: str) -> DataCheck:
         state = DataState.LOCKED if lock[1] == now else DataState.CHANGED
     return DataCheck(directory=str(root), version=version, digest=now, state=state,
                      locked_version=lock[0] if lock else None, locked_digest=lock[1] if lock else None)
+
+
+def combine_checks(checks: list[DataCheck], version: str) -> DataCheck:
+    """One check for a data directory and the overlays a selection plays: the first that is not locked (what to
+    fix), else the directory's own with the combined ``version`` and a digest over every part's digest."""
+    for check in checks:
+        if not check.ok:
+            return check
+    if len(checks) == 1:
+        return checks[0]
+    both = digest(*(c.digest for c in checks), sep="\n")
+    return checks[0].model_copy(update={"version": version, "digest": both, "locked_version": version,
+                                        "locked_digest": both})
 
 
 def write_lock(root: Path | str, version: str) -> DataCheck:

@@ -181,7 +181,8 @@ def _validate(args: argparse.Namespace) -> int:
             twins = sum(1 for e in linked[language] if e.twins)
         if args.lock and data_dir is None:
             raise UsageError("--lock locks a data directory: give the directory, not a type file outside one")
-        check = _data_version(data_dir, args.lock)
+        check = _data_version(data_dir if language is Language.EN or data_dir is None
+                              else data_dir / LANGUAGES_DIR / language.value, args.lock)
     except SpecError as exc:
         if args.json:
             _emit({"ok": False, "file": exc.path, "field": exc.field, "reason": exc.reason})
@@ -215,13 +216,13 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _data_version(data_dir: Path | None, lock: bool) -> DataCheck | None:
-    """A validated data directory against its VERSION and lock (written first with ``lock``); None for a type file
-    validated with the shipped data."""
-    from commitbench.episodes.standing.spec import episode_set_version
+    """A validated data directory (or language folder) against its VERSION and lock (written first with ``lock``);
+    None for a type file validated with the shipped data."""
+    from commitbench.episodes.standing.spec import read_version
 
     if data_dir is None:
         return None
-    version = episode_set_version(data_dir)
+    version = read_version(data_dir)
     if not lock:
         return check_data(data_dir, version)
     try:

@@ -63,7 +63,7 @@ from commitbench import plugins
 from commitbench.agents.chat import ChatAgent
 from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
-from commitbench.dataversion import DataCheck, check_data
+from commitbench.dataversion import VERSION_FILE, DataCheck, check_data, combine_checks
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
@@ -245,6 +245,9 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
     # The data directory a filter's episodes come from, whose VERSION.lock says whether its files are still
     # the version they claim (commitbench.dataversion); None: the suite keeps no such directory.
     data_directory: Callable[[SelectionT], Path] | None = None
+    # The data directory's overlays a filter plays (e.g. languages/tr), each with its own VERSION and lock; the
+    # data check covers them with the directory (None: a filter plays the directory alone).
+    data_overlays: Callable[[SelectionT], list[tuple[str, str]]] | None = None
     # The players of ``commitbench run SUITE`` when no --agent is given (empty: --agent is required).
     default_agents: tuple[str, ...] = ()
     # The shorthand's defaults for the episode filter (given the filter values on the command line).
@@ -268,7 +271,13 @@ class Suite(Generic[SelectionT, EpisodeT, RecordT]):
         version = self.set_version(selection)
         if self.data_directory is None or version is None:
             return None
-        return check_data(self.data_directory(selection), version)
+        root = self.data_directory(selection)
+        overlays = self.data_overlays(selection) if self.data_overlays is not None else []
+        if not overlays:
+            return check_data(root, version)
+        parts = [check_data(root, _own_version(root))]
+        parts += [check_data(root / folder, overlay_version) for folder, overlay_version in overlays]
+        return combine_checks(parts, version)
 
     def check_set_version(self, recorded: str | None, run_dir: Path, selection: SelectionT) -> None:
         """Refuse a run directory whose episode-set version differs from the one this checkout compiles."""
@@ -304,6 +313,11 @@ _OWN_PACKAGE = "commitbench"
 
 class UnknownSuiteError(ValueError):
     """No suite is registered under a name or an environment id."""
+
+
+def _own_version(root: Path) -> str:
+    """What a data directory's VERSION file says (its overlays have their own)."""
+    return (root / VERSION_FILE).read_text(encoding="utf-8").strip()
 
 
 class EpisodeSetMismatchError(ValueError):

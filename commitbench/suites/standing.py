@@ -27,7 +27,13 @@ from commitbench.episodes.standing.compiler import episodes_of_profiles, load_ep
 from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.loader import languages_of, load_spec
 from commitbench.episodes.standing.selection import StandingSelection
-from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, episode_set_version
+from commitbench.episodes.standing.spec import (
+    DEFAULT_DATA_DIR,
+    LANGUAGES_DIR,
+    Language,
+    episode_set_version,
+    read_version,
+)
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel
@@ -89,7 +95,14 @@ def select(selection: StandingSelection) -> list[Episode]:
 
 
 def set_version(selection: StandingSelection) -> str:
-    return episode_set_version(selection.data or DEFAULT_DATA_DIR)
+    return episode_set_version(selection.data or DEFAULT_DATA_DIR, selection.languages())
+
+
+def data_overlays(selection: StandingSelection) -> list[tuple[str, str]]:
+    """The language folders a filter plays, with their own versions (English is the directory itself)."""
+    root = Path(selection.data or DEFAULT_DATA_DIR)
+    return [(f"{LANGUAGES_DIR}/{lang.value}", read_version(root / LANGUAGES_DIR / lang.value))
+            for lang in selection.languages() if lang is not Language.EN]
 
 
 def make_env(episodes: Sequence[Episode], texts: SuppliedTexts | None = None) -> gym.Env[Any, Any]:
@@ -356,6 +369,7 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
     default_max_model_calls_per_turn=10,
     episode_set_version=set_version,
     data_directory=lambda selection: Path(selection.data or DEFAULT_DATA_DIR),
+    data_overlays=data_overlays,
     view=view,
     shorthand_episodes=shorthand_episodes,
     dataset=DATASET,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from pydantic import Field
 
+from commitbench.claimguard.guard import fold
 from commitbench.envs.standing.workspace import Workspace, dm_channel
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.spec import ENGLISH_WORKSPACE, WikiEntry, WorkspaceTexts
@@ -126,16 +127,21 @@ def _worded(tool: Tool, texts: WorkspaceTexts) -> Tool:
 
 
 def search_wiki(wiki: dict[str, WikiEntry], query: str) -> list[str]:
-    """Entries whose keywords occur in the query (or the query in them), best match first."""
-    q = query.lower()
+    """Entries whose keywords occur in the query (or the query in them), best match first. Both are compared
+    lower-cased with Turkish letters folded (ç→c, ı/İ→i, ...), so "YANGIN TATBİKATI" finds "yangın tatbikatı"."""
+    q = _fold_lower(query)
     words = set(q.replace("?", " ").replace(",", " ").split())
     scored: list[tuple[int, str, str]] = []
     for key, entry in wiki.items():
         score = 0
         for kw in entry.keywords:
-            kw_l = kw.lower()
+            kw_l = _fold_lower(kw)
             if kw_l in words or (" " in kw_l and kw_l in q) or (len(q) >= 4 and q in kw_l):
                 score += 1
         if score:
             scored.append((-score, key, entry.text))
     return [text for _, _, text in sorted(scored)]
+
+
+def _fold_lower(text: str) -> str:
+    return fold(text.replace("İ", "i")).lower()

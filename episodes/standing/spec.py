@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -622,14 +623,30 @@ VERSION_FILE = "VERSION"
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,31}")
 
 
-def episode_set_version(root: Path | str = DEFAULT_DATA_DIR) -> str:
-    """The version of the episode set a data directory compiles to (its ``VERSION`` file).
+def episode_set_version(root: Path | str = DEFAULT_DATA_DIR, languages: Sequence[Language | str] = (Language.EN,)
+                        ) -> str:
+    """The version of the episode set a data directory compiles to in ``languages`` (its ``VERSION`` file for
+    English; ``<VERSION>/<code>-<the language folder's VERSION>`` for another language, whose episodes depend on
+    both; several languages' versions joined by ', ').
 
-    Bump it whenever a change alters what the compiler produces (any text, cell, type or rule): the
+    Bump a VERSION whenever a change alters what the compiler produces (any text, cell, type or rule): the
     episode ids change with it, and the runner and the report refuse to mix run directories of two
-    versions.
+    versions. A language folder has its own VERSION, so a change to the Turkish texts leaves English runs alone.
     """
-    path = Path(root) / VERSION_FILE
+    own = read_version(Path(root))
+    parts = []
+    for language in (Language(x) for x in languages):
+        if language is Language.EN:
+            parts.append(own)
+        else:
+            parts.append(f"{own}/{language.value}-{read_version(Path(root) / LANGUAGES_DIR / language.value)}")
+    return ", ".join(parts)
+
+
+def read_version(root: Path) -> str:
+    """What a data directory's (or a language folder's) VERSION file says; a SpecError when it is missing or not
+    a version."""
+    path = root / VERSION_FILE
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
