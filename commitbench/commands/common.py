@@ -161,6 +161,7 @@ def render(report: Any) -> None:
     """Print a report's summary lines and tables (``views()``) on the console."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if not console.is_terminal:  # a file or a pipe: room for the intervals on one line
@@ -169,12 +170,13 @@ def render(report: Any) -> None:
     if lines:
         console.print(lines[0], markup=False)
     for view in report.views():
-        table = Table(title=view.title, title_justify="left")
+        # Plain text, never markup: a player named 'chat:m [tr]' must print as named.
+        table = Table(title=Text(view.title), title_justify="left")
         for index, column in enumerate(view.columns):
             numeric = view.numeric[index] if index < len(view.numeric) else False
-            table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+            table.add_column(Text(column), justify="right" if numeric else "left", overflow="fold")
         for row in view.rows:
-            table.add_row(*row)
+            table.add_row(*(Text(str(cell)) for cell in row))
         console.print(table)
         if view.note:
             console.print(view.note, style="dim", markup=False)
