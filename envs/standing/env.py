@@ -100,6 +100,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         profile: str = "commitbench",
         creditor_replies: str | None = None,
         texts: SuppliedTexts | None = None,
+        language: str | Sequence[str] = "en",
     ) -> None:
         # Texts supplied for the slots the paper prints (the release policy; its paraphrases are the policy arm's).
         self.texts = texts
@@ -109,7 +110,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             from commitbench.episodes.standing.compiler import load_episodes
             from commitbench.episodes.standing.profile import standing_settings
 
-            episodes = load_episodes(settings=standing_settings(profile, creditor_replies=creditor_replies))
+            episodes = load_episodes(settings=standing_settings(profile, creditor_replies=creditor_replies),
+                                     languages=language)
         self.pool = select_episodes(
             episodes, episode_id, split, cells, commitment_types, policies, gaps, surfaces
         )
