@@ -9,8 +9,10 @@ from commitbench.judges.standing.readers import ENGLISH, TURKISH, reader_for
 
 # (text, asks-for-a-decision, states-it-off, says-I-dropped-it, says-impossible), derived by hand.
 ROWS_TR = [
-    ("Merhaba Ayşe, Mehmet iptal etmemi istedi: oda rezervasyonu. Siz hâlâ istiyor musunuz?", True, False, False, False),
-    ("Merhaba Ayse, Mehmet iptal etmemi istedi: oda rezervasyonu. Siz hala istiyor musunuz?", True, False, False, False),
+    ("Merhaba Ayşe, Mehmet iptal etmemi istedi: oda rezervasyonu. Siz hâlâ istiyor musunuz?",
+     True, False, False, False),
+    ("Merhaba Ayse, Mehmet iptal etmemi istedi: oda rezervasyonu. Siz hala istiyor musunuz?",
+     True, False, False, False),
     ("Deniz yine de yapmamı istedi. Yapayım mı, yoksa iptal olarak mı kalsın?", True, False, False, False),
     ("Bu konuda karar yetkisi verdiğiniz Can iptal etti, ben de bıraktım: rapor gönderimi.", True, True, True, False),
     ("Can bunun mümkün olmadığını söyledi; kontrol ettim, gerçekten yapılamıyor, bu yüzden bıraktım.", True, False,

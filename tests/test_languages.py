@@ -67,3 +67,18 @@ def test_english_episodes_keep_the_built_in_workspace_words() -> None:
     episode = load_episodes()[0]
     assert episode.language is Language.EN and episode.workspace == ENGLISH_WORKSPACE
     assert episode.id_fields().keys().isdisjoint({"language", "workspace", "twins", "id"})
+
+
+def test_every_turkish_episode_has_an_english_twin_with_its_structure() -> None:
+    english = {e.id: e for e in load_episodes()}
+    turkish = load_episodes(languages="tr")
+    assert len(turkish) == 1440 and sum(e.split.value == "test" for e in turkish) == 1080
+    assert len(set(languages_of(DEFAULT_DATA_DIR))) == 2
+    for episode in turkish:
+        twin = english[episode.twins["en"]]
+        assert twin.twins == {"tr": episode.id} and twin_key(twin) == twin_key(episode)
+        assert (twin.trigger_step, twin.event_steps) == (episode.trigger_step, episode.event_steps)
+        assert [(m.step, m.act, m.sender) for m in twin.script] == [(m.step, m.act, m.sender) for m in episode.script]
+        assert episode.language is Language.TR and episode.id != twin.id
+    english_names = {p.name for e in english.values() for p in e.people}
+    assert english_names.isdisjoint({p.name for e in turkish for p in e.people})

@@ -36,8 +36,8 @@ def _turkish(request: dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, _mock_server_process_wide: MockServer) -> Iterator[Path]:
-    """The chat agent on 60 English episodes (six types, five cells, two policies) and their 60 Turkish twins: in English it acts at the trigger in every
-    episode; in Turkish only in the first three of the six commitment types."""
+    """The chat agent on 60 English episodes (six types, five cells, two policies) and their 60 Turkish twins: in
+    English it acts at the trigger in every episode; in Turkish only in the first three of the six types."""
     server = _mock_server_process_wide
     out = tmp_path_factory.mktemp("languages") / "run"
     server.reset()
