@@ -524,25 +524,25 @@ def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> 
         return by_language
     keyed = {lang: {twin_key(e): e for e in episodes} for lang, episodes in by_language.items()}
     english = keyed[Language.EN]
-    for lang, episodes in keyed.items():
+    for lang, by_key in keyed.items():
         if lang is Language.EN:
             continue
         where = language_dir(root, lang)
-        missing = sorted(set(english) ^ set(episodes))
+        missing = sorted(set(english) ^ set(by_key))
         if missing:
-            side = "English" if missing[0] in episodes else lang.value
+            side = "English" if missing[0] in by_key else lang.value
             raise SpecError(where, "types", f"{len(missing)} episodes have no {side} twin, e.g. {missing[0]} (type, "
                             "surface, cell, gap, policy): both languages must have the same types and splits")
-        for key, episode in episodes.items():
+        for key, episode in by_key.items():
             if _structure(episode) != _structure(english[key]):
                 raise SpecError(where, f"types.{key[0]}", f"the {lang.value} episode {key} does not have its English "
                                 "twin's step structure (steps, acts, speakers, replies)")
     linked: dict[Language, list[Episode]] = {}
-    for lang, episodes in by_language.items():
+    for lang, played in by_language.items():
         linked[lang] = [
             e.model_copy(update={"twins": {other.value: keyed[other][twin_key(e)].id
                                            for other in by_language if other is not lang}})
-            for e in episodes
+            for e in played
         ]
     return linked
 
