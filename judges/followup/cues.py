@@ -37,6 +37,7 @@ alone (below 0.5 they would ask the LLM feasibility judge, which an offline chec
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from commitbench.calendar_words import WEEKDAYS
@@ -388,10 +389,9 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
     )
 
 
-def _from_turkish(promise: TurkishPromise, reply: str, sentence: _Sentence) -> DetectedCommitment:
-    start = sentence.start + promise.start
+def _from_turkish(promise: TurkishPromise, reply: str) -> DetectedCommitment:
     return DetectedCommitment(
-        span=reply[start : sentence.start + promise.end],
+        span=reply[promise.start : promise.end],
         action=promise.action,
         performer=promise.performer,
         trigger_type=promise.trigger_type,
@@ -402,19 +402,33 @@ def _from_turkish(promise: TurkishPromise, reply: str, sentence: _Sentence) -> D
     )
 
 
+def _findings(reply: str) -> Iterator[tuple[_Sentence, DetectedCommitment | None, list[TurkishPromise]]]:
+    """Each sentence with the English cues' commitment, or else its Turkish promises (offsets in the reply)."""
+    for sentence in _sentences(mask_text_for_user(reply)):
+        found = _detect_in_sentence(sentence.text)
+        turkish = [] if found is not None else [
+            p.model_copy(update={"start": sentence.start + p.start, "end": sentence.start + p.end})
+            for p in find_promises(sentence.text)
+        ]
+        yield sentence, found, turkish
+
+
+def turkish_promises(reply: str) -> list[TurkishPromise]:
+    """The Turkish promises and offers the detector reads in ``reply``, with their kinds, in order."""
+    return [promise for _, _, turkish in _findings(reply or "") for promise in turkish]
+
+
 def detect_commitments(reply: str) -> DetectorOutput:
     """Every future-directed commitment in the reply that the cue rules recognise, in order.
 
     A sentence in which the English cues find nothing is read for Turkish promises
     (:mod:`commitbench.judges.followup.turkish_cues`), one commitment per promise verb.
     """
-    masked = mask_text_for_user(reply or "")
+    reply = reply or ""
     commitments = []
-    for sentence in _sentences(masked):
-        found = _detect_in_sentence(sentence.text)
+    for sentence, found, turkish in _findings(reply):
         if found is not None:
             original = reply[sentence.start : sentence.start + len(sentence.text)]
             commitments.append(found.model_copy(update={"span": original}))
-            continue
-        commitments.extend(_from_turkish(p, reply, sentence) for p in find_promises(sentence.text))
+        commitments.extend(_from_turkish(promise, reply) for promise in turkish)
     return DetectorOutput(commitments=commitments)

@@ -148,13 +148,13 @@ _SENDING = frozenset({PromiseKind.SEND, PromiseKind.PREPARE})
 
 
 class TurkishPromise(BaseModel):
-    """One Turkish promise (or offer) in a sentence, with the offsets of its clause in that sentence."""
+    """One Turkish promise (or offer) in a sentence, with the offsets of its clause in the text read."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: PromiseKind = Field(description="What is promised, read from the verb and the clause's nouns.")
     verb: str = Field(description="The promise verb as written.")
-    start: int = Field(description="Start of the promise's clause in the sentence.")
+    start: int = Field(description="Start of the promise's clause in the text read.")
     end: int = Field(description="End of the clause (the end of its verb).")
     action: str = Field(description="The clause as written, ending with the verb.")
     performer: Performer = Field(description="self for I; third_party for we and for the deployment's people.")
