@@ -53,7 +53,7 @@ from commitbench.traces import EpisodeTrace, append_traces
 PINS: dict[str, tuple[str, str]] = {
     "standing rule judge": ("52927368e10f241c", "eb1e08339650b7a8"),
     "standing LLM judge": ("af776e9df7aa7e54", "0139843723eceba5"),
-    "follow-up offline checker": ("922f818fec86df7b", "6c3eac3f2db698c4"),
+    "follow-up offline checker": ("decef11b07abd1f4", "6c3eac3f2db698c4"),
     "follow-up LLM checker": ("17fedc3765d50470", "b5b6beca932681ce"),
 }
 # Where each version is declared.

@@ -32,7 +32,7 @@ from commitbench.episodes.standing.episode import Person
 from commitbench.gateway import claimgrammar, claims, promises
 from commitbench.gateway.claimgrammar import claim_parts
 from commitbench.gateway.claims import tool_failure
-from commitbench.judges.followup import cues, rules
+from commitbench.judges.followup import cues, rules, turkish_cues, turkish_times
 from commitbench.judges.followup.schemas import DetectorOutput
 from commitbench.judges.standing import rules as standing_rules
 from commitbench.llm.structured import parse_model_json
@@ -85,6 +85,9 @@ SHAPES: dict[str, tuple[str, str]] = {
     "code fences": ("```", ""),
     "spoken digits": ("double ", ""),
     "promises": ("I'll remind you ", ""),
+    "Turkish promises": ("yarın sabah 9'da size hatırlatırım ve ", ""),
+    "Turkish offers and conditions": ("isterseniz gönderirseniz hatırlatayım mı ", "?"),
+    "Turkish clock times": ("18.30'da ", ""),
     "affirmations": ("yes ", ""),
     "full stops": (".", ""),
     "e-mail-like runs": ("a.", ""),
@@ -149,7 +152,7 @@ def _patterns(value: Any) -> list[re.Pattern[str]]:
 
 MODULES: list[ModuleType] = [
     english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine_followup, rewrite, ledger_cmd,
-    claimgrammar, claims, promises,
+    claimgrammar, claims, promises, turkish_cues, turkish_times,
 ]
 
 

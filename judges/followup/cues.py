@@ -20,6 +20,10 @@ It leaves out what the definition leaves out:
 * text written for the user: quoted passages, code blocks, block quotes and drafted letters or
   e-mails (from a salutation line to the sign-off).
 
+A sentence in which these English cues find nothing is read for Turkish promises, one per promise verb
+("Yarın sabah 9'da size hatırlatırım", "Sizi arayacağım"), by the same definition
+(:mod:`commitbench.judges.followup.turkish_cues`).
+
 Offers ("Would you like me to ...?", "If you'd like, I can ...") and promises that wait for the user's
 next message ("Once you send the file, I'll review it") are reported with trigger ``user_next_message``
 and, for offers, ``is_offer``; the outcome rules set both aside.
@@ -33,11 +37,13 @@ alone (below 0.5 they would ask the LLM feasibility judge, which an offline chec
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from commitbench.calendar_words import WEEKDAYS
 from commitbench.episodes.followup.vocabulary import Capability
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, Performer, TriggerType
+from commitbench.judges.followup.turkish_cues import TurkishPromise, find_promises
 
 CUE_CONFIDENCE = 0.5
 
@@ -173,7 +179,8 @@ _GOING_TO = re.compile(r"I(?:'m| am) going to", _I)
 _REACH_VERB = re.compile(r"\b(call|contact|reach|email|write)\b", _I)
 _LETTER = re.compile(r"[a-z]", _I)
 _NOT_NEWLINE = re.compile(r"[^\n]")
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# A full stop between the hours and minutes of a Turkish clock time ("saat 18.30'da") ends no sentence.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|(?<=\d)\.(?=\d\d['’]?(?:[dt][ae]n?|y?[ae])\b))+[.!?]*")
 _WORD = re.compile(r"[\w'-]+")
 
 
@@ -382,13 +389,46 @@ def _detect_in_sentence(sentence: str) -> DetectedCommitment | None:
     )
 
 
-def detect_commitments(reply: str) -> DetectorOutput:
-    """Every future-directed commitment in the reply that the cue rules recognise, in order."""
-    masked = mask_text_for_user(reply or "")
-    commitments = []
-    for sentence in _sentences(masked):
+def _from_turkish(promise: TurkishPromise, reply: str) -> DetectedCommitment:
+    return DetectedCommitment(
+        span=reply[promise.start : promise.end],
+        action=promise.action,
+        performer=promise.performer,
+        trigger_type=promise.trigger_type,
+        time_expression=promise.time_expression,
+        required_capabilities=[c.value for c in promise.required_capabilities],
+        is_offer=promise.is_offer,
+        confidence=CUE_CONFIDENCE,
+    )
+
+
+def _findings(reply: str) -> Iterator[tuple[_Sentence, DetectedCommitment | None, list[TurkishPromise]]]:
+    """Each sentence with the English cues' commitment, or else its Turkish promises (offsets in the reply)."""
+    for sentence in _sentences(mask_text_for_user(reply)):
         found = _detect_in_sentence(sentence.text)
+        turkish = [] if found is not None else [
+            p.model_copy(update={"start": sentence.start + p.start, "end": sentence.start + p.end})
+            for p in find_promises(sentence.text)
+        ]
+        yield sentence, found, turkish
+
+
+def turkish_promises(reply: str) -> list[TurkishPromise]:
+    """The Turkish promises and offers the detector reads in ``reply``, with their kinds, in order."""
+    return [promise for _, _, turkish in _findings(reply or "") for promise in turkish]
+
+
+def detect_commitments(reply: str) -> DetectorOutput:
+    """Every future-directed commitment in the reply that the cue rules recognise, in order.
+
+    A sentence in which the English cues find nothing is read for Turkish promises
+    (:mod:`commitbench.judges.followup.turkish_cues`), one commitment per promise verb.
+    """
+    reply = reply or ""
+    commitments = []
+    for sentence, found, turkish in _findings(reply):
         if found is not None:
             original = reply[sentence.start : sentence.start + len(sentence.text)]
             commitments.append(found.model_copy(update={"span": original}))
+        commitments.extend(_from_turkish(promise, reply) for promise in turkish)
     return DetectorOutput(commitments=commitments)

@@ -44,7 +44,7 @@ CHECKER_NAME = "rules"
 # cue words and rules, the write-claim guard, and the rules it shares with the LLM checker: feasibility,
 # anchoring, follow-through, the outcome, the time and content matchers). tests/test_labeller_versions.py pins
 # it with the labels it gives a fixed corpus of traces and says when it must move.
-OFFLINE_CHECKER_VERSION = "922f818fec86df7b"
+OFFLINE_CHECKER_VERSION = "decef11b07abd1f4"
 
 _I = re.IGNORECASE
 _DECLINES = re.compile(
