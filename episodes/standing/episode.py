@@ -308,4 +308,6 @@ class Episode(BaseModel):
             "policy": self.policy.value,
             "gap": self.gap,
             "variant": self.variant,
+            # Another language than English is a factor of its episodes (English's factors stay as they were).
+            **({"language": self.language.value} if self.language is not Language.EN else {}),
         }
