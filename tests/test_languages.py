@@ -82,3 +82,23 @@ def test_every_turkish_episode_has_an_english_twin_with_its_structure() -> None:
         assert episode.language is Language.TR and episode.id != twin.id
     english_names = {p.name for e in english.values() for p in e.people}
     assert english_names.isdisjoint({p.name for e in turkish for p in e.people})
+
+
+def test_interventions_with_english_words_refuse_turkish_episodes_and_the_others_play() -> None:
+    from commitbench.envs.standing.env import StandingEnv
+    from commitbench.oracles.base import InterventionError
+    from commitbench.oracles.standing.ledger import SelfKeptLedger
+    from commitbench.oracles.standing.policy import ReleasePolicy
+    from commitbench.oracles.standing.stores import OracleStore
+
+    turkish = [e for e in load_episodes(languages="tr") if e.cell == "PEER-DIRECT"][:2]
+    for make in (lambda env: SelfKeptLedger(env), lambda env: OracleStore(env, level="B1"),
+                 lambda env: ReleasePolicy(env, text="paraphrase-1")):
+        with pytest.raises(InterventionError, match="written in en only, and these episodes are in tr"):
+            make(StandingEnv(episodes=turkish))
+    for text in ("explicit", "silent"):
+        env = ReleasePolicy(StandingEnv(episodes=turkish), text=text)
+        _, info = env.reset(seed=0)
+        assert (turkish[0].explicit_policy in info["system_prompt"]) is (text == "explicit")
+    english = [e for e in load_episodes() if e.cell == "PEER-DIRECT"][:2]
+    SelfKeptLedger(StandingEnv(episodes=english)).reset(seed=0)
