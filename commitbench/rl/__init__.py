@@ -5,5 +5,7 @@ rank below a correct one.
 reward terms and their weighted total, as pure functions; :mod:`.episodes` plays and grades episodes through
 the runner (so a reward is always the report's grade of a real trace); :mod:`.degenerate` holds the scripted
 degenerate policies; :mod:`.gaming` plays them and builds the table of ``docs/rl.md``; :mod:`.evaluate` plays a
-served model through the suite's chat agent and returns its rewards. ``docs/rl.md`` is the guide.
+served model through the suite's chat agent and returns its rewards. :mod:`.trl` offers the follow-up suite to
+TRL (a prompt dataset and reward functions): :mod:`.completions` reads a trainer's completion as one turn and
+:mod:`.followup_turns` plays and labels it as a run's turn. ``docs/rl.md`` is the guide.
 """

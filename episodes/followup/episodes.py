@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from commitbench.episodes.followup.profile import FOLLOWUP_CHOICES, FollowupSettings
 from commitbench.episodes.followup.requests import FollowupRequest
-from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
+from commitbench.episodes.followup.splits import split_requests
+from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Split, Variant
 from commitbench.episodes.selection import narrow
 from commitbench.profiles import ProfiledSelection
 
@@ -130,11 +131,13 @@ def select_followup_episodes(
     request_id: str | Sequence[str] | None = None,
     doability: Callable[[FollowupRequest, SetupId], Doability] | None = None,
     settings: FollowupSettings | None = None,
+    split: str | Split | None = None,
 ) -> list[FollowUpEpisode]:
-    """The episodes of a selection; an unknown setup, variant, persona, category or request id is an error.
+    """The episodes of a selection; an unknown setup, variant, persona, category, split or request id is an error.
 
     ``persona=None`` plays every request under both personas (crossed); ``variant=None`` plays the inferred one.
     ``settings`` are the profile's choices (default: the project's); they also pick the doability overrides.
+    ``split`` keeps the requests of one split (:mod:`commitbench.episodes.followup.splits`; None: every request).
     """
     if requests is None:
         from commitbench.episodes.followup.requests import load_requests
@@ -144,7 +147,9 @@ def select_followup_episodes(
     variants = _as_list(variant, Variant, "variant") or [Variant.INFERRED]
     personas = _as_list(persona, Persona, "persona") or list(Persona)
     categories = _as_list(category, RequestCategory, "category")
-    chosen = list(requests)
+    if split is not None and not isinstance(split, Split) and split not in {s.value for s in Split}:
+        raise ValueError(f"unknown split {split!r} (known: {', '.join(s.value for s in Split)})")
+    chosen = split_requests(requests, split)
     if categories is not None:
         chosen = [r for r in chosen if r.category in categories]
     if request_id is not None:
@@ -189,6 +194,11 @@ class FollowupSelection(ProfiledSelection):
     )
     categories: list[RequestCategory] | None = Field(default=None, description="Request categories (null: all).")
     requests: list[str] | None = Field(default=None, description="Request ids, e.g. rem-001 (null: all).")
+    split: Split | None = Field(
+        default=None,
+        description="train or test: the requests of one split, by source and category (docs/rl.md, 'TRL'; null: "
+        "every request, as before the split existed).",
+    )
     ids: list[str] | None = Field(
         default=None,
         description="Episode ids, request:setup:variant:persona (null: all); with or without the "
@@ -215,6 +225,13 @@ class FollowupSelection(ProfiledSelection):
         description="C2 doability of monitoring requests whose source no tool reads, commitbench (partial) or paper "
         "(doable); null: the profile's.",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_default_split(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("split") is None:
+            data.pop("split", None)  # a filter without a split keeps the config (and config hash) it always had
+        return data
 
     def settings(self) -> FollowupSettings:
         """The design choices these episodes play under: the profile's, with the options set here."""
@@ -244,6 +261,7 @@ class FollowupSelection(ProfiledSelection):
             request_id=self.requests,
             doability=doability,
             settings=self.settings(),
+            split=self.split,
         )
         if self.follow_through:
             chosen = [e.model_copy(update={"follow_through": True}) for e in chosen]

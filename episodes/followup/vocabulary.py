@@ -83,3 +83,10 @@ class SourceDataset(str, Enum):
     SLURP = "slurp"
     BITEXT = "bitext"
     TEMPLATE = "template"
+
+
+class Split(str, Enum):
+    """Which half of the requests an episode belongs to: train (for a training loop) or test (held out)."""
+
+    TRAIN = "train"
+    TEST = "test"
