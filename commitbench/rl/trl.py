@@ -116,7 +116,7 @@ def to_hf_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
     """The rows as a ``datasets.Dataset`` (needs the ``datasets`` package). The tools' JSON schemas differ from
     tool to tool, which Arrow would merge into one struct padded with nulls, so ``tools`` is stored as JSON text
     (as TRL's dataset guide does for ``datasets`` releases without the ``Json`` type)."""
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]
 
     return Dataset.from_list([{**row, "tools": json.dumps(row["tools"], ensure_ascii=False)} for row in rows])
 
