@@ -109,7 +109,7 @@ def _texts(episodes: tuple[Episode, ...]) -> set[str]:
 
 
 def _sentences(texts: set[str]) -> set[str]:
-    return {s.strip().lower() for t in texts for s in re.split(r"(?<=[.!?:;])\s+", t) if len(s.strip()) > 12}
+    return {s.strip().lower() for t in texts for s in re.split(r"(?<=[.!?:;])\s+", t) if s.strip()}
 
 
 def test_no_message_text_is_shared(train: tuple[Episode, ...], held_out: tuple[Episode, ...]) -> None:

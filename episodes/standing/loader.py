@@ -4,7 +4,9 @@
 ``styles.yaml``, ``types/*.yaml`` and ``system_prompt.jinja`` into a
 :class:`~commitbench.episodes.standing.spec.StandingSpec`; every problem is a
 :class:`~commitbench.episodes.standing.spec.SpecError` naming the file and the field (a cell by its id). The
-models and each file's own checks are :mod:`commitbench.episodes.standing.spec`'s.
+models and each file's own checks are :mod:`commitbench.episodes.standing.spec`'s. Overlays are read the same
+way: a language's texts from ``languages/<code>/``, the train split's from ``splits/train/`` (what a split overlay
+takes from the directory, and must not share with it, is :mod:`commitbench.episodes.standing.splits`'s).
 """
 
 from __future__ import annotations
