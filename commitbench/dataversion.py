@@ -29,7 +29,7 @@ from commitbench.jsonl import write_atomic
 from commitbench.yamlfile import YamlError, read_yaml
 
 __all__ = [
-    "LOCK_FILE", "OVERLAYS_DIR", "VERSION_FILE", "DataCheck", "DataState", "UnversionedDataError", "check_data",
+    "LOCK_FILE", "OVERLAY_DIRS", "VERSION_FILE", "DataCheck", "DataState", "UnversionedDataError", "check_data",
     "combine_checks", "data_digest", "hash_tree", "write_lock",
 ]
 
@@ -41,7 +41,8 @@ _LOCK_HEADER = (
 )
 
 
-OVERLAYS_DIR = "languages"  # a data directory's overlays (languages/<code>/), each versioned and locked on its own
+# A data directory's overlays (languages/<code>/, splits/<split>/), each versioned and locked on its own.
+OVERLAY_DIRS = frozenset({"languages", "splits"})
 
 
 def hash_tree(root: Path, exclude: frozenset[str] = frozenset(), skip_dirs: frozenset[str] = frozenset()) -> str:
@@ -56,8 +57,8 @@ def hash_tree(root: Path, exclude: frozenset[str] = frozenset(), skip_dirs: froz
 
 def data_digest(root: Path | str) -> str:
     """The digest the lock records: every file of the directory but ``VERSION``, the lock, and its overlays
-    (``languages/<code>/``, which have versions and locks of their own)."""
-    return hash_tree(Path(root), frozenset({VERSION_FILE, LOCK_FILE}), frozenset({OVERLAYS_DIR}))
+    (``languages/<code>/``, ``splits/<split>/``, which have versions and locks of their own)."""
+    return hash_tree(Path(root), frozenset({VERSION_FILE, LOCK_FILE}), OVERLAY_DIRS)
 
 
 class DataState(str, Enum):

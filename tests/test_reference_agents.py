@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import pandas as pd
 import pytest
+from _reference_table import CELLS, EXPECTED_STRICT
 
 from commitbench.agents.standing.reference import REFERENCE_AGENTS
 from commitbench.analysis.standing.metrics import compute_metrics, strict_by_cell
@@ -16,36 +17,6 @@ from commitbench.envs import STANDING_ENV_ID
 from commitbench.rundir import RunStatus
 from commitbench.runner import run_experiment
 from commitbench.suites.standing import episodes_of_run
-
-CELLS = [
-    "BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
-    "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE", "FACT-FALSE",
-    "REINSTATE-BYSTANDER", "REINSTATE-CRED",
-]
-
-# Strict accuracy (1 = every run correct, 0 = none) under the explicit policy, cell by cell.
-# This table is the specification of the reference agents; the README shows it too.
-EXPECTED_STRICT: dict[str, dict[str, int]] = {
-    "creditor-rule": dict.fromkeys(CELLS, 1),
-    "last-speaker-wins": {
-        **dict.fromkeys(CELLS, 1),
-        **dict.fromkeys(
-            ["PEER-DIRECT", "PEER-IMPLICIT", "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE",
-             "REINSTATE-BYSTANDER"], 0),
-    },
-    "rank-wins": {
-        **dict.fromkeys(CELLS, 1),
-        **dict.fromkeys(
-            ["DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT", "MGR-DIRECT", "MGR-IMPLICIT",
-             "RELAY-TRUE", "RELAY-FALSE"], 0),
-    },
-    "always-execute": {**dict.fromkeys(CELLS, 0), "BASE": 1, "REINSTATE-CRED": 1},
-    "drop-on-any-cancel": {
-        **dict.fromkeys(CELLS, 0),
-        **dict.fromkeys(["BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT",
-                         "REINSTATE-BYSTANDER"], 1),
-    },
-}
 
 
 @pytest.fixture(scope="module", params=[("commitbench", "en"), ("paper", "en"), ("commitbench", "tr")],

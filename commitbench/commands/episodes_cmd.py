@@ -13,6 +13,7 @@ from commitbench.dataversion import DataCheck, check_data, write_lock
 
 SCHEMA_PARTS = ("type", "cell", "styles", "world", "replies", "filler", "policies", "workspace")
 LANGUAGES = ("en", "tr")
+SPLITS = ("dev", "test", "train")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p_show.add_argument("episode_id")
     p_show.add_argument("--data", type=Path, default=None, help="episode data directory (default: the shipped one)")
     p_show.add_argument("--json", action="store_true", help="print the episode as JSON")
+    p_show.add_argument("--split", choices=SPLITS, default=None,
+                        help="look among this split's episodes (default: dev and test, then the train split)")
     p_show.set_defaults(func=_show)
 
     p_val = sub.add_parser("validate", help="validate a data directory or one commitment-type file")
@@ -36,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p_val.add_argument("--language", choices=LANGUAGES, default=None,
                        help="the language validated (default: en, or the language folder a type file is in); "
                        "another language is also checked to have an English twin for each episode")
+    p_val.add_argument("--split", choices=["train"], default=None,
+                       help="validate the train split's overlay (splits/train/: its own types, people and chat, "
+                       "checked to share none of them with dev and test) instead of the directory's own dev and test "
+                       "types; with --lock, lock the overlay")
     p_val.add_argument("--lock", action="store_true",
                        help="after validating, record the directory's files as its VERSION (VERSION.lock); refused "
                        "when the files changed under a version that was locked with other files")
@@ -48,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None, help="episode data directory (default: the shipped one)")
-    parser.add_argument("--split", choices=["dev", "test"], default=None, help="dev or test")
+    parser.add_argument("--split", choices=SPLITS, default=None,
+                        help="dev, test or train (default: dev and test; train, the training split, is listed only "
+                        "when named)")
     parser.add_argument("--cells", nargs="+", default=None, metavar="CELL", help="cell ids")
     parser.add_argument("--types", nargs="+", default=None, metavar="TYPE", help="commitment type ids")
     parser.add_argument("--policies", nargs="+", default=None, choices=["explicit", "silent"], help="release policies")
@@ -67,9 +76,9 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = None,
-              languages: list[str] | None = None) -> tuple[Any, ...]:
-    """The episodes of a data directory under a profile (and reply rule), or under both profiles and in every
-    language (profile None)."""
+              languages: list[str] | None = None, split: str | None = None) -> tuple[Any, ...]:
+    """The episodes of a data directory (of ``split``: default dev and test) under a profile (and reply rule), or
+    under both profiles and in every language (profile None)."""
     from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
     from commitbench.episodes.standing.profile import standing_settings
     from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, SpecError
@@ -77,9 +86,9 @@ def _episodes(data: Path | None, profile: str | None, reply_rule: str | None = N
 
     try:
         if profile is None:
-            return tuple(episodes_of_profiles(data or DEFAULT_DATA_DIR).values())
+            return tuple(episodes_of_profiles(data or DEFAULT_DATA_DIR, split).values())
         return load_episodes(data or DEFAULT_DATA_DIR, standing_settings(profile, creditor_replies=reply_rule),
-                             languages or ["en"])
+                             languages or ["en"], split=split)
     except (SpecError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -94,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
     try:
         chosen = select_episodes(
-            _episodes(args.data, args.profile, args.creditor_replies, args.language),
+            _episodes(args.data, args.profile, args.creditor_replies, args.language, args.split),
             split=args.split,
             cells=args.cells,
             commitment_types=args.types,
@@ -123,7 +132,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    found = [e for e in _episodes(args.data, None) if e.id == args.episode_id]
+    found = [e for e in _episodes(args.data, None, split=args.split) if e.id == args.episode_id]
+    if not found and args.split is None and _has_train(args.data):
+        found = [e for e in _episodes(args.data, None, split="train") if e.id == args.episode_id]
     if not found:
         raise UsageError(f"no episode with id {args.episode_id!r} (try 'commitbench episodes list')")
     ep = found[0]
@@ -148,31 +159,78 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_train(data: Path | None) -> bool:
+    from commitbench.episodes.standing.loader import languages_of
+    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR
+
+    return bool(languages_of(data or DEFAULT_DATA_DIR, "train"))
+
+
+def _overlay_kind(folder: Path) -> str | None:
+    """``languages`` or ``splits`` for an overlay folder of a data directory (``<data>/languages/<code>/``,
+    ``<data>/splits/<split>/``), else None."""
+    from commitbench.episodes.standing.spec import LANGUAGES_DIR, SPLITS_DIR
+
+    folder = folder.resolve()
+    kind = folder.parent.name
+    return kind if kind in (LANGUAGES_DIR, SPLITS_DIR) and (folder.parent.parent / "cells.yaml").exists() else None
+
+
+def _overlay_split(folder: Path) -> Any:
+    """The split an overlay folder ``splits/<split>/`` holds; a SpecError for a folder no split is kept in."""
+    from commitbench.episodes.standing.spec import SPLITS_DIR, SpecError, Split
+
+    if folder.name not in {s.value for s in Split if s.in_overlay}:
+        raise SpecError(folder, "<directory>", f"no split is kept in {SPLITS_DIR}/{folder.name}/ (the train split's "
+                        "folder is splits/train/)")
+    return Split(folder.name)
+
+
 def _validate(args: argparse.Namespace) -> int:
     from commitbench.episodes.standing.compiler import compile_spec, link_twins
     from commitbench.episodes.standing.loader import load_spec
-    from commitbench.episodes.standing.spec import DEFAULT_DATA_DIR, LANGUAGES_DIR, Language, SpecError
+    from commitbench.episodes.standing.spec import (
+        DEFAULT_DATA_DIR,
+        LANGUAGES_DIR,
+        SPLITS_DIR,
+        Language,
+        SpecError,
+        Split,
+    )
 
     path: Path | None = args.path
     data_dir: Path | None = None  # the data directory validated whole (its version lock is checked)
     language = Language(args.language or "en")
+    split = Split(args.split) if args.split else None  # the overlay validated (train), or the directory's own types
     twins = 0
     try:
-        if path is None or path.is_dir():
+        if path is not None and path.is_dir() and _overlay_kind(path) is not None:
+            # An overlay folder (languages/<code>/, splits/<split>/) is validated with its data directory.
+            data_dir = path.resolve().parent.parent
+            if _overlay_kind(path) == LANGUAGES_DIR:
+                language = Language(args.language or path.resolve().name)
+            else:
+                split = _overlay_split(path.resolve())
+            spec = load_spec(data_dir, language=language, split=split)
+        elif path is None or path.is_dir():
             data_dir = path or DEFAULT_DATA_DIR
-            spec = load_spec(data_dir, language=language)
+            spec = load_spec(data_dir, language=language, split=split)
         elif path.exists():
-            # A type file inside a data directory's types/ (or a language's, languages/<code>/types/) is validated
-            # with that directory (it is one of its types already); a file elsewhere is added to the shipped data.
+            # A type file inside a data directory's types/ (or a language's, languages/<code>/types/, or a split
+            # overlay's, splits/<split>/types/) is validated with that directory (it is one of its types already);
+            # a file elsewhere is added to the shipped data.
             home = path.resolve().parent
-            in_language = home.parent.parent.name == LANGUAGES_DIR and home.name == "types"
-            root = home.parent.parent.parent if in_language else home.parent
+            overlay_kind = home.parent.parent.name if home.name == "types" else None
+            in_overlay = overlay_kind in (LANGUAGES_DIR, SPLITS_DIR)
+            root = home.parent.parent.parent if in_overlay else home.parent
             inside = home.name == "types" and (root / "cells.yaml").exists()
-            if in_language and inside:
+            if inside and overlay_kind == LANGUAGES_DIR:
                 language = Language(args.language or home.parent.name)
+            if inside and overlay_kind == SPLITS_DIR:
+                split = _overlay_split(home.parent)
             data_dir = root if inside else None
-            spec = (load_spec(root, language=language) if inside
-                    else load_spec(DEFAULT_DATA_DIR, extra_types=[path], language=language))
+            spec = (load_spec(root, language=language, split=split) if inside
+                    else load_spec(DEFAULT_DATA_DIR, extra_types=[path], language=language, split=split))
         else:
             raise SpecError(path, "<file>", "file not found")
         episodes = compile_spec(spec)
@@ -181,15 +239,21 @@ def _validate(args: argparse.Namespace) -> int:
             twins = sum(1 for e in linked[language] if e.twins)
         if args.lock and data_dir is None:
             raise UsageError("--lock locks a data directory: give the directory, not a type file outside one")
-        check = _data_version(data_dir if language is Language.EN or data_dir is None
-                              else data_dir / LANGUAGES_DIR / language.value, args.lock)
+        if data_dir is None:
+            check = _data_version(None, args.lock)
+        elif split is not None:
+            check = _data_version(data_dir / SPLITS_DIR / split.value, args.lock)
+        else:
+            check = _data_version(data_dir if language is Language.EN else data_dir / LANGUAGES_DIR / language.value,
+                                  args.lock)
     except SpecError as exc:
         if args.json:
             _emit({"ok": False, "file": exc.path, "field": exc.field, "reason": exc.reason})
         else:
             print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    by_split = {s: sum(1 for e in episodes if e.split.value == s) for s in ("dev", "test")}
+    splits = (split.value,) if split is not None else ("dev", "test")
+    by_split = {s: sum(1 for e in episodes if e.split.value == s) for s in splits}
     summary: dict[str, Any] = {
         "ok": True,
         "episodes": len(episodes),
@@ -205,7 +269,7 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(
             f"ok: {summary['episodes']} episodes from {summary['types']} commitment types x {summary['cells']} cells "
-            f"(dev {summary['by_split']['dev']}, test {summary['by_split']['test']}), language {language.value}"
+            f"({', '.join(f'{s} {n}' for s, n in by_split.items())}), language {language.value}"
             + (f", each with its English twin ({twins})" if language is not Language.EN else "")
         )
         if check is not None and args.lock:

@@ -30,9 +30,11 @@ from commitbench.episodes.standing.selection import StandingSelection
 from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
     LANGUAGES_DIR,
+    SPLITS_DIR,
     Language,
     episode_set_version,
     read_version,
+    split_part,
 )
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
@@ -67,7 +69,8 @@ def episodes_by_id(selection: StandingSelection | None = None) -> dict[str, Epis
     if selection is None:
         return episodes_of_profiles(DEFAULT_DATA_DIR)
     data = selection.data or DEFAULT_DATA_DIR
-    return {e.id: e for e in load_episodes(data, selection.settings(), languages_of(data))}
+    overlay = split_part(selection.split)  # a train filter's episodes are the train overlay's
+    return {e.id: e for e in load_episodes(data, selection.settings(), languages_of(data, overlay), split=overlay)}
 
 
 def _selection_of(run_dir: Path | None) -> StandingSelection | None:
@@ -91,18 +94,23 @@ def episodes_of_run(run_dir: Path | None) -> dict[str, Episode]:
 
 def select(selection: StandingSelection) -> list[Episode]:
     return selection.select(load_episodes(selection.data or DEFAULT_DATA_DIR, selection.settings(),
-                                          selection.languages()))
+                                          selection.languages(), split=split_part(selection.split)))
 
 
 def set_version(selection: StandingSelection) -> str:
-    return episode_set_version(selection.data or DEFAULT_DATA_DIR, selection.languages())
+    return episode_set_version(selection.data or DEFAULT_DATA_DIR, selection.languages(), selection.split)
 
 
 def data_overlays(selection: StandingSelection) -> list[tuple[str, str]]:
-    """The language folders a filter plays, with their own versions (English is the directory itself)."""
+    """The overlays a filter plays, with their own versions: its language folders (English is the directory
+    itself) and the split overlay of a train filter (splits/train)."""
     root = Path(selection.data or DEFAULT_DATA_DIR)
-    return [(f"{LANGUAGES_DIR}/{lang.value}", read_version(root / LANGUAGES_DIR / lang.value))
-            for lang in selection.languages() if lang is not Language.EN]
+    overlays = [(f"{LANGUAGES_DIR}/{lang.value}", read_version(root / LANGUAGES_DIR / lang.value))
+                for lang in selection.languages() if lang is not Language.EN]
+    overlay = split_part(selection.split)
+    if overlay is not None:
+        overlays.append((f"{SPLITS_DIR}/{overlay.value}", read_version(root / SPLITS_DIR / overlay.value)))
+    return overlays
 
 
 def make_env(episodes: Sequence[Episode], texts: SuppliedTexts | None = None) -> gym.Env[Any, Any]:

@@ -48,10 +48,12 @@ from commitbench.episodes.standing.spec import (
     ReplyRule,
     RoleKey,
     SpecError,
+    Split,
     StandingSpec,
     ToolParam,
     TypeTexts,
     VariantSpec,
+    split_part,
 )
 from commitbench.profiles import Profile
 from commitbench.protocol import ToolSpec
@@ -549,10 +551,12 @@ def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> 
 
 @lru_cache(maxsize=8)
 def _compiled(
-    root: str, settings: StandingSettings, stamp: tuple[tuple[str, int, int], ...]
+    root: str, settings: StandingSettings, stamp: tuple[tuple[str, int, int], ...], overlay: Split | None = None
 ) -> dict[Language, tuple[Episode, ...]]:
-    by_language = {lang: compile_spec(load_spec(Path(root), language=lang), settings)
-                   for lang in languages_of(root)}
+    """Every language's episodes of one part of a data directory: its own types (``overlay`` None) or a split
+    overlay's (train, English only), twins linked."""
+    by_language = {lang: compile_spec(load_spec(Path(root), language=lang, split=overlay), settings)
+                   for lang in languages_of(root, overlay)}
     return {lang: tuple(episodes) for lang, episodes in link_twins(root, by_language).items()}
 
 
@@ -564,25 +568,34 @@ def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
 
 def load_episodes(
     root: Path | str = DEFAULT_DATA_DIR, settings: StandingSettings | Profile | str | None = None,
-    languages: Language | str | Iterable[Language | str] = Language.EN,
+    languages: Language | str | Iterable[Language | str] = Language.EN, split: Split | str | None = None,
 ) -> tuple[Episode, ...]:
     """The episodes of a data directory in ``languages`` (default English) under a profile or its settings
     (default: the project's profile), compiled once per process while its files are unchanged (an edited file is
-    picked up by the next call). Every language the directory has is compiled, so each episode carries its twins."""
+    picked up by the next call). Every language the directory has is compiled, so each episode carries its twins.
+
+    ``split`` None: the directory's own episodes (dev and test); dev or test: that split's; train: the train
+    overlay's (``splits/train/``, English only), compiled only when asked for.
+    """
     if not isinstance(settings, StandingSettings):
         settings = PROFILE_SETTINGS[Profile(settings or Profile.COMMITBENCH)]
     path = Path(root).resolve()
     wanted = [Language(languages)] if isinstance(languages, str | Language) else [Language(x) for x in languages]
-    compiled = _compiled(str(path), settings, _stamp(path))
+    try:
+        overlay = split_part(split)
+    except ValueError as exc:
+        raise SpecError(path, "split", str(exc)) from None
+    keep = None if split is None else Split(split)
+    compiled = _compiled(str(path), settings, _stamp(path), overlay)
     for lang in wanted:
         if lang not in compiled:
-            load_spec(path, language=lang)  # raises the SpecError that names the missing folder
-    return tuple(e for lang in wanted for e in compiled[lang])
+            load_spec(path, language=lang, split=overlay)  # raises the SpecError that names the missing folder
+    return tuple(e for lang in wanted for e in compiled[lang] if keep is None or e.split is keep)
 
 
-def episodes_of_profiles(root: Path | str = DEFAULT_DATA_DIR) -> dict[str, Episode]:
+def episodes_of_profiles(root: Path | str = DEFAULT_DATA_DIR, split: Split | str | None = None) -> dict[str, Episode]:
     """Every episode of a data directory under both profiles and in every language, by id (for traces whose
-    settings are unknown)."""
+    settings are unknown); ``split`` train: the train overlay's instead (English only)."""
     path = Path(root).resolve()
-    return {e.id: e for profile in Profile for lang in languages_of(path)
-            for e in load_episodes(path, profile, lang)}
+    return {e.id: e for profile in Profile for lang in languages_of(path, split)
+            for e in load_episodes(path, profile, lang, split=split)}

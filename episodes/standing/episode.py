@@ -194,7 +194,7 @@ class Episode(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str = Field(description="Stable content-hash id, 'st-' + 12 hex digits.")
-    split: Split = Field(description="dev or test (by commitment type).")
+    split: Split = Field(description="dev, test or train (by commitment type).")
     commitment_type: str = Field(description="Commitment type id.")
     cell: str = Field(description="Cell id.")
     policy: Policy = Field(description="Release policy shown in the system prompt.")

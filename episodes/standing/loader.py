@@ -4,7 +4,9 @@
 ``styles.yaml``, ``types/*.yaml`` and ``system_prompt.jinja`` into a
 :class:`~commitbench.episodes.standing.spec.StandingSpec`; every problem is a
 :class:`~commitbench.episodes.standing.spec.SpecError` naming the file and the field (a cell by its id). The
-models and each file's own checks are :mod:`commitbench.episodes.standing.spec`'s.
+models and each file's own checks are :mod:`commitbench.episodes.standing.spec`'s. Overlays are read the same
+way: a language's texts from ``languages/<code>/``, the train split's from ``splits/train/`` (what a split overlay
+takes from the directory, and must not share with it, is :mod:`commitbench.episodes.standing.splits`'s).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from commitbench.episodes.standing.spec import (
     DEFAULT_DATA_DIR,
     ENGLISH_WORKSPACE,
     LANGUAGES_DIR,
+    SPLITS_DIR,
     CellSpec,
     CommitmentTypeSpec,
     FillerSpec,
@@ -25,12 +28,19 @@ from commitbench.episodes.standing.spec import (
     PoliciesSpec,
     RepliesSpec,
     SpecError,
+    Split,
     StandingSpec,
     StyleSpec,
     StylesSpec,
     WorkspaceTexts,
     WorldSpec,
+    split_part,
     word_pattern,
+)
+from commitbench.episodes.standing.splits import (
+    check_apart,
+    check_split_fields,
+    check_takes_instructions,
 )
 from commitbench.yamlfile import YamlError, read_yaml
 
@@ -158,24 +168,39 @@ def check_styles(styles: dict[str, StyleSpec], styles_path: Path, cells: list[Ce
 WORKSPACE_FILE = "workspace.yaml"
 
 
-def language_dir(root: Path | str, language: Language | str) -> Path:
-    """Where a language's texts live: the data directory itself for English, ``languages/<code>/`` otherwise."""
+def language_dir(root: Path | str, language: Language | str, split: Split | str | None = None) -> Path:
+    """Where a language's texts live: the data directory itself for English, ``languages/<code>/`` otherwise; a
+    split kept in an overlay (``split``: train) has its texts in ``splits/<split>/``, in English only (a SpecError
+    for another language). ``split`` None, dev or test: the directory's own texts."""
     language = Language(language)
     root = Path(root)
+    overlay = split_part(split)
+    if overlay is not None:
+        if language is not Language.EN:
+            raise SpecError(root / SPLITS_DIR / overlay.value, "language", f"the {overlay.value} split is English "
+                            f"only: there is no {language.value} {overlay.value} split (see docs/rl.md)")
+        return root / SPLITS_DIR / overlay.value
     return root if language is Language.EN else root / LANGUAGES_DIR / language.value
 
 
-def languages_of(root: Path | str) -> list[Language]:
-    """The languages a data directory has: English, and each known language with a ``languages/<code>/`` folder."""
+def languages_of(root: Path | str, split: Split | str | None = None) -> list[Language]:
+    """The languages a data directory has: English, and each known language with a ``languages/<code>/`` folder;
+    for a split kept in an overlay (train), English when the directory has ``splits/<split>/``, else none."""
+    if split_part(split) is not None:
+        return [Language.EN] if language_dir(root, Language.EN, split).is_dir() else []
     return [lang for lang in Language if language_dir(root, lang).is_dir()]
 
 
 def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | None = None,
-              language: Language | str = Language.EN) -> StandingSpec:
+              language: Language | str = Language.EN, split: Split | str | None = None) -> StandingSpec:
     """Load the whole standing spec from a data directory, naming file and field on any error.
 
     English reads every file from ``root``; another language reads its texts from ``root/languages/<code>/``
     and the cells (structure only, no text) from ``root/cells.yaml``, so both languages play the same design.
+    ``split`` train reads the train overlay, ``root/splits/train/``: its own people, filler, replies, styles and
+    types, with the cells and the instructions to the assistant (:data:`~.splits.SHARED_FILES`) taken from
+    ``root`` (docs/rl.md, 'Splits for training'); it must share no type and no name with dev and test. Any other
+    ``split`` (None, dev, test) reads the directory's own types, which are dev or test.
     """
     root = Path(root)
     try:
@@ -183,19 +208,31 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     except ValueError:
         known = ", ".join(lang.value for lang in Language)
         raise SpecError(root, "language", f"unknown language {language!r} (known: {known})") from None
-    texts = language_dir(root, language)
+    try:
+        overlay = split_part(split)
+    except ValueError as exc:
+        raise SpecError(root, "split", str(exc)) from None
+    texts = language_dir(root, language, overlay)
     if not texts.is_dir():
-        raise SpecError(texts, "<directory>", f"this data directory has no {language.value} texts (expected the "
-                        f"folder {LANGUAGES_DIR}/{language.value}/ beside cells.yaml; see docs/languages.md)")
+        where = (f"{SPLITS_DIR}/{overlay.value}/ beside cells.yaml; see docs/rl.md" if overlay is not None
+                 else f"{LANGUAGES_DIR}/{language.value}/ beside cells.yaml; see docs/languages.md")
+        what = f"{overlay.value} split" if overlay is not None else f"{language.value} texts"
+        raise SpecError(texts, "<directory>", f"this data directory has no {what} (expected the folder {where})")
+    # The instructions to the assistant (release policies, system prompt, workspace words): a language words its
+    # own; a split overlay takes the data directory's, explicitly (it may not hold them).
+    instructions = texts
+    if overlay is not None:
+        check_takes_instructions(texts)
+        instructions = root
     parts: dict[str, Any] = {"language": language}
-    for key, model, name in (
-        ("world", WorldSpec, "world.yaml"),
-        ("policies", PoliciesSpec, "policies.yaml"),
-        ("replies", RepliesSpec, "replies.yaml"),
-        ("filler", FillerSpec, "filler.yaml"),
+    for key, model, home, name in (
+        ("world", WorldSpec, texts, "world.yaml"),
+        ("policies", PoliciesSpec, instructions, "policies.yaml"),
+        ("replies", RepliesSpec, texts, "replies.yaml"),
+        ("filler", FillerSpec, texts, "filler.yaml"),
     ):
-        parts[key] = _validate(model, _read_yaml(texts / name), texts / name)
-    workspace_path = texts / WORKSPACE_FILE
+        parts[key] = _validate(model, _read_yaml(home / name), home / name)
+    workspace_path = instructions / WORKSPACE_FILE
     if workspace_path.is_file():
         parts["workspace"] = _validate(WorkspaceTexts, _read_yaml(workspace_path), workspace_path)
     elif language is not Language.EN:
@@ -219,8 +256,11 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     typed = list(zip(type_paths, parts["types"], strict=True))
     check_types(typed, parts["filler"], texts / "filler.yaml")
     check_styles(parts["styles"], styles_path, parts["cells"], cells_path, typed)
+    check_split_fields(typed, overlay)
+    if overlay is not None:
+        _check_overlay_apart(root, texts, parts["world"], typed)
     parts["type_files"] = {t.id: str(p) for t, p in zip(parts["types"], type_paths, strict=True)}
-    prompt_path = texts / "system_prompt.jinja"
+    prompt_path = instructions / "system_prompt.jinja"
     try:
         parts["system_prompt"] = prompt_path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -230,3 +270,14 @@ def load_spec(root: Path | str = DEFAULT_DATA_DIR, extra_types: list[Path] | Non
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SpecError(root, ".".join(str(p) for p in first["loc"]) or "<root>", first["msg"]) from None
+
+
+def _check_overlay_apart(root: Path, overlay: Path, world: WorldSpec, typed: list[tuple[Path, CommitmentTypeSpec]]
+                         ) -> None:
+    """A split overlay against the data directory: no shared type, tool, type word, name, team or channel (the
+    names against the directory's world in every language it has)."""
+    main = load_spec(root)
+    main_typed = [(Path(main.type_files[t.id]), t) for t in main.types]
+    paths = [language_dir(root, lang) / "world.yaml" for lang in languages_of(root)]
+    worlds = [(path, _validate(WorldSpec, _read_yaml(path), path)) for path in paths]
+    check_apart(world, overlay / "world.yaml", typed, worlds, main_typed)

@@ -18,7 +18,14 @@ from pydantic import (
 from commitbench.episodes.selection import narrow
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.profile import STANDING_CHOICES, StandingSettings
-from commitbench.episodes.standing.spec import Language, NotifyDeadline, PolicyWording, ReplyRule, TypeTexts
+from commitbench.episodes.standing.spec import (
+    Language,
+    NotifyDeadline,
+    PolicyWording,
+    ReplyRule,
+    TypeTexts,
+    split_part,
+)
 from commitbench.profiles import ProfiledSelection
 
 
@@ -29,7 +36,9 @@ class StandingSelection(ProfiledSelection):
 
     split: str | None = Field(
         default=None,
-        description="dev or test (null: both; 'commitbench run standing' plays test unless types are named).",
+        description="dev, test or train (null: dev and test; 'commitbench run standing' plays test unless types are "
+        "named). train is the training split: its own commitment types, people and chat, compiled only when named "
+        "(docs/rl.md, 'Splits for training'); English only.",
     )
     cells: list[str] | None = Field(default=None, description="Cell ids, e.g. BASE, PEER-DIRECT.")
     types: list[str] | None = Field(default=None, description="Commitment type ids, e.g. book_room.")
@@ -75,6 +84,21 @@ class StandingSelection(ProfiledSelection):
                 "'variants' names the follow-up suite's inferred/stated variants"
             )
         return data
+
+    @field_validator("split")
+    @classmethod
+    def _a_split(cls, value: str | None) -> str | None:
+        split_part(value)  # a ValueError naming the known splits
+        return value
+
+    @model_validator(mode="after")
+    def _train_is_english(self) -> StandingSelection:
+        overlay = split_part(self.split)
+        others = [lang.value for lang in self.languages() if lang is not Language.EN]
+        if overlay is not None and others:
+            raise ValueError(f"the {overlay.value} split is English only: there is no {', '.join(others)} "
+                             f"{overlay.value} split (drop 'language' or play dev/test)")
+        return self
 
     @field_validator("language", mode="before")
     @classmethod

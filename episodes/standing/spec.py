@@ -21,6 +21,7 @@ from commitbench.tools import json_type
 N_VARIANTS = 3
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "standing"
 LANGUAGES_DIR = "languages"  # a data directory's other languages: <root>/languages/<code>/ (all files but cells.yaml)
+SPLITS_DIR = "splits"  # a data directory's split overlays: <root>/splits/<split>/ (own people, chat and types)
 
 
 class Language(str, Enum):
@@ -122,8 +123,19 @@ class NotifyDeadline(str, Enum):
 
 
 class Split(str, Enum):
+    """Which part of the benchmark an episode belongs to (by its commitment type). dev and test are the types of the
+    data directory itself; train is an overlay, ``splits/train/``, with its own types, people, chat and replies, so a
+    model trained on it meets none of the test split's types, names or texts."""
+
     DEV = "dev"
     TEST = "test"
+    TRAIN = "train"
+
+    @property
+    def in_overlay(self) -> bool:
+        """Whether the split's texts live in an overlay of their own (``splits/<split>/``), compiled only when the
+        split is asked for."""
+        return self is Split.TRAIN
 
 
 class PersonSpec(Strict):
@@ -304,7 +316,9 @@ class PaperTexts(Strict):
 
 class CommitmentTypeSpec(Strict):
     id: str = Field(description="Type id.", pattern=r"^[a-z_]+$")
-    split: Split = Field(description="dev or test.")
+    split: Split = Field(
+        description="dev or test for a type of the data directory's types/; train for one of splits/train/types/."
+    )
     thing: str = Field(description="Noun phrase for the promised task, e.g. 'the room booking'.")
     condition: str = Field(description="The trigger condition as a clause, e.g. 'the agenda is final'.")
     words: list[Annotated[str, Field(pattern=r"^\w[\w.-]{0,39}$")]] = Field(
@@ -623,23 +637,46 @@ VERSION_FILE = "VERSION"
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,31}")
 
 
-def episode_set_version(root: Path | str = DEFAULT_DATA_DIR, languages: Sequence[Language | str] = (Language.EN,)
-                        ) -> str:
+def split_part(split: Split | str | None) -> Split | None:
+    """The overlay split a split names (train), or None for the data directory's own splits (None, dev, test); a
+    ValueError naming the known splits for anything else."""
+    if split is None:
+        return None
+    try:
+        value = Split(split)
+    except ValueError:
+        known = ", ".join(s.value for s in Split)
+        raise ValueError(f"unknown split {split!r} (known: {known})") from None
+    return value if value.in_overlay else None
+
+
+def episode_set_version(root: Path | str = DEFAULT_DATA_DIR, languages: Sequence[Language | str] = (Language.EN,),
+                        split: Split | str | None = None) -> str:
     """The version of the episode set a data directory compiles to in ``languages`` (its ``VERSION`` file for
     English; ``<VERSION>/<code>-<the language folder's VERSION>`` for another language, whose episodes depend on
-    both; several languages' versions joined by ', ').
+    both; several languages' versions joined by ', '). A split kept in an overlay (``split``: train) is versioned
+    as ``<VERSION>/train-<the overlay's VERSION>``: its episodes depend on the directory's cells and instructions
+    and on the overlay's texts. The train split is English only.
 
     Bump a VERSION whenever a change alters what the compiler produces (any text, cell, type or rule): the
     episode ids change with it, and the runner and the report refuse to mix run directories of two
-    versions. A language folder has its own VERSION, so a change to the Turkish texts leaves English runs alone.
+    versions. A language folder and a split overlay have their own VERSION, so a change to the Turkish texts (or
+    the train split's) leaves English test runs alone.
     """
-    own = read_version(Path(root))
+    root = Path(root)
+    own = read_version(root)
+    overlay = split_part(split)
     parts = []
     for language in (Language(x) for x in languages):
-        if language is Language.EN:
+        if overlay is not None:
+            if language is not Language.EN:
+                raise SpecError(root / SPLITS_DIR / overlay.value, "language", f"the {overlay.value} split is "
+                                f"English only: there is no {language.value} {overlay.value} split")
+            parts.append(f"{own}/{overlay.value}-{read_version(root / SPLITS_DIR / overlay.value)}")
+        elif language is Language.EN:
             parts.append(own)
         else:
-            parts.append(f"{own}/{language.value}-{read_version(Path(root) / LANGUAGES_DIR / language.value)}")
+            parts.append(f"{own}/{language.value}-{read_version(root / LANGUAGES_DIR / language.value)}")
     return ", ".join(parts)
 
 
