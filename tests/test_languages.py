@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,18 @@ def test_interventions_with_english_words_refuse_turkish_episodes_and_the_others
         assert (turkish[0].explicit_policy in info["system_prompt"]) is (text == "explicit")
     english = [e for e in load_episodes() if e.cell == "PEER-DIRECT"][:2]
     SelfKeptLedger(StandingEnv(episodes=english)).reset(seed=0)
+
+
+def test_a_type_in_english_alone_plays_without_a_twin_and_a_turkish_type_needs_an_english_one(tmp_path) -> None:
+    import shutil
+
+    data = tmp_path / "standing"
+    shutil.copytree(DEFAULT_DATA_DIR, data)
+    shutil.copy(Path(__file__).resolve().parents[1] / "docs" / "examples" / "water_plants.yaml", data / "types")
+    english = load_episodes(data)
+    plants = [e for e in english if e.commitment_type == "water_plants"]
+    assert plants and all(e.twins == {} for e in plants)
+    assert all(e.twins for e in english if e.commitment_type != "water_plants")
+    (data / "types" / "book_room.yaml").unlink()
+    with pytest.raises(SpecError, match="tr episodes have no English twin"):
+        load_episodes(data, languages="tr")

@@ -521,7 +521,8 @@ def _structure(episode: Episode) -> tuple[object, ...]:
 
 def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> dict[Language, list[Episode]]:
     """Record each episode's twins in the other languages; every episode of another language must have an
-    English twin with the same step structure (a SpecError names the language's folder otherwise)."""
+    English twin with the same step structure (a SpecError names the language's folder otherwise). An English
+    episode may have none: a type added to the English data alone (a student's new type) plays in English only."""
     if len(by_language) < 2:
         return by_language
     keyed = {lang: {twin_key(e): e for e in episodes} for lang, episodes in by_language.items()}
@@ -530,11 +531,11 @@ def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> 
         if lang is Language.EN:
             continue
         where = language_dir(root, lang)
-        missing = sorted(set(english) ^ set(by_key))
+        missing = sorted(set(by_key) - set(english))
         if missing:
-            side = "English" if missing[0] in by_key else lang.value
-            raise SpecError(where, "types", f"{len(missing)} episodes have no {side} twin, e.g. {missing[0]} (type, "
-                            "surface, cell, gap, policy): both languages must have the same types and splits")
+            raise SpecError(where, "types", f"{len(missing)} {lang.value} episodes have no English twin, e.g. "
+                            f"{missing[0]} (type, surface, cell, gap, policy): every type of a language must be a "
+                            "type of the English data, with the same split")
         for key, episode in by_key.items():
             if _structure(episode) != _structure(english[key]):
                 raise SpecError(where, f"types.{key[0]}", f"the {lang.value} episode {key} does not have its English "
@@ -543,7 +544,8 @@ def link_twins(root: Path | str, by_language: dict[Language, list[Episode]]) -> 
     for lang, played in by_language.items():
         linked[lang] = [
             e.model_copy(update={"twins": {other.value: keyed[other][twin_key(e)].id
-                                           for other in by_language if other is not lang}})
+                                           for other in by_language if other is not lang
+                                           and twin_key(e) in keyed[other]}})
             for e in played
         ]
     return linked
