@@ -75,9 +75,9 @@ def check_apart(world: WorldSpec, world_path: Path, types: TypeFiles, worlds: It
                     if found:
                         raise SpecError(other_path, field, f"uses '{found.group(0)}', a distinctive word of type "
                                         f"'{ctype.id}' ({path}): the train split and dev/test share no type's words")
-    for other_path, other in worlds:
-        names = _names(other)
-        places = {v.team.lower() for v in other.variants} | {v.channel for v in other.variants}
+    for other_path, other_world in worlds:
+        names = _names(other_world)
+        places = {v.team.lower() for v in other_world.variants} | {v.channel for v in other_world.variants}
         for i, variant in enumerate(world.variants):
             if variant.team.lower() in places or variant.channel in places:
                 raise SpecError(world_path, f"variants.{i}.team", f"team '{variant.team}' or channel "
