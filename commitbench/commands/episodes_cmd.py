@@ -147,7 +147,7 @@ def _show(args: argparse.Namespace) -> int:
     if ep.twins:
         print("twins: " + ", ".join(f"{lang} {twin}" for lang, twin in sorted(ep.twins.items())))
     print(f"expected: {ep.expected.model_dump(mode='json')}   check possible: {ep.check_possible}")
-    print(f"promised action: {ep.action_tool.name}({json.dumps(ep.target_args)})")
+    print(f"promised action: {ep.action_tool.name}({json.dumps(ep.target_args, ensure_ascii=False)})")
     print("\n--- system prompt ---\n" + ep.system_prompt + "\n--- script ---")
     for m in ep.script:
         who = ep.assistant if m.sender == "assistant" else f"{people[m.sender].name} ({m.sender})"
