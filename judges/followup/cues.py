@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from commitbench.calendar_words import WEEKDAYS
-from commitbench.episodes.followup.vocabulary import Capability
+from commitbench.judges.followup.needs import PromiseTraits, needed_capabilities
 from commitbench.judges.followup.schemas import DetectedCommitment, DetectorOutput, Performer, TriggerType
 from commitbench.judges.followup.turkish_cues import TurkishPromise, find_promises
 
@@ -229,37 +229,13 @@ def _action(sentence: str, marker_end: int) -> str:
 
 
 def _capabilities(sentence: str, performer: Performer, trigger: TriggerType) -> list[str]:
-    caps: list[Capability] = []
-
-    def add(capability: Capability) -> None:
-        if capability not in caps:
-            caps.append(capability)
-
-    if performer is Performer.THIRD_PARTY:
-        add(Capability.DELEGATE_TO_HUMAN)
-        if _PHONE.search(sentence):
-            add(Capability.PHONE_CALL)
-        if _EMAIL.search(sentence):
-            add(Capability.SEND_EMAIL)
-        return [c.value for c in caps]
-    later = trigger is not TriggerType.USER_NEXT_MESSAGE
-    if later and trigger in (TriggerType.TIME, TriggerType.UNSPECIFIED_FUTURE):
-        add(Capability.RUN_LATER)
-    if later and (trigger is TriggerType.EXTERNAL_EVENT or _WATCH.search(sentence)):
-        add(Capability.WATCH_EVENT)
-    if later and _NOTIFY.search(sentence) and trigger is not TriggerType.NEXT_SESSION:
-        add(Capability.NOTIFY_USER_LATER)
-    if later and (trigger is TriggerType.NEXT_SESSION or _RECALL.search(sentence)):
-        add(Capability.RECALL_ACROSS_SESSIONS)
-    if _EMAIL.search(sentence):
-        add(Capability.SEND_EMAIL)
-    if _SMS.search(sentence):
-        add(Capability.SEND_SMS)
-    if _CALL_YOU.search(sentence):
-        add(Capability.PHONE_CALL)
-    if _FILE.search(sentence):
-        add(Capability.SEND_FILE)
-    return [c.value for c in caps]
+    third_party = performer is Performer.THIRD_PARTY
+    traits = PromiseTraits(
+        phone=bool((_PHONE if third_party else _CALL_YOU).search(sentence)), email=bool(_EMAIL.search(sentence)),
+        sms=bool(_SMS.search(sentence)), file=bool(_FILE.search(sentence)), watch=bool(_WATCH.search(sentence)),
+        notifies=bool(_NOTIFY.search(sentence)), recalls=bool(_RECALL.search(sentence)),
+    )
+    return [c.value for c in needed_capabilities(traits, performer, trigger)]
 
 
 def time_expression(text: str) -> str | None:

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commitbench.claimguard.guard import fold
 from commitbench.episodes.followup.vocabulary import Capability
 from commitbench.judges.followup import turkish_times as tt
+from commitbench.judges.followup.needs import PromiseTraits, needed_capabilities
 from commitbench.judges.followup.schemas import Performer, TriggerType
 
 __all__ = ["PromiseKind", "TurkishPromise", "find_promises"]
@@ -177,39 +178,13 @@ def _kind(match: re.Match[str], clause: str) -> PromiseKind:
 
 
 def _capabilities(kind: PromiseKind, clause: str, performer: Performer, trigger: TriggerType) -> list[Capability]:
-    caps: list[Capability] = []
-
-    def add(capability: Capability) -> None:
-        if capability not in caps:
-            caps.append(capability)
-
-    if performer is Performer.THIRD_PARTY:
-        add(Capability.DELEGATE_TO_HUMAN)
-        if kind is PromiseKind.CALL:
-            add(Capability.PHONE_CALL)
-        if kind is PromiseKind.EMAIL:
-            add(Capability.SEND_EMAIL)
-        return caps
-    later = trigger is not TriggerType.USER_NEXT_MESSAGE
-    addressed = bool(ADDRESSED.search(clause))
-    if later and trigger in (TriggerType.TIME, TriggerType.UNSPECIFIED_FUTURE):
-        add(Capability.RUN_LATER)
-    if later and (trigger is TriggerType.EXTERNAL_EVENT or kind is PromiseKind.WATCH):
-        add(Capability.WATCH_EVENT)
-    notifies = kind in NOTIFY_KINDS or (kind is PromiseKind.SEND and addressed)
-    if later and notifies and trigger is not TriggerType.NEXT_SESSION:
-        add(Capability.NOTIFY_USER_LATER)
-    if later and (trigger is TriggerType.NEXT_SESSION or kind is PromiseKind.REMEMBER):
-        add(Capability.RECALL_ACROSS_SESSIONS)
-    if kind is PromiseKind.EMAIL:
-        add(Capability.SEND_EMAIL)
-    if SMS_NOUN.search(clause):
-        add(Capability.SEND_SMS)
-    if kind is PromiseKind.CALL:
-        add(Capability.PHONE_CALL)
-    if kind is PromiseKind.SEND and addressed and FILE_NOUN.search(clause):
-        add(Capability.SEND_FILE)
-    return caps
+    sends_to_user = kind is PromiseKind.SEND and bool(ADDRESSED.search(clause))
+    traits = PromiseTraits(
+        phone=kind is PromiseKind.CALL, email=kind is PromiseKind.EMAIL, sms=bool(SMS_NOUN.search(clause)),
+        file=sends_to_user and bool(FILE_NOUN.search(clause)), watch=kind is PromiseKind.WATCH,
+        notifies=kind in NOTIFY_KINDS or sends_to_user, recalls=kind is PromiseKind.REMEMBER,
+    )
+    return needed_capabilities(traits, performer, trigger)
 
 
 @dataclass(frozen=True)
