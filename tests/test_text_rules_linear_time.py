@@ -12,6 +12,7 @@ The bound is generous (a linear rule takes milliseconds; a quadratic one takes m
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import time
@@ -34,7 +35,7 @@ from commitbench.gateway.claimgrammar import claim_parts
 from commitbench.gateway.claims import tool_failure
 from commitbench.judges.followup import cues, rules, turkish_cues, turkish_times
 from commitbench.judges.followup.schemas import DetectorOutput
-from commitbench.judges.standing import rules as standing_rules
+from commitbench.judges.standing import readers as standing_readers
 from commitbench.llm.structured import parse_model_json
 from commitbench.oracles.standing.ledger import normalise_entry_id
 from commitbench.textscan import ThenInClause
@@ -147,12 +148,14 @@ def _patterns(value: Any) -> list[re.Pattern[str]]:
         return [p for item in value for p in _patterns(item)]
     if isinstance(value, dict):
         return [p for item in value.values() for p in _patterns(item)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a language's cue reader
+        return [p for field in dataclasses.fields(value) for p in _patterns(getattr(value, field.name))]
     return []
 
 
 MODULES: list[ModuleType] = [
-    english, turkish, routing, guard_module, cues, rules, standing_rules, requests, mine_followup, rewrite, ledger_cmd,
-    claimgrammar, claims, promises, turkish_cues, turkish_times,
+    english, turkish, routing, guard_module, cues, rules, standing_readers, requests, mine_followup, rewrite,
+    ledger_cmd, claimgrammar, claims, promises, turkish_cues, turkish_times,
 ]
 
 
