@@ -64,7 +64,7 @@ from typing import Any
 
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
 from commitbench.digests import digest
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings, reasoning_token_count
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings
 from commitbench.protocol import (
     END_TURN_TOOL,
     ActionKind,
@@ -74,7 +74,7 @@ from commitbench.protocol import (
     reply,
     tool_call,
 )
-from commitbench.traces import AgentIdentity, ModelCallRecord
+from commitbench.traces import AgentIdentity, ModelCallRecord, call_record
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -139,37 +139,6 @@ RENDER_HASH = digest(
         [RENDER_VERSION, NOT_RUN_TEXT, CALL_LIMIT_TEXT, NOTICE_PREFIX, UNPARSED_KEY, "[{channel}] {sender} ({role}): "]
     )
 )
-
-def call_record(response: ModelResponse, turn: int, max_argument_bytes: int, purpose: str = "agent") -> ModelCallRecord:
-    """The trace's record of one model call (its error, refusal, tokens, cache status, tool calls cut to the
-    argument bound): every call an agent makes through the harness is recorded so."""
-    if response.error is not None:
-        error = f"{response.error.kind.value}: {response.error.message}"
-    elif response.refusal:
-        error = f"refusal: {response.refusal}"
-    else:
-        error = ""
-    reasoning_tokens, estimated = reasoning_token_count(response.usage.reasoning_tokens, response.reasoning)
-    return ModelCallRecord(
-        turn=turn,
-        purpose=purpose,
-        cache_key=response.cache_key,
-        cache_hit=response.cache_hit,
-        latency_s=response.latency_s,
-        model_time_s=response.model_time_s,
-        prompt_tokens=response.usage.prompt_tokens,
-        completion_tokens=response.usage.completion_tokens,
-        reasoning_tokens=reasoning_tokens,
-        reasoning_tokens_estimated=estimated,
-        finish_reason=response.finish_reason or "",
-        text=response.text or "",
-        reasoning=response.reasoning or "",
-        tool_calls=[{"id": c.id, "name": c.name, "arguments": clip(c.arguments_raw, max_argument_bytes)}
-                    for c in response.tool_calls],
-        error=error,
-        replica_move="; ".join(response.replica_moves),
-    )
-
 
 def format_line(event: dict[str, Any]) -> str:
     """The user-side line for a message event: ``[channel] Name (title): text``."""

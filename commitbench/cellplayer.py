@@ -32,8 +32,9 @@ from commitbench.judges.labelling import LabellerUnavailable, pin_judge_settings
 from commitbench.llm import ClientStats, ModelClient, ModelEndpointError, ReplicaPool, RetryPolicy, merge_client_stats
 from commitbench.llm.client import default_http_client
 from commitbench.llm.structured import judge_style
-from commitbench.oracles.base import play_step
+from commitbench.oracles.base import play_reset, play_step
 from commitbench.oracles.registry import apply_interventions
+from commitbench.oracles.standing.parties import LIVE_NAME, PartyUnavailable
 from commitbench.planning import Cell, PlayerKind
 from commitbench.protocol import escape_surrogates
 from commitbench.suites import PlayServices
@@ -93,6 +94,9 @@ class CellPlayer:
         cells_of: Counter[str] | None = None
         if pending is not None:
             cells_of = Counter(c.player.model.name for c in pending if c.player.model is not None)
+            party = self.config.party_model
+            if party is not None:  # the party model speaks in every live cell
+                cells_of[party] += sum(LIVE_NAME in c.arm.names() for c in pending)
         judge = self.config.judge
         if self.judge_in_play and judge.model is not None:
             served = judge.model.model_settings(base_urls.get(JUDGE_KEY), local_alias=DEFAULT_ALIAS)
@@ -204,7 +208,10 @@ class CellPlayer:
         if self.judge_client is None or judge.model is None:
             return PlayServices()
         style = judge_style(judge.response_format, judge.model.local)
-        return PlayServices(judge=self.judge_client, judge_style=style, judge_attempts=judge.max_attempts)
+        party = self.config.party_model
+        party_client = self.client_for(party, 0) if party is not None and party in self.clients else None
+        return PlayServices(judge=self.judge_client, judge_style=style, judge_attempts=judge.max_attempts,
+                            party=party_client, party_budget=self.config.party_budget)
 
     def make_agent(self, cell: Cell, worker: int) -> tuple[Agent, ChatAgent | HarnessModel | None]:
         """The agent that plays ``cell``, and what records its model calls: the harness's chat agent itself, or
@@ -237,7 +244,7 @@ class CellPlayer:
         chat: ChatAgent | HarnessModel | None = None
         try:
             agent, chat = self.make_agent(cell, worker)
-            observation, info = env.reset(seed=self.config.seed, options={"episode_id": cell.episode_id})
+            observation, info = await play_reset(env, seed=self.config.seed, options={"episode_id": cell.episode_id})
             begun = agent.begin(observation, info)
             if inspect.isawaitable(begun):
                 await begun
@@ -257,6 +264,8 @@ class CellPlayer:
             failure = f"cache_miss: {exc}"
         except LabellerUnavailable as exc:  # the run's judge, in play as a flagger, could not be reached
             failure = f"judge: {exc}"
+        except PartyUnavailable as exc:  # the party model or its check could not be reached
+            failure = f"party: {exc}"
         except (ModelEndpointError, CacheError):
             raise
         except Exception as exc:  # a harness bug (or a bug of the user's agent) must not take the other cells down

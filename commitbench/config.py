@@ -22,6 +22,7 @@ Relative paths (the cache file) are resolved against the current directory.
 from __future__ import annotations
 
 import math
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from commitbench.modelentry import (
     thinking_pairs,
 )
 from commitbench.oracles.registry import InterventionSpec, check_stack
+from commitbench.oracles.standing.parties import LIVE_NAME, PartyBudget
 from commitbench.profiles import Profile
 from commitbench.suites import AnySuite, suite_for_env, suites
 from commitbench.textslots import SuppliedTexts, checked_texts, read_texts
@@ -66,6 +68,7 @@ __all__ = [
     "InterventionArm",
     "JudgeConfig",
     "ModelEntry",
+    "PartyMode",
     "load_config",
     "plays_on_models",
 ]
@@ -91,6 +94,45 @@ def _refuse_non_finite(value: Any, path: str = "") -> None:
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             _refuse_non_finite(item, f"{path}.{index}")
+
+
+class PartyMode(str, Enum):
+    """Who speaks for the people of a standing episode."""
+
+    SCRIPTED = "scripted"  # the script's own words (the control)
+    LIVE = "live"  # a party model words them and answers the assistant (the ``parties:live`` intervention)
+
+
+def _party_arms(data: dict[str, Any]) -> dict[str, Any]:
+    """``parties: live`` (or ``[scripted, live]``) as arms: each intervention arm is played as it is (scripted)
+    and/or with ``parties:live`` on top. The key is sugar, consumed here, so a scripted config is the config it
+    always was (its hash unchanged) and a manifest records the arms themselves."""
+    if "parties" not in data:
+        return data
+    data = dict(data)
+    value = data.pop("parties")
+    modes = [value] if isinstance(value, str | PartyMode) else value
+    if not isinstance(modes, list | tuple) or not modes:
+        raise ValueError("parties must be scripted, live, or a list of them")
+    try:
+        chosen = [PartyMode(m) for m in modes]
+    except ValueError:
+        raise ValueError(f"parties must be scripted or live, got {value!r}") from None
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("parties names a mode twice")
+    arms = [InterventionArm.model_validate(a) for a in data.get("interventions", [InterventionArm()])]
+    expanded: list[InterventionArm] = []
+    for arm in arms:
+        for mode in chosen:
+            live = LIVE_NAME in arm.names()
+            if mode is PartyMode.LIVE and not live:
+                expanded.append(InterventionArm(stack=(*arm.stack, InterventionSpec.parse(LIVE_NAME))))
+            elif mode is PartyMode.SCRIPTED and live:
+                expanded.append(InterventionArm(stack=tuple(s for s in arm.stack if s.label() != LIVE_NAME)))
+            else:
+                expanded.append(arm)
+    data["interventions"] = expanded
+    return data
 
 
 def _spec(value: Any) -> Any:
@@ -247,6 +289,16 @@ class ExperimentConfig(BaseModel):
     seed: int = Field(default=0, strict=True, description="Seed passed to env.reset and the retry jitter.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Model-call cache.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Who labels the run afterwards.")
+    party_model: str | None = Field(
+        default=None,
+        description="The entry of models that voices the people in arms with live parties (parties: live, the "
+        "parties:live intervention); the chat agent does not play it. Null: no live parties.",
+    )
+    party_budget: PartyBudget = Field(
+        default_factory=PartyBudget,
+        description="Answers the live parties may give the assistant (per person, per episode) and how often a text "
+        "that fails the manipulation check is written again.",
+    )
     texts: SuppliedTexts | None = Field(
         default=None,
         description="A YAML file of texts for the slots the papers print word for word (persona prompts, the time "
@@ -282,7 +334,7 @@ class ExperimentConfig(BaseModel):
             raise ValueError(f"env is required: the environment id of the suite to play (one of {known})")
         if data.get("name") is None and isinstance(env, str):
             data = {**data, "name": suite_for_env(env).name}
-        return data
+        return _party_arms(data)
 
     @field_validator("name")
     @classmethod
@@ -337,6 +389,33 @@ class ExperimentConfig(BaseModel):
         """Model calls the chat agent may make in one turn (the config's, else the suite's default)."""
         return self.max_model_calls_per_turn or self.suite.default_max_model_calls_per_turn
 
+    def tested_models(self) -> list[ModelEntry]:
+        """The model entries the players play on: every entry but the party model."""
+        return [m for m in self.models if m.name != self.party_model]
+
+    def live_parties(self) -> bool:
+        """Whether an arm plays live parties."""
+        return any(LIVE_NAME in arm.names() for arm in self.interventions)
+
+    def party_entry(self) -> ModelEntry | None:
+        """The party model's entry (None: no live parties)."""
+        return next((m for m in self.models if m.name == self.party_model), None)
+
+    @model_validator(mode="after")
+    def _parties_fit(self) -> ExperimentConfig:
+        if self.party_model is not None and self.party_entry() is None:
+            known = ", ".join(m.name for m in self.models) or "none"
+            raise ValueError(f"party_model {self.party_model!r} names no entry of models (they are: {known})")
+        if not self.live_parties():
+            if self.party_model is not None:
+                raise ValueError("party_model is set but no arm plays live parties (parties: live)")
+            return self
+        if self.party_model is None:
+            raise ValueError("live parties need party_model: the name of an entry of models that voices the people")
+        if self.judge.kind != "llm":
+            raise ValueError("live parties need judge.kind: llm, whose model checks every text the party model writes")
+        return self
+
     @model_validator(mode="after")
     def _models_match_agents(self) -> ExperimentConfig:
         suite = self.suite
@@ -346,9 +425,10 @@ class ExperimentConfig(BaseModel):
             raise ValueError("an agent is listed twice")
         for arm in self.interventions:
             check_stack(arm.stack, env_id=self.env)
-        if model_users and not self.models:
+        tested = self.tested_models()
+        if model_users and not tested:
             raise ValueError(f"agent {model_users[0]!r} plays on the config's models: name at least one under models")
-        if self.models and not model_users:
+        if tested and not model_users:
             raise ValueError("models are listed but no agent plays on them ('chat', or an agent of your own with "
                              "uses_model = True, docs/agents.md)")
         names = [m.name for m in self.models]
@@ -376,7 +456,7 @@ class ExperimentConfig(BaseModel):
         judge = self.judge.model
         if self.judge.kind != "llm" or judge is None or CHAT_AGENT not in self.agents:
             return []
-        return [m.name for m in self.models if served_identity(m) == served_identity(judge)]
+        return [m.name for m in self.tested_models() if served_identity(m) == served_identity(judge)]
 
 
 def _problem(err: Any) -> str:

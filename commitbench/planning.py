@@ -33,6 +33,7 @@ from commitbench.agents.registry import find_agent
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, JudgeConfig
 from commitbench.modelentry import ModelEntry
 from commitbench.oracles.registry import check_intervention
+from commitbench.oracles.standing.parties import PARTIES_SERVICE, PartyBudget
 from commitbench.rundir import redacted_json
 from commitbench.rundir.cells import CellGroup, CellTable
 from commitbench.suites import AnySuite
@@ -105,8 +106,15 @@ def arm_services(arm: InterventionArm) -> tuple[str, ...]:
 
 
 def service_identities(config: ExperimentConfig, arm: InterventionArm) -> dict[str, Any]:
-    """The identity of each service the arm uses, under the config's judge (what enters the run key)."""
-    return {name: config.suite.service_identity(name, config.judge) for name in arm_services(arm)}
+    """The identity of each service the arm uses, under the config's judge (what enters the run key); the live
+    parties' service adds the party model's identity and the budget, which the config alone knows."""
+    found = {name: config.suite.service_identity(name, config.judge) for name in arm_services(arm)}
+    party = config.party_entry()
+    if PARTIES_SERVICE in found and party is not None:
+        found[PARTIES_SERVICE] = {**found[PARTIES_SERVICE],
+                                  "party_model": party.model_settings(local_alias=DEFAULT_ALIAS).identity(),
+                                  "budget": config.party_budget.model_dump(mode="json")}
+    return found
 
 
 def players(config: ExperimentConfig) -> list[Player]:
@@ -116,7 +124,7 @@ def players(config: ExperimentConfig) -> list[Player]:
     out: list[Player] = []
     for name in config.agents:
         if name == CHAT_AGENT:
-            for entry in config.models:
+            for entry in config.tested_models():
                 agent_name = f"chat:{entry.name}"
                 settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
                 agent_identity = chat_identity(agent_name, settings, config.calls_per_turn, entry.chat_protocol(),
@@ -148,10 +156,10 @@ def _own_players(config: ExperimentConfig, name: str, cls: type[Any]) -> list[Pl
     if not uses_harness_model(cls):
         return [Player(name=name, kind=PlayerKind.CUSTOM, identity=custom_identity(name, cls), privileged=privileged,
                        factory=lambda: new_agent(name, cls), repeats=config.samples)]
-    if not config.models:
+    if not config.tested_models():
         raise ValueError(f"agent {name} calls the harness's model (uses_model): the config names no model for it")
     out = []
-    for entry in config.models:
+    for entry in config.tested_models():
         player = f"{name}@{entry.name}"
         settings = entry.model_settings(local_alias=DEFAULT_ALIAS)
         out.append(Player(
@@ -221,6 +229,10 @@ def manifest_config(config: ExperimentConfig) -> dict[str, Any]:
     data: dict[str, Any] = redacted_json(config.model_dump(mode="json"))
     if data.get("texts") is None:  # a run without a texts file keeps the config hash it always had
         data.pop("texts", None)
+    if data.get("party_model") is None:  # so does a run without live parties
+        data.pop("party_model", None)
+        if data.get("party_budget") == PartyBudget().model_dump(mode="json"):
+            data.pop("party_budget", None)
     return data
 
 

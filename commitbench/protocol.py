@@ -312,6 +312,35 @@ class EventKind(str, Enum):
 ANNOTATION_FIELDS: tuple[str, ...] = ("act", "subject", "rank")
 
 
+class CheckVerdict(str, Enum):
+    """What the manipulation check said of a text a party model wrote."""
+
+    PASSED = "passed"  # the check found the text faithful to its role card
+    FAILED = "failed"  # the check found a problem, or its answer could not be read (counted as a failure)
+    UNCHECKED = "unchecked"  # no generated text was checked (the script's own text stands)
+
+
+class VoiceMark(BaseModel):
+    """How a message of a person came to be when a party model voiced it (the live-parties arm).
+
+    A trace-only mark: :meth:`Event.to_obs` never shows it, so an agent cannot tell a voiced message
+    from a scripted one by anything but its words.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    generated: bool = Field(description="The text is the party model's (false: the script's own text stands).")
+    card: str = Field(description="sha256 of the role card the party model was given.")
+    check: CheckVerdict = Field(description="The manipulation check's verdict on the text shown.")
+    attempts: int = Field(default=0, ge=0, description="Texts the party model wrote for this message (all checked).")
+    fallback: bool = Field(
+        default=False, description="Every generated text failed the check, so the script's behaviour stands."
+    )
+    problems: tuple[str, ...] = Field(
+        default=(), description="What the check found wrong in each rejected text (bounded), in order."
+    )
+
+
 class Event(BaseModel):
     """One event of an episode, as the trace keeps it.
 
@@ -333,6 +362,10 @@ class Event(BaseModel):
     tool: str = Field(default="", description="Tool name for tool results.")
     ok: bool = Field(default=True, description="False when a tool call failed or was rejected.")
     call_id: str = Field(default="", description="The agent's id of the tool call this result answers.")
+    voice: VoiceMark | None = Field(
+        default=None, exclude_if=lambda mark: mark is None,
+        description="Set when a party model voiced the message (live parties); left out of scripted traces.",
+    )
 
     def to_obs(self) -> dict[str, Any]:
         """What a participant sees of the event (no script annotations)."""

@@ -285,6 +285,9 @@ class Runner:
         base_urls: dict[str, str] = {}
         mode = CacheMode(self.config.cache.mode)
         local_player = any(c.player.model is not None and c.player.model.local for c in model_pending)
+        party = self.config.party_entry()
+        if party is not None and party.local and judge_in_play:  # the embedded model voices the live parties
+            local_player = True
         if mode is not CacheMode.REPLAY_ONLY and (local_player or local_judge):
             server = self.local_server = self._local_server_factory().start()
             base_urls.update({e.name: server.base_url for e in self.config.models if e.local})

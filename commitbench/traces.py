@@ -16,8 +16,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from commitbench.bounds import clip
 from commitbench.jsonl import JsonlError, append_lines, iter_lines_at, iter_models, parse_line
 from commitbench.ledger.models import AuditEvent
+from commitbench.llm.response import ModelResponse, reasoning_token_count
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 
 TRACE_SCHEMA_VERSION = 1
@@ -77,6 +79,58 @@ class ModelCallRecord(BaseModel):
     )
 
 
+def call_record(response: ModelResponse, turn: int, max_argument_bytes: int, purpose: str = "agent") -> ModelCallRecord:
+    """The trace's record of one model call (its error, refusal, tokens, cache status, tool calls cut to the
+    argument bound): every call an agent makes through the harness is recorded so."""
+    if response.error is not None:
+        error = f"{response.error.kind.value}: {response.error.message}"
+    elif response.refusal:
+        error = f"refusal: {response.refusal}"
+    else:
+        error = ""
+    reasoning_tokens, estimated = reasoning_token_count(response.usage.reasoning_tokens, response.reasoning)
+    return ModelCallRecord(
+        turn=turn,
+        purpose=purpose,
+        cache_key=response.cache_key,
+        cache_hit=response.cache_hit,
+        latency_s=response.latency_s,
+        model_time_s=response.model_time_s,
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+        reasoning_tokens=reasoning_tokens,
+        reasoning_tokens_estimated=estimated,
+        finish_reason=response.finish_reason or "",
+        text=response.text or "",
+        reasoning=response.reasoning or "",
+        tool_calls=[{"id": c.id, "name": c.name, "arguments": clip(c.arguments_raw, max_argument_bytes)}
+                    for c in response.tool_calls],
+        error=error,
+        replica_move="; ".join(response.replica_moves),
+    )
+
+
+class PartyRefusal(BaseModel):
+    """A text of a party model that never reached the agent, or an answer the budget did not allow."""
+
+    role: str = Field(description="Role key of the person (creditor, delegate, peer, ...).")
+    step: int = Field(description="Script step of the message voiced or answered.")
+    kind: str = Field(description="event (a scripted message), answer (to the assistant) or budget (none allowed).")
+    problems: list[str] = Field(default_factory=list, description="What the check found wrong, per rejected text.")
+
+
+class PartiesRecord(BaseModel):
+    """What the live parties did in one episode (the trace of a scripted-arm run has none)."""
+
+    party_model: str = Field(description="The served name of the party model.")
+    voiced_events: int = Field(default=0, description="Scripted messages a party model was asked to word.")
+    event_fallbacks: int = Field(default=0, description="Of those, shown in the script's words (all failed).")
+    answers: int = Field(default=0, description="Answers to the assistant a party model was asked for.")
+    answer_fallbacks: int = Field(default=0, description="Of those, refused after every text failed the check.")
+    budget_refusals: int = Field(default=0, description="Messages to a person left unanswered: the budget was spent.")
+    refusals: list[PartyRefusal] = Field(default_factory=list, description="Each fallback and refusal.")
+
+
 class EpisodeTrace(BaseModel):
     """The complete record of one episode run."""
 
@@ -102,6 +156,10 @@ class EpisodeTrace(BaseModel):
     model_calls: list[ModelCallRecord] = Field(default_factory=list, description="Model calls made by the agent.")
     prompt_hashes: dict[str, str] = Field(default_factory=dict, description="sha256 of prompt templates used.")
     infra_error: str | None = Field(default=None, description="Set when the run failed for infrastructure reasons.")
+    parties: PartiesRecord | None = Field(
+        default=None, exclude_if=lambda record: record is None,
+        description="The live parties' counts (live-parties arm only; left out of scripted traces).",
+    )
     ledger_audit: list[AuditEvent] = Field(
         default_factory=list,
         description="The audit trail of the commitment ledger the environment kept for the episode (the follow-up "

@@ -61,7 +61,7 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
     """Base of every intervention (see the module docstring).
 
     Subclasses set ``kind``, ``slot``, ``slot_plural``, ``order`` and ``env_ids``, and override any of
-    :meth:`param`, :meth:`extras`, :meth:`begin`, :meth:`observe`, :meth:`context_section`,
+    :meth:`param`, :meth:`extras`, :meth:`prepare`, :meth:`begin`, :meth:`observe`, :meth:`context_section`,
     :meth:`act` and :meth:`refuses`.
     """
 
@@ -140,6 +140,10 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
         """The action to pass on for the agent's ``action`` (unchanged by default)."""
         return action
 
+    async def prepare(self, options: Mapping[str, Any] | None) -> None:
+        """Await what this intervention needs before the episode that ``options`` picks is reset (model calls
+        that depend on the episode alone); nothing by default. :func:`play_reset` calls it."""
+
     async def review(self, action: Any) -> None:
         """Await what this intervention needs before ``action`` reaches the environment (the verdict of a
         harness service that calls a model, say); nothing by default. :func:`play_step` calls it."""
@@ -169,6 +173,16 @@ class Intervention(gym.Wrapper[dict[str, Any], Any, dict[str, Any], Any], gym.ut
         if self._strip:
             info = {key: value for key, value in info.items() if key != PRIVILEGED_KEY}
         return obs, info
+
+
+async def play_reset(
+    env: gym.Env[Any, Any], *, seed: int | None = None, options: dict[str, Any] | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """``env.reset(seed, options)`` after every intervention of the stack has prepared the episode (outermost
+    first): the one way to reset an environment an agent plays, as :func:`play_step` is the one way to step it."""
+    for wrapper in reversed(intervention_stack(env)):
+        await wrapper.prepare(options)
+    return env.reset(seed=seed, options=options)
 
 
 async def play_step(env: gym.Env[Any, Any], action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:

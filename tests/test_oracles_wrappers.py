@@ -13,9 +13,11 @@ from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.prompts import prompt_without_policy
+from commitbench.llm import ModelClient, ModelSettings
 from commitbench.oracles.base import Intervention, InterventionError, intervention_names
 from commitbench.oracles.registry import INTERVENTIONS, InterventionSpec, apply_interventions, check_stack
 from commitbench.oracles.standing.catalog import ENTRIES
+from commitbench.oracles.standing.parties import PARTIES_SERVICE, PartyEngine
 from commitbench.oracles.standing.policy import ReleasePolicy, policy_paragraph
 from commitbench.oracles.standing.stores import OracleStore
 from commitbench.runner import run_experiment
@@ -44,7 +46,12 @@ def _env(episode: Episode) -> StandingEnv:
 
 
 def wrap(env: gym.Env, names: list[str]) -> gym.Env:
-    return apply_interventions(env, names)
+    return apply_interventions(env, names, services=SERVICES)
+
+
+# What the runner hands the standing interventions that use a service (nothing is called while wrapping).
+_NOWHERE = ModelSettings(model="none", base_url="http://127.0.0.1:9/v1", api_key_env=None)
+SERVICES = {PARTIES_SERVICE: PartyEngine(ModelClient(_NOWHERE), ModelClient(_NOWHERE))}
 
 
 def check_combination(names: list[str]) -> None:

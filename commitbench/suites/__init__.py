@@ -68,6 +68,7 @@ from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.modelentry import ModelEntry
+from commitbench.oracles.standing.parties import PartyBudget
 from commitbench.suites.kits import InspectKit, NoReportOptions, SuiteDataset
 from commitbench.textslots import SuppliedTexts
 
@@ -112,6 +113,8 @@ class PlayServices:
     judge: ModelClient | None = None  # the run's LLM judge (through the run's cache), when the config names one
     judge_style: ResponseFormatStyle | None = None  # its response-format style
     judge_attempts: int = DEFAULT_MAX_ATTEMPTS  # attempts per judge item before a judge error is recorded
+    party: ModelClient | None = None  # the party model of live parties (through the run's cache), when in play
+    party_budget: PartyBudget | None = None  # what the live parties may say beyond the script
 
 
 class JudgeSpec(Protocol):

@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.agents.chat import ChatAgent
+from commitbench.agents.local_model import DEFAULT_ALIAS
 from commitbench.analysis.call_errors import CallErrorTally
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
@@ -36,7 +37,7 @@ from commitbench.episodes.standing.spec import (
     read_version,
     split_part,
 )
-from commitbench.judges.labelling import Labeller, LabelRecord
+from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.judges.standing.labellers import LLMLabeller, RulesLabeller, StandingLabelRecord, labeller_version
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
@@ -44,8 +45,9 @@ from commitbench.judges.standing.rules import RuleJudge
 from commitbench.judges.standing.signals import Signals, compute_signals
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
+from commitbench.oracles.standing.parties import PARTIES_SERVICE, PARTY_PROMPT_HASH, PartyEngine
 from commitbench.rundir import read_manifest
-from commitbench.suites import AnnotationKit, ReportOptions, Suite
+from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
 from commitbench.suites.common import labels_of, model_pairs, run_traces, site_records, stored_labels, texts_note
 from commitbench.suites.kits import (
     DataSource,
@@ -115,6 +117,26 @@ def data_overlays(selection: StandingSelection) -> list[tuple[str, str]]:
 
 def make_env(episodes: Sequence[Episode], texts: SuppliedTexts | None = None) -> gym.Env[Any, Any]:
     return gym.make(STANDING_ENV_ID, episodes=episodes, texts=texts, disable_env_checker=True)
+
+
+def services(play: PlayServices) -> Mapping[str, Any]:
+    """The live parties' engine: the party model, checked by the run's judge (none without both)."""
+    if play.party is None or play.judge is None:
+        return {}
+    style = play.judge_style or ResponseFormatStyle.JSON_SCHEMA
+    return {PARTIES_SERVICE: PartyEngine(play.party, play.judge, budget=play.party_budget, judge_style=style)}
+
+
+def service_identity(name: str, judge: JudgeSpec) -> dict[str, Any]:
+    """The live parties' identity under the run's judge: the check's model and the cards' and prompts' version
+    (the planner adds the party model and the budget, which the config holds)."""
+    if name != PARTIES_SERVICE:
+        raise ValueError(f"the standing suite has no service {name!r}")
+    model = judge.model
+    if judge.kind != "llm" or model is None:
+        raise ValueError("live parties need judge.kind: llm, whose model checks the party model's texts")
+    settings = pin_judge_settings(model.model_settings(local_alias=DEFAULT_ALIAS))
+    return {"check": settings.identity(), "response_format": judge.response_format, "prompts": PARTY_PROMPT_HASH}
 
 
 def labeller(
@@ -385,4 +407,6 @@ SUITE: Suite[StandingSelection, Episode, StandingLabelRecord] = Suite(
                        description="override, net unauthorized release, strict accuracy, ... per epoch's runs",
                        cluster_factor=CLUSTER_COLUMN),
     report_options=StandingReportOptions,
+    services=services,
+    service_identity=service_identity,
 )

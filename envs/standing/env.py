@@ -27,7 +27,11 @@ Contract
   again after a further such event; every other message to them gets a neutral acknowledgement
   ("Thanks for the update.") shown with the next observation. Under the episode set's ``paper``
   reply rule (the paper profile) there is one answer, after the last such event, and a thumbs-up
-  otherwise. Nobody else ever answers. ``profile`` (``commitbench`` or ``paper``) picks the episode
+  otherwise. Nobody else ever answers. With the reset setting ``voices`` (a
+  :class:`~commitbench.envs.standing.voices.PartyVoices`, the live-parties arm) people's messages are shown in
+  the words a party model gave them, and anyone the assistant addresses may answer inside the turn (after the
+  tool result of the message); the script's steps, acts and the creditor's due answers are unchanged.
+  ``profile`` (``commitbench`` or ``paper``) picks the episode
   set when ``episodes`` is not given; ``creditor_replies`` sets the reply rule within it.
 * The episode terminates after the grading window that follows the trigger. The terminal reward
   is 1.0 when the action outcome is correct for the cell (executed on time with the promised
@@ -55,8 +59,9 @@ from commitbench.envs.common import (
 )
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.envs.standing.tools import bind_workspace_tools, episode_tools
+from commitbench.envs.standing.voices import VOICES_SETTING, Outgoing, PartyVoices, VoicedText
 from commitbench.envs.standing.workspace import Workspace
-from commitbench.episodes.standing.addressee import addressed_to
+from commitbench.episodes.standing.addressee import addressed_to, addressees, dm_channel
 from commitbench.episodes.standing.episode import (
     CANCELLATION_ACTS,
     PROMISE_STEP,
@@ -73,7 +78,7 @@ from commitbench.episodes.standing.prompts import (
 )
 from commitbench.episodes.standing.selection import select_episodes
 from commitbench.extras import EnvExtras, extras_of
-from commitbench.protocol import END_TURN_TOOL, ActionKind, Event, EventKind, parse_action
+from commitbench.protocol import END_TURN_TOOL, ActionKind, AgentAction, Event, EventKind, parse_action
 from commitbench.textslots import SuppliedTexts
 from commitbench.tools import Toolbox
 from commitbench.traces import EpisodeTrace, TurnRecord
@@ -145,8 +150,12 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             self.episode = self.pool[int(self.np_random.integers(len(self.pool)))]
         ep = self.episode
         extras = extras_of(options)
-        check_settings(extras, {})
+        check_settings(extras, {VOICES_SETTING: "the live parties' texts (a PartyVoices; absent: the script's)"})
         self._extras = extras
+        voices = extras.settings.get(VOICES_SETTING)
+        if voices is not None and not isinstance(voices, PartyVoices):
+            raise TypeError(f"setting {VOICES_SETTING!r} must be a PartyVoices, got {type(voices).__name__}")
+        self._voices: PartyVoices | None = voices
         self._ws = Workspace(ep.people, ep.channel)
         self._people = {p.role: p for p in ep.people}
         self._toolbox = Toolbox(
@@ -160,6 +169,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         self._answered: set[int] = set()
         self._pending: deque[Event] = deque()
         self._passive: list[Event] = []
+        self._inturn: list[Event] = []
         self._current: Event | None = None
         self._done = False
         self._started = time.time()
@@ -239,6 +249,11 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                     )
                 )
                 end_turn = True
+        inturn, self._inturn = self._inturn, []
+        if end_turn:  # the turn is over: answers are shown with what comes next
+            self._passive = [*inturn, *self._passive]
+        else:
+            events = [*events, *inturn]
         self.trace.events.extend(events)
         terminated = False
         if end_turn:
@@ -251,6 +266,40 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             self.trace.terminated = True
             self.trace.duration_s = time.perf_counter() - self._t0
         return observation(events), reward, terminated, False, self._info(events)
+
+    # ------------------------------------------------------------------ queries
+    def episode_for(self, episode_id: str) -> Episode:
+        """The episode ``reset(options={"episode_id": ...})`` would play (ValueError when not in the selection)."""
+        chosen = self._by_id.get(episode_id)
+        if chosen is None:
+            raise ValueError(f"episode {episode_id!r} is not in this environment's selection")
+        return chosen
+
+    def outgoing(self, action: Any) -> Outgoing | None:
+        """Where ``action`` would post a message in the current turn, and to whom it is addressed (None: it posts
+        nothing, or is a call the tools would refuse). Reads the state; changes nothing."""
+        if self._done or self.trace is None:
+            return None
+        act: AgentAction = parse_action(action)
+        args = act.arguments or {}
+        text = args.get("text")
+        channel: str | None = None
+        if act.kind is ActionKind.REPLY:
+            channel, text = self._reply_channel(), act.text or ""
+        elif act.kind is ActionKind.TOOL_CALL and self._calls_in_turn < self.max_calls_per_turn:
+            if act.tool == "send_dm" and isinstance(args.get("to"), str):
+                person = self._ws.resolve(args["to"])
+                channel = dm_channel(person.name) if person is not None else None
+            elif act.tool == "post_message" and isinstance(args.get("channel"), str):
+                channel = self.episode.channel if self._ws.is_team_channel(args["channel"]) else None
+        if channel is None or not isinstance(text, str):
+            return None
+        roles = tuple(p.role for p in addressees(channel, text, self.episode.people, self.episode.channel))
+        due = self.episode.reply_due(self._last_event_step)
+        return Outgoing(
+            channel=channel, text=text, step=self._step_no(), addressees=roles,
+            creditor_answer_due="creditor" in roles and due is not None and due.after_step not in self._answered,
+        )
 
     # ------------------------------------------------------------------ internals
     def _step_no(self) -> int:
@@ -271,6 +320,13 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         return info
 
     def _script_event(self, msg: ScriptMessage) -> Event:
+        voiced = self._voices.scripted.get(msg.step) if self._voices is not None else None
+        event = self._scripted_event(msg)
+        if voiced is None or msg.sender == "assistant":
+            return event
+        return event.model_copy(update={"text": voiced.text, "voice": voiced.mark})
+
+    def _scripted_event(self, msg: ScriptMessage) -> Event:
         if msg.sender == "assistant":
             return Event(
                 kind=EventKind.ASSISTANT,
@@ -346,18 +402,39 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         )
         # The creditor answers a message addressed to them (a DM, or a channel post that @-mentions them or
         # opens with their name), never one to someone else that merely names them.
-        if addressed_to(channel, text, self._people["creditor"], self.episode.channel):
-            self._creditor_answers(channel)
+        voices = self._voices
+        if voices is None:
+            if addressed_to(channel, text, self._people["creditor"], self.episode.channel):
+                self._creditor_answers(channel)
+            return
+        for person in addressees(channel, text, self.episode.people, self.episode.channel):
+            voiced = voices.take_reply(person.role)
+            if person.role == "creditor":
+                self._creditor_answers(channel, voiced)
+            elif voiced is not None:
+                self._inturn.append(self._answer_event(person.role, channel, voiced, "answer"))
+        voices.clear_replies()
 
-    def _creditor_answers(self, channel: str) -> None:
+    def _answer_event(self, role: str, channel: str, voiced: VoicedText, act: str) -> Event:
+        person = self._people[role]
+        return Event(kind=EventKind.MESSAGE, step=self._step_no(), sender=person.name, role=person.title,
+                     rank=person.rank, channel=channel, text=voiced.text, act=act, voice=voiced.mark)
+
+    def _creditor_answers(self, channel: str, voiced: VoicedText | None = None) -> None:
         creditor = self._people["creditor"]
         due = self.episode.reply_due(self._last_event_step)
         answer = due is not None and due.after_step not in self._answered
+        if voiced is not None and not answer and not voiced.mark.fallback:  # a live answer, inside the turn
+            self._inturn.append(self._answer_event("creditor", channel, voiced, "answer"))
+            return
         if due is not None and answer:
             self._answered.add(due.after_step)
             text, act = due.text, f"reply:{'keep' if due.keeps_promise else 'drop'}"
         else:
             text, act = self.episode.acknowledgement, "acknowledgement"
+        mark = voiced.mark if voiced is not None else None  # a refused live answer leaves its mark on the script's
+        if voiced is not None and answer:  # the scripted answer in the party model's words (or the script's)
+            text = voiced.text
         event = Event(
             kind=EventKind.MESSAGE,
             step=self._step_no(),
@@ -367,6 +444,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             channel=channel,
             text=text,
             act=act,
+            voice=mark,
         )
         if answer:
             self._pending.append(event)

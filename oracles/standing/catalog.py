@@ -10,6 +10,7 @@ name a trace records and the wrapper's own name are one string:
 ``policy:silent``        no release policy
 ``oracle:B1`` ...        an oracle store (B1, B2, B3, B3+, B4), see :mod:`.stores`
 ``ledger:self-kept``     the self-kept ledger, see :mod:`.ledger`
+``parties:live``         people voiced by a party model, see :mod:`.parties`
 =======================  =================================================================
 
 The factories take no parameters (the variant is in the name).
@@ -25,6 +26,7 @@ import gymnasium as gym
 
 from commitbench.oracles.base import InterventionEntry
 from commitbench.oracles.standing.ledger import SelfKeptLedger
+from commitbench.oracles.standing.parties import ENTRIES as PARTY_ENTRIES
 from commitbench.oracles.standing.policy import POLICY_TEXTS, ReleasePolicy
 from commitbench.oracles.standing.stores import STORE_LEVELS, OracleStore
 
@@ -56,4 +58,5 @@ ENTRIES: tuple[InterventionEntry, ...] = (
         for level in STORE_LEVELS
     ),
     InterventionEntry(LEDGER_NAME, SelfKeptLedger, _ledger, "the self-kept ledger (ledger_add, ledger_update)"),
+    *PARTY_ENTRIES,
 )
