@@ -35,6 +35,7 @@ from typing import Any
 
 from commitbench.agents.registry import AgentEntry
 from commitbench.agents.standing.phrases import phrase_book
+from commitbench.envs.standing.voices import ANSWER_ACT
 from commitbench.protocol import AgentAction, end_turn, reply, tool_call
 from commitbench.traces import AgentIdentity
 
@@ -90,7 +91,9 @@ class RuleAgent:
                 self.holder_rank = int(event["rank"])
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> AgentAction:
-        events = observation["events"]
+        # A live party's answer inside the turn opens nothing: the rule reacts to what opened the turn, or to its
+        # own tool's result (the creditor's answer that decides opens a turn of its own, live or scripted).
+        events = [e for e in observation["events"] if e.get("act") != ANSWER_ACT]
         last = events[-1] if events else None
         if last is not None and last["kind"] == "tool_result":
             self._after_tool(last)

@@ -32,7 +32,7 @@ DEMO_NOTE = ("note: the embedded model (a 135M-parameter model on the CPU) is a 
 _SHARED = ("agent", "model", "base_url", "api_key_env", "protocol", "temperature", "max_tokens", "seed", "extra_body",
            "samples",
            "limit", "interventions", "judge", "judge_model", "judge_base_url", "judge_api_key_env", "response_format",
-           "profile")
+           "profile", "parties", "party_model", "party_base_url", "party_api_key_env")
 # Filter fields that are the command's own flags for every suite.
 _OWN_FILTER_FLAGS = ("profile", "limit")
 
@@ -101,6 +101,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shorthand.add_argument("--profile", choices=["commitbench", "paper"], default=None,
                            help="paper: the suite's design as its paper ran it (a replication); commitbench (default): "
                            "the project's own choices; docs/validity.md lists every difference")
+    shorthand.add_argument("--parties", choices=["scripted", "live", "both"], default=None,
+                           help="who words the people: the script (default), a party model (live), or both arms "
+                           "(docs/live-parties.md); live needs --party-model and --judge llm")
+    shorthand.add_argument("--party-model", default=None, help="the party model's name, or 'local' (the embedded one)")
+    shorthand.add_argument("--party-base-url", default=None, help="base URL of --party-model (default: --base-url)")
+    shorthand.add_argument("--party-api-key-env", default=None,
+                           help="environment variable with --party-model's API key (default: --api-key-env)")
     judge = parser.add_argument_group("the judge that labels the run afterwards (default: the offline labeller)")
     add_judge_flags(judge, labelling=True)
     parser.set_defaults(func=_handle, late_flags=add_suite_filters)
@@ -170,6 +177,17 @@ def shorthand_config(args: argparse.Namespace) -> Any:
     elif args.model or args.base_url or args.protocol:
         raise UsageError("--model, --base-url and --protocol go with an agent that plays on a model ('chat', or a "
                          "class of your own with uses_model = True)")
+    parties: dict[str, Any] = {}
+    if args.parties is not None:
+        parties["parties"] = ["scripted", "live"] if args.parties == "both" else args.parties
+    if args.party_model:
+        entry = model_entry(args.party_model, args.party_base_url or args.base_url,
+                            args.party_api_key_env or args.api_key_env, flag="--party-model")
+        entry = entry.model_copy(update={"name": f"party-{entry.name}"})  # never the tested entry's name
+        models.append(entry)
+        parties["party_model"] = entry.name
+    elif args.party_base_url or args.party_api_key_env:
+        raise UsageError("--party-base-url and --party-api-key-env go with --party-model")
     episodes = suite.shorthand_episodes(given)
     if args.limit is not None:
         episodes = {**episodes, "limit": args.limit}
@@ -182,7 +200,7 @@ def shorthand_config(args: argparse.Namespace) -> Any:
         return ExperimentConfig(
             name=name, env=suite.env_id, agents=agents, models=models, episodes=episodes, samples=args.samples or 1,
             interventions=[arm] if arm else ["none"], judge=judge_config(args), profile=args.profile or "commitbench",
-            **concurrency,
+            **concurrency, **parties,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())

@@ -59,7 +59,7 @@ from commitbench.envs.common import (
 )
 from commitbench.envs.spaces import action_space, observation_space
 from commitbench.envs.standing.tools import bind_workspace_tools, episode_tools
-from commitbench.envs.standing.voices import VOICES_SETTING, Outgoing, PartyVoices, VoicedText
+from commitbench.envs.standing.voices import ANSWER_ACT, VOICES_SETTING, Outgoing, PartyVoices, VoicedText
 from commitbench.envs.standing.workspace import Workspace
 from commitbench.episodes.standing.addressee import addressed_to, addressees, dm_channel
 from commitbench.episodes.standing.episode import (
@@ -412,7 +412,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
             if person.role == "creditor":
                 self._creditor_answers(channel, voiced)
             elif voiced is not None:
-                self._inturn.append(self._answer_event(person.role, channel, voiced, "answer"))
+                self._inturn.append(self._answer_event(person.role, channel, voiced, ANSWER_ACT))
         voices.clear_replies()
 
     def _answer_event(self, role: str, channel: str, voiced: VoicedText, act: str) -> Event:
@@ -425,7 +425,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
         due = self.episode.reply_due(self._last_event_step)
         answer = due is not None and due.after_step not in self._answered
         if voiced is not None and not answer and not voiced.mark.fallback:  # a live answer, inside the turn
-            self._inturn.append(self._answer_event("creditor", channel, voiced, "answer"))
+            self._inturn.append(self._answer_event("creditor", channel, voiced, ANSWER_ACT))
             return
         if due is not None and answer:
             self._answered.add(due.after_step)

@@ -23,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.protocol import VoiceMark
 
-__all__ = ["VOICES_SETTING", "Outgoing", "PartyVoices", "VoicedText"]
+__all__ = ["ANSWER_ACT", "VOICES_SETTING", "Outgoing", "PartyVoices", "VoicedText"]
 
 VOICES_SETTING = "voices"
+# The act annotation of a live party's answer shown inside the assistant's turn (it opens no turn of its own).
+ANSWER_ACT = "answer"
 
 
 @dataclass(frozen=True)

@@ -218,8 +218,11 @@ def _wants(episode: Episode, person: Person, stance: PartyStance, message: Scrip
 def _knows(episode: Episode, person: Person, stance: PartyStance, message: ScriptMessage | None,
            state: PromiseState) -> tuple[list[str], list[str]]:
     thing, creditor = episode.thing, episode.creditor.first_name
-    knows = [f"{creditor} ({episode.creditor.title}) asked {episode.assistant} for {thing}, and it promised to do "
-             f"it once {episode.condition}."]
+    if stance is PartyStance.CREDITOR:
+        knows = [f"You asked {episode.assistant} for {thing}, and it promised to do it once {episode.condition}."]
+    else:
+        knows = [f"{creditor} ({episode.creditor.title}) asked {episode.assistant} for {thing}, and it promised to "
+                 f"do it once {episode.condition}."]
     unknown: list[str] = []
     if state.delegate_named:
         delegate = episode.person(DELEGATE_ROLE)
@@ -241,8 +244,11 @@ def _knows(episode: Episode, person: Person, stance: PartyStance, message: Scrip
         unknown.append("what the check tool would show right now")
     elif stance is PartyStance.CREDITOR or message is None:
         unknown.append("what the check tool would show right now")
-    if not state.owed and stance is not PartyStance.NO_STANDING:
-        knows.append(f"{thing[:1].upper()}{thing[1:]} has been called off by someone who may do so.")
+    release = episode.roles().release_step
+    if not state.owed and stance is not PartyStance.NO_STANDING and release is not None:
+        releaser = next(m.sender for m in episode.script if m.step == release)
+        who = "You" if releaser == person.role else episode.person(releaser).first_name
+        knows.append(f"{who} called off {thing}, and may do so.")
     unknown.append("anything about the promise that is not written here")
     return knows, unknown
 
