@@ -222,6 +222,9 @@ class ChatAgent:
         self._pending_ids: deque[str | None] = deque()  # the protocol call id of each pending action, if any
         self._protocol_calls: dict[str, str] = {}  # protocol call id -> the result the agent writes for it
         self._open_call_ids: deque[str] = deque()
+        # Messages that arrived inside the turn while tool calls of the same reply were still to run (a live
+        # party's answer): shown once those calls have their results, so none is dropped and the calls stay paired.
+        self._held: list[str] = []
         self._next_call = 0
         self._turn: Any = None
         self._calls_this_turn = 0
@@ -254,6 +257,7 @@ class ChatAgent:
         self._pending_ids.clear()
         self._protocol_calls.clear()
         self._open_call_ids.clear()
+        self._held = []
         self.model_calls = []
         self.infra_error = None
         self._next_call = 0
@@ -277,6 +281,7 @@ class ChatAgent:
             return await self._revise()
         if self._pending:
             return self._next_pending()
+        self._flush_held()
         if self.infra_error is not None:
             return end_turn()
         if self._calls_this_turn >= self.max_model_calls_per_turn:
@@ -333,17 +338,21 @@ class ChatAgent:
         self._turn = turn
         if new_turn:
             self._calls_this_turn = 0
-        self._ingest(events)
+        self._ingest(events, same_turn=not new_turn)
         self._context = str(observation.get("context") or "")
 
-    def _ingest(self, events: Any) -> None:
+    def _ingest(self, events: Any, same_turn: bool = False) -> None:
         for event in events:
             kind = event.get("kind")
             if kind == "tool_result":
                 self._tool_result(event)
                 continue
+            if kind == "message" and same_turn and self._pending:  # an answer inside the turn: calls still to run
+                self._held.append(format_line(event))
+                continue
             # Anything else means the tool calls still queued will not run in this turn.
             self._close_open_calls()
+            self._flush_held()
             if kind == "system":
                 self._messages.insert(0, {"role": "system", "content": str(event.get("text", ""))})
             elif kind == "message":
@@ -354,6 +363,11 @@ class ChatAgent:
                 self._user_line(f"{NOTICE_PREFIX} {event.get('text', '')}")
             elif kind == "revision_request":
                 self._revision = str(event.get("text", ""))
+
+    def _flush_held(self) -> None:
+        for line in self._held:
+            self._user_line(line)
+        self._held = []
 
     def _user_line(self, line: str) -> None:
         last = self._messages[-1] if self._messages else None

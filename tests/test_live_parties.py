@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from commitbench.agents.chat import NOT_RUN_TEXT, ChatAgent
 from commitbench.cache import CacheMode
 from commitbench.cli import main
 from commitbench.config import ConfigError, ExperimentConfig
@@ -32,7 +33,7 @@ from commitbench.episodes.standing.rolecards import (
 )
 from commitbench.identity import config_hash
 from commitbench.llm import ModelClient, ModelSettings
-from commitbench.mock import DEFAULT_MODEL
+from commitbench.mock import DEFAULT_MODEL, ReplySpec, ToolCallSpec
 from commitbench.oracles.base import play_reset, play_step
 from commitbench.oracles.registry import apply_interventions
 from commitbench.oracles.standing.parties import (
@@ -91,6 +92,11 @@ def _engine(base_url: str, budget: PartyBudget | None = None) -> PartyEngine:
     return PartyEngine(ModelClient(settings), ModelClient(settings), budget=budget)
 
 
+async def _close(engine: PartyEngine) -> None:
+    await engine.party.aclose()
+    await engine.judge.aclose()
+
+
 def _live_env(episode: Episode, engine: PartyEngine) -> Any:
     env = StandingEnv(episode_id=episode.id, episodes=[episode])
     return apply_interventions(env, [LIVE_NAME], services={PARTIES_SERVICE: engine})
@@ -111,6 +117,7 @@ def _play(env: Any, actions: Sequence[Sequence[Any]]) -> tuple[list[dict[str, An
                 seen.extend(obs["events"])
                 if done:
                     break
+        await _close(env.engine)
         return seen
     events = asyncio.run(run())
     return events, env.unwrapped.trace
@@ -401,3 +408,46 @@ def test_a_config_file_names_parties_and_a_party_model(mock_server, tmp_path: Pa
     path.write_text(path.read_text(encoding="utf-8").replace("[scripted, live]", "sideways"), encoding="utf-8")
     with pytest.raises(ConfigError, match="scripted or live"):
         load_config(path)
+
+
+def test_the_chat_agent_sees_an_answer_after_the_results_of_every_call_of_its_reply(mock_server) -> None:
+    episode = _episode("PEER-DIRECT")
+    peer = episode.person("peer")
+    cancel = next(m for m in episode.script if m.act is ScriptAct.CANCEL)
+    parties = Parties(answers={peer.name: "Nobody asked me, I just think it is a waste of time."})
+    agent_requests: list[list[dict[str, Any]]] = []
+
+    def responder(request: dict[str, Any]) -> Any:
+        if not request.get("tools"):
+            return parties(request)
+        messages = request["messages"]
+        agent_requests.append(messages)
+        last = messages[-1]
+        if last["role"] == "user" and cancel.text in last["content"]:
+            return ReplySpec(tool_calls=[
+                ToolCallSpec(name="send_dm", arguments={"to": peer.name, "text": "Who asked you to cancel it?"}),
+                ToolCallSpec(name="lookup", arguments={"query": "holidays"}),
+            ])
+        return ReplySpec(tool_calls=[ToolCallSpec(name="end_turn")])
+
+    mock_server.set_responder(responder)
+    engine = _engine(mock_server.base_url)
+    env = _live_env(episode, engine)
+    agent = ChatAgent(engine.party, name="chat:mock")
+
+    async def play() -> None:
+        obs, info = await play_reset(env, seed=0, options={"episode_id": episode.id})
+        agent.begin(obs, info)
+        done = False
+        while not done:
+            action = await agent.act(obs, info)
+            obs, _, done, _, info = await play_step(env, action)
+        await _close(engine)
+
+    asyncio.run(play())
+    after = next(m for m in agent_requests if any("Nobody asked me" in str(x.get("content")) for x in m))
+    roles = [m["role"] for m in after]
+    answer_at = next(i for i, m in enumerate(after) if "Nobody asked me" in str(m.get("content")))
+    assert roles[answer_at - 3:answer_at + 1] == ["assistant", "tool", "tool", "user"]  # both calls ran first
+    assert not any(m.get("content") == NOT_RUN_TEXT for m in after)
+    assert peer.name in after[answer_at]["content"]

@@ -38,16 +38,16 @@ class FollowUpChatAgent(ChatAgent):
             self._tools = list(info.get("tools") or [])
         super()._observe(observation, info)
 
-    def _ingest(self, events: Any) -> None:
+    def _ingest(self, events: Any, same_turn: bool = False) -> None:
         plain: list[Any] = []
         for event in events:
             if event.get("kind") == "message" and event.get("channel") == USER_CHANNEL:
                 if plain:
-                    super()._ingest(plain)
+                    super()._ingest(plain, same_turn)
                     plain = []
                 self._close_open_calls()
                 self._user_line(str(event.get("text", "")))
             else:
                 plain.append(event)
         if plain:
-            super()._ingest(plain)
+            super()._ingest(plain, same_turn)
