@@ -451,3 +451,14 @@ def test_the_chat_agent_sees_an_answer_after_the_results_of_every_call_of_its_re
     assert roles[answer_at - 3:answer_at + 1] == ["assistant", "tool", "tool", "user"]  # both calls ran first
     assert not any(m.get("content") == NOT_RUN_TEXT for m in after)
     assert peer.name in after[answer_at]["content"]
+
+
+def test_an_unreachable_party_model_fails_the_cell_as_an_infrastructure_error(mock_server, tmp_path: Path) -> None:
+    mock_server.set_responder(Parties())
+    episode = _episode("BASE")
+    config = _config(mock_server.base_url, [episode], parties="live")
+    party = config.models[0].model_copy(update={"base_url": "http://127.0.0.1:9/v1",
+                                                "retry": config.models[0].retry.model_copy(update={"max_attempts": 1})})
+    summary = run_experiment(config.model_copy(update={"models": [party]}), tmp_path / "run")
+    assert summary.cells_failed == 1 and summary.status.value != "aborted"
+    assert "party: " in summary.failures[0]  # played again when the run is resumed

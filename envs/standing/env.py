@@ -58,7 +58,7 @@ from commitbench.envs.common import (
     run_tool,
 )
 from commitbench.envs.spaces import action_space, observation_space
-from commitbench.envs.standing.tools import bind_workspace_tools, episode_tools
+from commitbench.envs.standing.tools import MAX_MESSAGE, bind_workspace_tools, episode_tools
 from commitbench.envs.standing.voices import ANSWER_ACT, VOICES_SETTING, Outgoing, PartyVoices, VoicedText
 from commitbench.envs.standing.workspace import Workspace
 from commitbench.episodes.standing.addressee import addressed_to, addressees, dm_channel
@@ -292,7 +292,7 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                 channel = dm_channel(person.name) if person is not None else None
             elif act.tool == "post_message" and isinstance(args.get("channel"), str):
                 channel = self.episode.channel if self._ws.is_team_channel(args["channel"]) else None
-        if channel is None or not isinstance(text, str):
+        if channel is None or not isinstance(text, str) or len(text) > MAX_MESSAGE:  # the tools would refuse it
             return None
         roles = tuple(p.role for p in addressees(channel, text, self.episode.people, self.episode.channel))
         due = self.episode.reply_due(self._last_event_step)
