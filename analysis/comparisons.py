@@ -35,6 +35,7 @@ class ComparisonKind(str, Enum):
     THINKING = "thinking"  # found: the two settings differ only in the thinking switch
     EXPLICIT = "explicit"  # asked for with --compare
     LANGUAGE = "language"  # found: one player's runs in another language minus its English twins
+    PARTIES = "parties"  # found: an arm played with live parties minus the same arm with the scripted ones
 
 
 @dataclass(frozen=True)

@@ -325,8 +325,8 @@ def http_client_for(in_flight: int) -> Any:
     The SDK's default pool keeps 100 idle connections: above that concurrency every response
     closes a connection and the next request opens a new one, which costs more CPU than the call.
     """
-    import httpx2
+    from commitbench.sdkhttp import http
 
     return default_http_client(
-        httpx2.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))
+        http.Limits(max_connections=max(1000, in_flight), max_keepalive_connections=max(100, in_flight))
     )

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import httpx2
-
 from commitbench.bounds import ResponseTooLarge
+from commitbench.sdkhttp import http
 
 __all__ = ["bound_response_bodies", "read_body"]
 
 
-def _declared_length(response: httpx2.Response) -> int | None:
+def _declared_length(response: http.Response) -> int | None:
     value = response.headers.get("content-length", "")
     return int(value) if value.isdigit() and len(value) < 20 else None
 
 
-class _BoundedStream(httpx2.AsyncByteStream):
+class _BoundedStream(http.AsyncByteStream):
     """A response body stream that raises :class:`ResponseTooLarge` once more than ``limit`` bytes came."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+    def __init__(self, inner: http.AsyncByteStream, limit: int) -> None:
         self._inner = inner
         self._limit = limit
 
@@ -41,19 +40,19 @@ class _BoundedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-def bound_response_bodies(client: httpx2.AsyncClient, limit: int) -> None:
+def bound_response_bodies(client: http.AsyncClient, limit: int) -> None:
     """Bound every response body ``client`` reads to ``limit`` bytes (on the wire), whoever reads it.
 
     Installed as a response hook, so it also holds for the bodies the ``openai`` SDK reads itself
     (those of error responses). Calling it again on the same client replaces the bound.
     """
 
-    async def bound(response: httpx2.Response) -> None:
+    async def bound(response: http.Response) -> None:
         declared = _declared_length(response)
         if declared is not None and declared > limit:
             raise ResponseTooLarge(limit, declared)
         stream = response.stream
-        if isinstance(stream, httpx2.AsyncByteStream):
+        if isinstance(stream, http.AsyncByteStream):
             response.stream = _BoundedStream(stream, limit)
 
     bound.commitbench_bound = True  # type: ignore[attr-defined]
@@ -63,7 +62,7 @@ def bound_response_bodies(client: httpx2.AsyncClient, limit: int) -> None:
     client.event_hooks = hooks
 
 
-async def read_body(response: httpx2.Response, limit: int) -> bytes:
+async def read_body(response: http.Response, limit: int) -> bytes:
     """The decoded body of a streamed response, at most ``limit`` bytes (else :class:`ResponseTooLarge`)."""
     declared = _declared_length(response)
     if declared is not None and declared > limit:

@@ -5,7 +5,8 @@ Bottom to top (``docs/architecture.md`` draws it):
 0. the shared vocabulary and the infrastructure that knows nothing of the suites;
 1. episodes; 2. environments; 3. agents | oracles (independent of each other); 4. judges;
 5. analysis; 6. orchestration (config, suites, runner, labelling jobs); 7. the test tools (the mock
-server); 8. the command line.
+server); 8. the command line and the verifiers environment modules (``commitbench_standing``,
+``commitbench_followup``: entry points another program loads, like the command line).
 
 Imports are read with :mod:`ast` from every module of the package, wherever they stand (module
 level or inside a function), so a lazy import cannot slip past the contract. Within a layer, imports
@@ -45,6 +46,7 @@ BOTTOM = (
     "commitbench.calendar_words",
     "commitbench.textslots",
     "commitbench.httpread",
+    "commitbench.sdkhttp",
     "commitbench.callerrors",
     "commitbench.secrets",
     "commitbench.identity",
@@ -62,7 +64,7 @@ ORCHESTRATION = (
 # The mock chat server of the tests and benchmarks: no part of a run, so nothing below the command line
 # may import it.
 TEST_TOOLS = ("commitbench.mock",)
-COMMANDS = ("commitbench.cli", "commitbench.commands")
+COMMANDS = ("commitbench.cli", "commitbench.commands", "commitbench_standing", "commitbench_followup")
 LAYERS: list[tuple[str, ...]] = [
     BOTTOM,
     ("commitbench.episodes",),

@@ -49,3 +49,19 @@ def test_the_gpu_study_picks_parsers_by_family() -> None:
     assert gemma.returncode == 0 and "--tool-call-parser pythonic" in gemma.stdout
     unknown = _dry_run("/models/mystery")
     assert unknown.returncode == 2 and "FAMILY=" in unknown.stderr
+
+
+def test_the_gpu_training_dry_run_plans_grpo_on_the_train_split_and_the_held_out_study(tmp_path: Path) -> None:
+    argv = [sys.executable, str(ROOT / "scripts" / "gpu_train.py"), "/models/Qwen3-0.6B", "--setups", "C2", "C4",
+            "--variants", "inferred", "--out", str(tmp_path / "grpo"), "--dry-run"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    # the templated train split: 157 requests, each under both personas in each of the two setups
+    assert "628 train-split prompts (C2 314, C4 314), 157 requests" in out
+    assert "157 optimizer steps of 4 prompts x 8 completions" in out and '"use_vllm": true' in out
+    assert f"bash scripts/gpu_study.sh {tmp_path / 'grpo' / 'checkpoint'}" in out
+    assert not (tmp_path / "grpo").exists()  # a dry run writes nothing
+    bad = subprocess.run([*argv[:3], "--generations", "1", "--dry-run"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert bad.returncode == 2 and "at least 2" in bad.stderr

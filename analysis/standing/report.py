@@ -56,8 +56,10 @@ from commitbench.analysis.tables import (
     write_report_files,
 )
 from commitbench.episodes.standing.spec import Language
+from commitbench.identity import NO_ARM
 
 REPORT_DIR = "report"
+LIVE_PARTIES = "parties:live"
 FIGURE_FILE = "strict_by_cell.png"
 FOREST_FILE = "comparisons.png"
 # Runs pair by episode, through its twin group: the English episode's id, which a Turkish twin shares (an English
@@ -254,9 +256,10 @@ def model_comparisons(
     rows: pd.DataFrame, pairs: list[ModelPair], cost: list[CostRow], by_cell: bool = False, n_boot: int = 1000,
     seed: int = 0,
 ) -> list[Comparison]:
-    """Each pair, a minus b: every headline metric per policy, or strict accuracy per policy and cell; and each
-    player's sides in another language minus its English side (:func:`language_pairs`)."""
-    pairs = [*pairs, *language_pairs(rows)]
+    """Each pair, a minus b: every headline metric per policy, or strict accuracy per policy and cell; each
+    player's sides in another language minus its English side (:func:`language_pairs`); and each arm played with
+    live parties minus the same arm with the scripted ones (:func:`parties_pairs`)."""
+    pairs = [*pairs, *language_pairs(rows), *parties_pairs(rows)]
     wanted = ("strict_accuracy",) if by_cell else st.MAIN_METRICS
     metrics = sorted((PairedMetric(m.name, m.values, m.stat) for m in METRICS if m.name in wanted),
                      key=lambda m: wanted.index(m.name))
@@ -276,6 +279,24 @@ def language_pairs(rows: pd.DataFrame) -> list[ModelPair]:
         player = str(agent).removesuffix(f" [{language}]")
         if player in english:
             out.append(ModelPair(a=Side(model=str(agent)), b=Side(model=player), kind=ComparisonKind.LANGUAGE))
+    return out
+
+
+def parties_pairs(rows: pd.DataFrame) -> list[ModelPair]:
+    """For every player and arm played with live parties whose scripted twin arm (the same interventions without
+    the live parties) the player also played: the live arm minus the scripted one, paired by episode and sample."""
+    if "interventions" not in rows.columns:
+        return []
+    sides = {(str(agent), str(arm)) for agent, arm in rows[["agent", "interventions"]].drop_duplicates().to_numpy()}
+    out: list[ModelPair] = []
+    for agent, arm in sorted(sides):
+        names = arm.split("+")
+        if LIVE_PARTIES not in names:
+            continue
+        control = "+".join(n for n in names if n != LIVE_PARTIES) or NO_ARM
+        if (agent, control) in sides:
+            out.append(ModelPair(a=Side(model=agent, arm=arm), b=Side(model=agent, arm=control),
+                                 kind=ComparisonKind.PARTIES))
     return out
 
 

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx2
 import openai
 import orjson
 
@@ -36,6 +35,7 @@ from commitbench.llm.response import (
 )
 from commitbench.llm.settings import SESSION_HEADER, ModelSettings, RetryPolicy, backoff_delay
 from commitbench.llm.stats import ClientStats
+from commitbench.sdkhttp import http
 from commitbench.secrets import Secrets
 
 __all__ = ["MAX_ERROR_CHARS", "ModelClient", "default_http_client"]
@@ -65,7 +65,7 @@ class _Attempt:
         self.status = status
 
 
-def _retry_after(response: httpx2.Response | None) -> float | None:
+def _retry_after(response: http.Response | None) -> float | None:
     if response is None:
         return None
     headers = response.headers
@@ -104,7 +104,7 @@ class ModelClient:
         retry: RetryPolicy | None = None,
         max_concurrency: int = 64,
         min_concurrency: int = 1,
-        http_client: httpx2.AsyncClient | None = None,
+        http_client: http.AsyncClient | None = None,
         replicas: ReplicaPool | None = None,
         broker: CallBroker | None = None,
     ) -> None:
@@ -141,7 +141,7 @@ class ModelClient:
             if client_for_replica is None or (replica.credentials is not None and not self._single):
                 client_for_replica = default_http_client()
             if replica.credentials is not None:
-                client_for_replica.auth = httpx2.BasicAuth(*replica.credentials)
+                client_for_replica.auth = http.BasicAuth(*replica.credentials)
             bound_response_bodies(client_for_replica, settings.max_response_bytes)
             self._openai_by_replica.append(
                 openai.AsyncOpenAI(
@@ -501,12 +501,12 @@ class ModelClient:
                 client = self._openai_by_replica[replica.index]
                 if isinstance(body, bytes):  # JSON already written (_written): sent as it is
                     response = await client.post(
-                        "/chat/completions", cast_to=httpx2.Response, content=body, options={"headers": headers},
+                        "/chat/completions", cast_to=http.Response, content=body, options={"headers": headers},
                         stream=True,
                     )
                 else:
                     response = await client.post(
-                        "/chat/completions", cast_to=httpx2.Response, body=body, options={"headers": headers},
+                        "/chat/completions", cast_to=http.Response, body=body, options={"headers": headers},
                         stream=True,
                     )
                 try:
@@ -530,14 +530,14 @@ class ModelClient:
             return _Attempt(error=ModelError(kind=ModelErrorKind.CONNECTION, message=f"{exc}{cause}"))
         except openai.APIStatusError as exc:
             return self._status_error(exc, replica.url)
-        except httpx2.TimeoutException as exc:  # a wait for a byte of the body ran out
+        except http.TimeoutException as exc:  # a wait for a byte of the body ran out
             broken = _broken_connection(exc)
             if broken is not None:
                 return _Attempt(error=ModelError(
                     kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {broken}"
                 ))
             return _Attempt(error=ModelError(kind=ModelErrorKind.TIMEOUT, message=f"{type(exc).__name__}: {exc}"))
-        except httpx2.HTTPError as exc:  # the connection broke while the body was read
+        except http.HTTPError as exc:  # the connection broke while the body was read
             return _Attempt(error=ModelError(
                 kind=ModelErrorKind.CONNECTION, message=f"while reading the body: {type(exc).__name__}: {exc}"
             ))
@@ -619,7 +619,7 @@ def _broken_connection(exc: BaseException) -> str | None:
     return None
 
 
-def default_http_client(limits: httpx2.Limits | None = None) -> httpx2.AsyncClient:
+def default_http_client(limits: http.Limits | None = None) -> http.AsyncClient:
     """The HTTP client the ``openai`` SDK sends a model's calls through: the SDK's own, on aiohttp.
 
     The SDK's aiohttp transport (``openai.DefaultAioHttpClient``) costs about half the CPU per call of

@@ -7,5 +7,6 @@ the runner (so a reward is always the report's grade of a real trace); :mod:`.de
 degenerate policies; :mod:`.gaming` plays them and builds the table of ``docs/rl.md``; :mod:`.evaluate` plays a
 served model through the suite's chat agent and returns its rewards. :mod:`.trl` offers the follow-up suite to
 TRL (a prompt dataset and reward functions): :mod:`.completions` reads a trainer's completion as one turn and
-:mod:`.followup_turns` plays and labels it as a run's turn. ``docs/rl.md`` is the guide.
+:mod:`.followup_turns` plays and labels it as a run's turn. :mod:`.verifiers` offers both suites as ``verifiers``
+environments (the ``verifiers`` extra). ``docs/rl.md`` is the guide.
 """

@@ -8,7 +8,7 @@ run's cache and every episode leaves its trace), then grades the run with :mod:`
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,14 @@ def evaluate(
     concurrency: int = 8,
     api_key_env: str | None = None,
     settings: Mapping[str, Any] | None = None,
+    interventions: Sequence[str] = (),
 ) -> list[RunReward]:
     """Play ``model`` at ``base_url`` on the suite's episodes (``episodes``: the suite's episode filter, e.g.
     ``{"split": "test", "cells": ["PEER-DIRECT"], "limit": 4}``) and return the reward of every run.
 
     ``out_dir`` keeps the run directory (a temporary one otherwise); ``settings`` adds generation settings
-    (temperature, max_tokens, ...). A run that does not complete raises with the runner's failures.
+    (temperature, max_tokens, ...); ``interventions`` is the one arm played (names, innermost first). A run
+    that does not complete raises with the runner's failures.
     """
     if suite not in SUITE_ENVS:
         raise ValueError(f"unknown suite {suite!r}; known: {', '.join(SUITE_ENVS)}")
@@ -50,6 +52,7 @@ def evaluate(
     config = ExperimentConfig.model_validate({
         "env": SUITE_ENVS[suite], "profile": profile, "agents": ["chat"], "models": [entry],
         "concurrency": concurrency, "episodes": dict(episodes or {}),
+        "interventions": [list(interventions)] if interventions else ["none"],
     })
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(out_dir) if out_dir is not None else Path(tmp) / "run"
