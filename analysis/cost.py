@@ -5,7 +5,9 @@ original call's time (kept in the cache entry), so a resumed or replayed run rep
 cost, not how long the lookups took; a call whose original time is unknown (a cache entry written
 before times were kept) is counted in ``model_time_unknown_calls`` and left out of the time figures.
 Reasoning tokens are the server's count where it reports one, otherwise estimated from the reasoning
-text (``reasoning_estimated``).
+text (``reasoning_estimated``). The calls of live parties (the party model and its manipulation check) voice
+the environment, not the tested model: they are counted apart (``party_calls``, ``party_tokens``) and left out
+of the player's own columns, so a live arm's cost compares with its scripted twin's.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.rowstore import RowStore
+from commitbench.oracles.standing.parties import CHECK_PURPOSE, PARTY_PURPOSE
 from commitbench.traces import EpisodeTrace
 
 # The columns :func:`run_cost` adds to a run's row.
 COST_COLUMNS: tuple[str, ...] = (
     "model_calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "reasoning_estimated",
     "model_time_s", "model_time_unknown_calls", "reasoning_calls", "reasoning_returned", "calls_unrecorded",
-    "cache_hits",
+    "cache_hits", "party_calls", "party_tokens",
 )
+# The purposes of the calls live parties make: the environment's calls, not the player's.
+PARTY_PURPOSES = frozenset({PARTY_PURPOSE, CHECK_PURPOSE})
 # Players whose model calls the harness sees: the chat agent (its calls), the reference rules (none).
 _RECORDED_KINDS = frozenset({"chat", "reference"})
 
@@ -39,7 +44,8 @@ def calls_unrecorded(trace: EpisodeTrace) -> bool:
 
 def run_cost(trace: EpisodeTrace) -> dict[str, Any]:
     """The cost columns of one run (model calls that reached a model or the cache; notices left out)."""
-    calls = [c for c in trace.model_calls if c.purpose != "notice"]
+    calls = [c for c in trace.model_calls if c.purpose != "notice" and c.purpose not in PARTY_PURPOSES]
+    party = [c for c in trace.model_calls if c.purpose in PARTY_PURPOSES]
     known = [c.model_time_s for c in calls if c.model_time_s is not None]
     reasoning_calls = sum(1 for c in calls if c.reasoning)
     return {
@@ -54,6 +60,8 @@ def run_cost(trace: EpisodeTrace) -> dict[str, Any]:
         "reasoning_returned": reasoning_calls > 0,
         "calls_unrecorded": calls_unrecorded(trace),
         "cache_hits": sum(1 for c in calls if c.cache_hit),
+        "party_calls": len(party),
+        "party_tokens": sum(c.prompt_tokens + c.completion_tokens for c in party),
     }
 
 

@@ -90,8 +90,26 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
         "judge_errors": run_labels.judge_errors,
         "strict": strict_correct(signals, run_labels, episode.expected),
         "infra_error": trace.infra_error or "",
+        **party_columns(trace),
         **run_cost(trace),
     }
+
+
+PARTY_COLUMNS: tuple[str, ...] = (
+    "party_voiced", "party_event_fallbacks", "party_answers", "party_answer_fallbacks", "party_budget_refusals",
+)
+
+
+def party_columns(trace: EpisodeTrace) -> dict[str, int]:
+    """What the live parties did in the run (all zero for the scripted parties): messages a party model worded,
+    those shown in the script's words after every text failed the check, answers asked for, answers refused so,
+    and messages left unanswered for the budget."""
+    record = trace.parties
+    if record is None:
+        return dict.fromkeys(PARTY_COLUMNS, 0)
+    return {"party_voiced": record.voiced_events, "party_event_fallbacks": record.event_fallbacks,
+            "party_answers": record.answers, "party_answer_fallbacks": record.answer_fallbacks,
+            "party_budget_refusals": record.budget_refusals}
 
 
 def _where(column: str) -> Callable[[pd.DataFrame], pd.Series]:

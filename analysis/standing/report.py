@@ -57,9 +57,9 @@ from commitbench.analysis.tables import (
 )
 from commitbench.episodes.standing.spec import Language
 from commitbench.identity import NO_ARM
+from commitbench.oracles.standing.parties import LIVE_NAME
 
 REPORT_DIR = "report"
-LIVE_PARTIES = "parties:live"
 FIGURE_FILE = "strict_by_cell.png"
 FOREST_FILE = "comparisons.png"
 # Runs pair by episode, through its twin group: the English episode's id, which a Turkish twin shares (an English
@@ -101,7 +101,38 @@ _TITLES = {
     "comparisons_by_cell": "Model comparisons per cell: strict accuracy, a minus b (percentage points)",
     "cost": "Cost per model and arm: calls, tokens and model time",
     "rank_effect": "Rank effect: drops on a manager's word minus drops on a peer's, twin chats (percentage points)",
+    "parties": "Live parties per cell: messages a party model worded, and how often the script's words stood",
 }
+
+
+class PartiesCell(BaseModel):
+    """What the live parties did in one cell of one player's arm (runs with live parties only)."""
+
+    agent: str = Field(description="The player.")
+    interventions: str = Field(description="The arm (it holds parties:live).")
+    cell: str = Field(description="The standing cell.")
+    runs: int = Field(description="Runs of the cell.")
+    voiced: int = Field(description="Scripted messages a party model was asked to word.")
+    event_fallbacks: int = Field(description="Of those, shown in the script's words: every text failed the check.")
+    answers: int = Field(description="Answers to the assistant a party model was asked for.")
+    answer_fallbacks: int = Field(description="Of those, refused: every text failed the check.")
+    budget_refusals: int = Field(description="Messages to a person left unanswered: the answer budget was spent.")
+
+
+def parties_table(rows: pd.DataFrame) -> list[PartiesCell]:
+    """Per player, live arm and cell, the live parties' counts (empty for a run without live parties)."""
+    if "party_voiced" not in rows.columns:
+        return []
+    live = rows[rows["interventions"].astype(str).str.split("+").map(lambda names: LIVE_NAME in names)]
+    out: list[PartiesCell] = []
+    for (agent, arm, cell), part in live.groupby(["agent", "interventions", "cell"], sort=True, observed=True):
+        out.append(PartiesCell(
+            agent=str(agent), interventions=str(arm), cell=str(cell), runs=len(part),
+            voiced=int(part["party_voiced"].sum()), event_fallbacks=int(part["party_event_fallbacks"].sum()),
+            answers=int(part["party_answers"].sum()), answer_fallbacks=int(part["party_answer_fallbacks"].sum()),
+            budget_refusals=int(part["party_budget_refusals"].sum()),
+        ))
+    return out
 
 
 OFFLINE_KIND = "offline baseline judge"
@@ -173,6 +204,10 @@ class StandingReport(BaseModel):
         default_factory=list, description="The same pairs: strict accuracy per policy and cell."
     )
     cost: list[CostRow] = Field(default_factory=list, description="Calls, tokens and model time per model and arm.")
+    parties: list[PartiesCell] = Field(
+        default_factory=list,
+        description="Live parties per player, arm and cell: texts worded, fallbacks to the script, answers, refusals.",
+    )
     call_errors: list[CallErrorRow] = Field(
         default_factory=list,
         description="Model calls that got no usable answer, per player and kind, and the cells left out for it.",
@@ -197,7 +232,7 @@ class StandingReport(BaseModel):
         errors = [call_error_view(self.call_errors)] if self.call_errors else []
         views = [*_metric_views(self), *gap, *_cell_views(self), *_paired_views(self), *_policy_views(self),
                  *_rank_views(self), *comparison_views(self.comparisons, self.cost, ("agent", "interventions")),
-                 *errors]
+                 *_parties_views(self), *errors]
         return note_withheld(views, "commitment types")
 
     def summary_lines(self) -> list[str]:
@@ -246,6 +281,7 @@ def build_standing_report(
         policy_effect=st.policy_table(rows, n_boot=n_boot, seed=seed),
         rank_effect=rank_effect_table(rows, n_boot=n_boot, seed=seed),
         cost=(cost := cost_table(rows, ("agent", "interventions"))),
+        parties=parties_table(rows),
         comparisons=model_comparisons(rows, pairs or [], cost, n_boot=n_boot, seed=seed),
         comparisons_by_cell=model_comparisons(rows, pairs or [], cost, by_cell=True, n_boot=n_boot, seed=seed),
         call_errors=list(call_errors or []),
@@ -291,9 +327,9 @@ def parties_pairs(rows: pd.DataFrame) -> list[ModelPair]:
     out: list[ModelPair] = []
     for agent, arm in sorted(sides):
         names = arm.split("+")
-        if LIVE_PARTIES not in names:
+        if LIVE_NAME not in names:
             continue
-        control = "+".join(n for n in names if n != LIVE_PARTIES) or NO_ARM
+        control = "+".join(n for n in names if n != LIVE_NAME) or NO_ARM
         if (agent, control) in sides:
             out.append(ModelPair(a=Side(model=agent, arm=arm), b=Side(model=agent, arm=control),
                                  kind=ComparisonKind.PARTIES))
@@ -351,6 +387,9 @@ def standing_report_tables(report: StandingReport) -> list[ReportTable]:
     if report.cost:
         frame = pd.DataFrame.from_records([{**c.group, **c.model_dump(exclude={"group"})} for c in report.cost])
         tables["cost"] = (frame, frame)
+    if report.parties:
+        frame = pd.DataFrame.from_records([p.model_dump() for p in report.parties])
+        tables["parties"] = (frame, frame)
     return [ReportTable(name, long, TableView.from_frame(_TITLES[name], wide)) for name, (long, wide) in tables.items()]
 
 
@@ -517,6 +556,23 @@ def _policy_views(report: StandingReport) -> list[TableView]:
         title="Explicit minus silent policy, same chats (pp)",
         columns=["model", "intervention", *(SHORT[n] for n in st.MAIN_METRICS)], rows=body, links=links,
         numeric=[False, False, *(True for _ in st.MAIN_METRICS)],
+    )]
+
+
+def _parties_views(report: StandingReport) -> list[TableView]:
+    if not report.parties:
+        return []
+
+    def share(part: int, whole: int) -> str:
+        return f"{part} ({100 * part / whole:.0f}%)" if whole else "0"
+
+    body = [[p.agent, p.interventions, p.cell, str(p.runs), str(p.voiced), share(p.event_fallbacks, p.voiced),
+             str(p.answers), share(p.answer_fallbacks, p.answers), str(p.budget_refusals)] for p in report.parties]
+    return [TableView(
+        title=_TITLES["parties"], rows=body,
+        columns=["model", "intervention", "cell", "runs", "worded", "script stood", "answers", "refused",
+                 "over budget"],
+        numeric=[False, False, False, True, True, True, True, True, True],
     )]
 
 
