@@ -434,8 +434,8 @@ class ExperimentConfig(BaseModel):
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique, got {names}")
-        if sum(m.local for m in self.models) > 1:
-            raise ValueError("at most one model may be local: true")
+        if sum(m.local for m in self.tested_models()) > 1:  # the party model may be the embedded one too
+            raise ValueError("at most one tested model may be local: true")
         labels = [arm.label() for arm in self.interventions]
         if len(set(labels)) != len(labels):
             raise ValueError(f"intervention arms must differ, got {labels}")

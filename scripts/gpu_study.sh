@@ -11,9 +11,13 @@
 #   llama3.1  --tool-call-parser llama3_json (no thinking switch: one standing run)
 #   gemma3    --tool-call-parser pythonic with a pythonic tool chat template (CHAT_TEMPLATE, or vLLM's
 #             examples/tool_chat_template_gemma3_pythonic.jinja when the installed vLLM ships it)
+# The live-parties arm (docs/live-parties.md): the standing test split at gap 1 played with the scripted parties and
+# with live ones, the served model voicing the people and checking every text unless PARTY_NAME and PARTY_URL
+# name another served model (a model that checks its own texts is a validity risk the docs name); LIVE=0 skips it.
 # --dry-run prints every run's plan (commitbench run ... --dry-run) without serving anything.
 # Environment: VLLM (the vllm command, default: vllm), PORT (8000), OUT (runs/gpu-study-<name>),
-# SERVED_NAME (default: the folder's name), EXTRA_VLLM_ARGS, CHAT_TEMPLATE, FAMILY, READY_TIMEOUT_S (1800).
+# SERVED_NAME (default: the folder's name), EXTRA_VLLM_ARGS, CHAT_TEMPLATE, FAMILY, READY_TIMEOUT_S (1800),
+# LIVE (1), PARTY_NAME and PARTY_URL (default: the served model).
 # Not run in CI; tests check its syntax and its dry run.
 set -euo pipefail
 
@@ -64,6 +68,25 @@ standing_args() {  # $1: extra body ('' for none)
     if [ -n "$1" ]; then args+=(--extra-body "$1"); fi
     printf '%s\n' "${args[@]}"
 }
+PARTY_NAME="${PARTY_NAME:-$NAME}"
+PARTY_URL="${PARTY_URL:-$URL}"
+live_config() {  # the live arm's config, written to $1
+    local allow=false
+    if [ "$PARTY_NAME" = "$NAME" ] && [ "$PARTY_URL" = "$URL" ]; then allow=true; fi
+    cat > "$1" <<YAML
+name: standing-live
+env: commitbench/Standing-v0
+agents: [chat]
+models:
+  - {name: tested, base_url: "$URL", settings: {model: "$NAME"}}
+  - {name: party, base_url: "$PARTY_URL", settings: {model: "$PARTY_NAME"}}
+party_model: party
+parties: [scripted, live]
+judge: {kind: llm, model: {name: checker, base_url: "$PARTY_URL", settings: {model: "$PARTY_NAME"}}, allow_tested_model: $allow}
+episodes: {split: test, gaps: [1]}
+concurrency: 256
+YAML
+}
 followup_args=(run followup --model "$NAME" --base-url "$URL" --setups C0 C1 C2 C3 C4 --concurrency 256
                --out "$OUT/followup")
 
@@ -74,6 +97,10 @@ if [ "$DRY" = 1 ]; then
         commitbench "${args[@]}" --dry-run
     done
     commitbench "${followup_args[@]}" --dry-run
+    if [ "${LIVE:-1}" = 1 ]; then
+        live_yaml="$(mktemp)"; live_config "$live_yaml"
+        commitbench run "$live_yaml" --out "$OUT/standing-live" --dry-run; rm -f "$live_yaml"
+    fi
     exit 0
 fi
 
@@ -108,9 +135,14 @@ for extra in "${THINKING[@]}"; do
     timed "standing-$(label "$extra")" "${args[@]}"
 done
 timed followup "${followup_args[@]}"
+if [ "${LIVE:-1}" = 1 ]; then
+    live_config "$OUT/live.yaml"
+    timed standing-live run "$OUT/live.yaml" --out "$OUT/standing-live"
+fi
 
 echo; cat "$summary"
 for dir in "$OUT"/standing-* "$OUT/followup"; do
+    [ -d "$dir" ] || continue
     echo; echo "== $(basename "$dir")"; commitbench report "$dir"
 done
 if [ "${#THINKING[@]}" = 2 ]; then

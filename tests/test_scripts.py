@@ -38,6 +38,8 @@ def test_the_gpu_study_dry_run_plans_thinking_on_and_off_and_the_followup_matrix
     assert out.count("1080 episodes") == 2  # the standing test split, thinking on and off
     assert "standing-thinking-on" in out and "standing-thinking-off" in out
     assert "suite followup" in out and "nothing was played: --dry-run" in out
+    # the live-parties arm: the test split at gap 1, scripted and live, the served model voicing and checking
+    assert "standing-live: suite standing" in out and "540 episodes" in out and "parties:live" in out
 
 
 @pytest.mark.slow
