@@ -222,6 +222,14 @@ def test_a_scripted_run_shows_no_badge_no_panel_and_no_party_facts(chrome: Brows
     assert chrome.evaluate("document.querySelectorAll('.voice-badge, .voice-panel, .tag.answer').length") == 0
     assert chrome.evaluate("document.querySelectorAll('ol.chat > li.person').length") > 0
     assert not {"party model", "voiced messages", "party answers"} & set(_facts(chrome))
+    # Side by side with the live run of the same episode and player: the marks are in the live column only.
+    live = _live_chat(live_run, "PEER-DIRECT")
+    route = f"#/compare/{scripted.run_key}/{live.run_key}"
+    chrome.evaluate(f"location.hash = {route!r}")
+    chrome.wait_for(route_ready(route))
+    counts = chrome.evaluate("['left', 'right'].map(s => document.querySelectorAll("
+                             "'#side-' + s + ' .voice-badge, #side-' + s + ' .voice-panel').length)")
+    assert counts[0] == 0 and counts[1] == 2 * sum(1 for e in live.events if e.voice is not None)
     assert chrome.problems() == []
 
 
