@@ -145,6 +145,7 @@ def test_serve_reuses_a_site_built_from_the_same_run_files(
         assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(traces)
         _clean(chrome)
     finally:
+        chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
         _stop(server)
 
     server, _, lines = _serve(run, tmp_path / "elsewhere")  # another site directory: built there
@@ -299,6 +300,7 @@ def test_watch_adds_a_trace_appended_to_a_served_run(chrome: Browser, run: Path,
         assert chrome.evaluate("document.querySelectorAll('ol.chat > li').length") > 5
         _clean(chrome)
     finally:
+        chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
         _stop(server)
 
 

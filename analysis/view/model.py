@@ -68,6 +68,26 @@ class ItemKind(str, Enum):
     REVISION = "revision"  # an intervention replaced the agent's reply; the original is kept
 
 
+class VoiceView(BaseModel):
+    """How a person's message came to be when a party model voiced it (live parties), with what it was told."""
+
+    generated: bool = Field(description="The text shown is the party model's (false: the script's words stand).")
+    fallback: bool = Field(default=False, description="Every text the party model wrote failed the check.")
+    check: str = Field(description="The manipulation check's verdict on the text shown: passed, failed or unchecked.")
+    attempts: int = Field(default=0, description="Texts the party model wrote for this message (each was checked).")
+    problems: list[str] = Field(
+        default_factory=list, description="What the check found wrong in each rejected text, in order."
+    )
+    card_digest: str = Field(description="sha256 of the role card the party model was given, as the trace records it.")
+    card: str = Field(
+        default="", description="The role card's text, rebuilt from the episode ('' when no card matches the digest)."
+    )
+    card_note: str = Field(
+        default="", description="Why no card is shown ('' when the rebuilt card matches the recorded digest)."
+    )
+    answer: bool = Field(default=False, description="A person's answer to the assistant, given inside its turn.")
+
+
 class ChatItem(BaseModel):
     """One entry of a transcript, in the order it happened."""
 
@@ -91,6 +111,9 @@ class ChatItem(BaseModel):
     original: str = Field(default="", description="For a revision: what the agent wrote.")
     message_index: int | None = Field(default=None, description="Index among the judged assistant messages.")
     verdicts: list[VerdictView] = Field(default_factory=list, description="Every judge's labels of this message.")
+    voice: VoiceView | None = Field(
+        default=None, description="Live parties: how a party model voiced this message (null: the script's text)."
+    )
 
 
 class ModelCallView(BaseModel):

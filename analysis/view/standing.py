@@ -29,9 +29,12 @@ from commitbench.analysis.view.model import (
     ToolView,
     TranscriptPage,
     VerdictView,
+    VoiceView,
 )
 from commitbench.analysis.view.transcript import (
+    MAX_ITEM_TEXT,
     chat_items,
+    clip,
     identity_facts,
     model_call_views,
     sample_group,
@@ -39,11 +42,14 @@ from commitbench.analysis.view.transcript import (
     search_text,
     system_prompt,
 )
+from commitbench.envs.standing.voices import ANSWER_ACT
 from commitbench.episodes.standing.episode import Episode
+from commitbench.episodes.standing.rolecards import RoleCard, RoleCardError, role_card
 from commitbench.identity import arm_label
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.signals import Signals
-from commitbench.traces import EpisodeTrace
+from commitbench.protocol import Event
+from commitbench.traces import EpisodeTrace, PartiesRecord
 
 SUITE = "standing"
 LABEL_QUESTIONS = ("consults_creditor", "notifies_creditor", "off_topic")
@@ -82,6 +88,9 @@ COLUMNS: tuple[Column, ...] = (
            description="Messages the judge could not label."),
     Column(name="messages_to_creditor", label="to creditor", kind=ColumnKind.COUNT, listed=False,
            description="Assistant messages to or naming the creditor after the events."),
+    Column(name="party_fallbacks", label="party fallbacks", kind=ColumnKind.COUNT, listed=False,
+           description="Live parties: texts of the party model that failed the check every time, so the script's "
+                       "words stood or the answer was refused (0 in a scripted run)."),
     Column(name="status", label="status", kind=ColumnKind.FACET, listed=False,
            description="ok, or infra error (the run failed for infrastructure reasons and enters no metric)."),
     Column(name="episode_id", label="episode", kind=ColumnKind.FACET, listed=False, panel=False,
@@ -162,6 +171,54 @@ def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callab
     return verdicts
 
 
+def _cards(episode: Episode, event: Event) -> list[RoleCard]:
+    """The role cards the party model may have been given for ``event``: the card for voicing the scripted message
+    of that step, and the card for answering the assistant at that step (the recorded digest tells which)."""
+    role = next((p.role for p in episode.people if p.name == event.sender), None)
+    if role is None:
+        return []
+    messages = [m for m in episode.script if m.step == event.step and m.sender == role and m.act.value == event.act]
+    out: list[RoleCard] = []
+    for message in [*messages, None]:
+        try:
+            out.append(role_card(episode, role, event.step, message))
+        except RoleCardError:
+            return out
+    return out
+
+
+def voice_view(episode: Episode, event: Event) -> VoiceView | None:
+    """How a party model voiced ``event``, with its role card rebuilt from the episode (None: a scripted text)."""
+    mark = event.voice
+    if mark is None:
+        return None
+    card = next((c for c in _cards(episode, event) if c.digest() == mark.card), None)
+    note = "" if card is not None else (
+        f"The role card could not be rebuilt: no card this episode gives {event.sender or 'this person'} at step "
+        f"{event.step} has the recorded digest (the cards may have changed since the run)."
+    )
+    return VoiceView(
+        generated=mark.generated, fallback=mark.fallback, check=mark.check.value, attempts=mark.attempts,
+        problems=[clip(p, 2_000) for p in mark.problems], card_digest=mark.card,
+        card=clip(card.text(), MAX_ITEM_TEXT) if card is not None else "", card_note=note,
+        answer=event.act == ANSWER_ACT,
+    )
+
+
+def party_facts(record: PartiesRecord) -> list[Fact]:
+    """What the live parties did in a run, for its facts panel."""
+    return [
+        Fact(label="party model", value=record.party_model),
+        Fact(label="voiced messages", value=f"{record.voiced_events} ({record.event_fallbacks} in the script's words "
+                                            "after failed checks)"),
+        Fact(label="party answers", value=f"{record.answers} ({record.answer_fallbacks} refused after failed checks)"),
+        Fact(label="budget refusals", value=str(record.budget_refusals)),
+        *([Fact(label="party refusals", detail=True, value=clip("; ".join(
+            f"{r.kind} of {r.role} at step {r.step}" + (f": {' | '.join(r.problems)}" if r.problems else "")
+            for r in record.refusals), 4_000))] if record.refusals else []),
+    ]
+
+
 def _failed_row(trace: EpisodeTrace, episode: Episode) -> dict[str, Any]:
     return {
         "run_key": trace.run_key, "agent": trace.agent.name if trace.agent else "",
@@ -187,6 +244,9 @@ def standing_record(
     row = run_row(trace, episode, graded_with) if ok else _failed_row(trace, episode)
     row["status"] = OK if ok else INFRA_ERROR
     row["expected"] = episode.expected.outcome.value
+    row["party_fallbacks"] = (
+        trace.parties.event_fallbacks + trace.parties.answer_fallbacks if trace.parties is not None else 0
+    )
     arm = str(row["interventions"])
     people = {p.name: p.role for p in episode.people}
     expected = _expected_values(episode)
@@ -210,12 +270,14 @@ def standing_record(
         *identity_facts(trace, "agent", "interventions", arm),
         Fact(label="reward", value=f"{trace.reward:g}"),
         Fact(label="judge", value=labels[0][0] if labels else ""),
+        *(party_facts(trace.parties) if trace.parties is not None else []),
     ]
     page = TranscriptPage(
         suite=SUITE, key=trace.run_key,
         title=f"{episode.cell} · {row['agent']} · {arm} · {episode.commitment_type}",
         facts=facts, system_prompt=system_prompt(trace),
-        items=chat_items(trace, people, _verdicts(labels)), model_calls=model_call_views(trace), signals=signals,
+        items=chat_items(trace, people, _verdicts(labels), lambda event: voice_view(episode, event)),
+        model_calls=model_call_views(trace), signals=signals,
         infra_error=trace.infra_error or "",
         people=[PersonView(name=p.name, title=p.title, party=p.role) for p in episode.people],
         expected=expectation(episode, cells, str(row["policy"])),

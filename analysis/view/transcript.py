@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, VerdictView
+from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, VerdictView, VoiceView
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace, TurnRecord
 
@@ -61,12 +61,14 @@ def chat_items(
     trace: EpisodeTrace,
     parties: Mapping[str, str] | None = None,
     verdicts: Callable[[int], list[VerdictView]] | None = None,
+    voices: Callable[[Event], VoiceView | None] | None = None,
 ) -> list[ChatItem]:
     """The conversation of a trace, in order (the system prompt is left out: see :func:`system_prompt`).
 
     ``parties`` maps a sender's display name to their part in the episode (creditor, peer...);
     ``verdicts`` gives the judges' labels of the n-th judged assistant message (the pre-seeded
-    promise is not judged).
+    promise is not judged); ``voices`` says how a party model voiced a person's message (live parties; it is
+    asked only of messages whose trace event carries a voice mark).
     """
     parties = parties or {}
     turns = list(trace.turns)
@@ -128,6 +130,7 @@ def chat_items(
             kind=item_kind, step=event.step, turn=current.index if opens and current is not None else turn_index,
             sender=event.sender, title=event.role, party=parties.get(event.sender, ""), channel=event.channel,
             text=clip(event.text), act=event.act if kind is EventKind.MESSAGE else kind.value, subject=event.subject,
+            voice=voices(event) if voices is not None and event.voice is not None else None,
         ))
         if opens and current is not None and current.index in reasoning:
             items.append(ChatItem(kind=ItemKind.REASONING, step=event.step, turn=current.index,

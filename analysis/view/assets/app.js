@@ -632,6 +632,41 @@
       v.rationale ? h("span", { class: "rationale" }, "reason: ", h("q", { text: v.rationale })) : null)));
   }
 
+  // Live parties: how a party model voiced a person's message. The badge says whose words are shown; the panel
+  // holds the role card the party model was given and the manipulation check's verdict.
+  function checksWord(n) { return n + " failed check" + (n === 1 ? "" : "s"); }
+
+  function voiceBadge(v) {
+    const rejected = (v.problems || []).length;
+    if (v.generated) {
+      return h("span", { class: "voice-badge generated", title: "a party model wrote this text; the check passed it",
+        text: "generated" + (rejected ? " (after " + checksWord(rejected) + ")" : "") });
+    }
+    if (v.fallback) {
+      return h("span", { class: "voice-badge fallback", title: "every text the party model wrote failed the check",
+        text: "script (fallback after " + checksWord(v.attempts || rejected) + ")" });
+    }
+    return h("span", { class: "voice-badge script", text: "script (" + (v.check || "unchecked") + ")" });
+  }
+
+  function voicePanel(v) {
+    const attempts = v.attempts || 0;
+    const verdict = v.fallback ? "every text failed: " + checksWord(attempts) + ", the script's words stand"
+      : v.check === "passed" ? "passed" + (attempts > 1 ? " on attempt " + attempts : "")
+        : v.check || "unchecked";
+    const problems = v.problems || [];
+    const written = attempts + " text" + (attempts === 1 ? "" : "s") + " written, each checked";
+    return h("details", { class: "voice-panel" },
+      h("summary", { text: "Role card and check: " + verdict }),
+      h("p", { class: "voice-verdict" }, h("span", { class: "k", text: "manipulation check" }),
+        h("strong", { class: v.check === "passed" ? null : "error-text", text: v.check || "unchecked" }), " (" + written + ")"),
+      problems.length ? h("div", { class: "voice-problems" }, h("span", { class: "k", text: "rejected texts: what the check found" }),
+        h("ol", null, problems.map((p) => h("li", { text: p })))) : null,
+      h("div", { class: "voice-card" }, h("span", { class: "k", text: "role card" }),
+        v.card ? h("pre", { text: v.card }) : h("p", { class: "error-text card-note", text: v.card_note || "no card" }),
+        h("p", { class: "note" }, "sha256 ", h("code", { text: v.card_digest || "" }))));
+  }
+
   function chatItem(it, page, turns, spans) {
     const kind = it.kind || "message";
     const channel = itemChannel(it, turns);
@@ -664,10 +699,13 @@
     const who = h("span", { class: "who" }, h("strong", { text: it.sender || (assistant ? "assistant" : "") }),
       it.title && it.title.toLowerCase() !== (it.sender || "").toLowerCase() && !(assistant && it.title === "assistant") ? h("span", { class: "title", text: ", " + it.title }) : null,
       it.party ? h("span", { class: "party party-" + it.party, text: it.party }) : null,
-      assistant ? h("span", { class: "tag", text: it.act === "promise" ? " assistant, pre-seeded promise" : " assistant" }) : null);
+      assistant ? h("span", { class: "tag", text: it.act === "promise" ? " assistant, pre-seeded promise" : " assistant" }) : null,
+      it.voice && it.voice.answer ? h("span", { class: "tag answer", text: "answer inside the turn" }) : null,
+      it.voice ? voiceBadge(it.voice) : null);
     const body = assistant && page.reply && it.text === page.reply && spans && spans.length ? h("p", { class: "text" }, marked(it.text, spans)) : h("p", { class: "text", text: it.text || "" });
     return h("li", { class: "item " + (assistant ? "assistant" : "person") + (channel.startsWith("dm:") ? " dm" : ""), "data-kind": kind },
-      meta(who), body, it.subject ? h("p", { class: "note", text: "about: " + it.subject }) : null, verdictList(it.verdicts));
+      meta(who), body, it.subject ? h("p", { class: "note", text: "about: " + it.subject }) : null, it.voice ? voicePanel(it.voice) : null,
+      verdictList(it.verdicts));
   }
 
   // Runs of scripted chatter (filler and closing messages, and the agent's silent turns on them): per item, the
