@@ -34,7 +34,7 @@ from commitbench.episodes.standing.rolecards import (
 from commitbench.identity import config_hash
 from commitbench.llm import ModelClient, ModelSettings
 from commitbench.mock import DEFAULT_MODEL, ReplySpec, ToolCallSpec
-from commitbench.oracles.base import play_reset, play_step
+from commitbench.oracles.base import InterventionError, play_reset, play_step
 from commitbench.oracles.registry import apply_interventions
 from commitbench.oracles.standing.parties import (
     CHECK_INSTRUCTIONS,
@@ -462,3 +462,10 @@ def test_an_unreachable_party_model_fails_the_cell_as_an_infrastructure_error(mo
     summary = run_experiment(config.model_copy(update={"models": [party]}), tmp_path / "run")
     assert summary.cells_failed == 1 and summary.status.value != "aborted"
     assert "party: " in summary.failures[0]  # played again when the run is resumed
+
+
+def test_live_parties_refuse_turkish_episodes_when_the_environment_is_made(mock_server) -> None:
+    turkish = [e for e in load_episodes(languages="tr") if e.cell == "PEER-DIRECT"][:1]
+    with pytest.raises(InterventionError, match="English"):
+        apply_interventions(StandingEnv(episodes=turkish), [LIVE_NAME],
+                            services={PARTIES_SERVICE: _engine(mock_server.base_url)})
