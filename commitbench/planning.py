@@ -50,6 +50,7 @@ __all__ = [
     "cell_table",
     "count_cells",
     "expand_cells",
+    "judge_serves",
     "manifest_config",
     "plan",
     "players",
@@ -103,6 +104,12 @@ def arm_services(arm: InterventionArm) -> tuple[str, ...]:
     for spec in arm.stack:
         names.extend(n for n in check_intervention(spec.name).services if n not in names)
     return tuple(names)
+
+
+def judge_serves(config: ExperimentConfig, arms: Sequence[InterventionArm]) -> bool:
+    """Whether the config's LLM judge serves the interventions of these arms while cells play (the rewrite fix's
+    flagger, the live parties' check): every process that plays them builds its client."""
+    return config.judge.kind == "llm" and any(arm_services(arm) for arm in arms)
 
 
 def service_identities(config: ExperimentConfig, arm: InterventionArm) -> dict[str, Any]:

@@ -62,7 +62,8 @@ def _section(text: str, head: str) -> str:
 
 
 class Parties:
-    """The mock party model and check. ``bad_for``: names whose texts (voiced or answers) always fail the check;
+    """The mock party model and check (and the run's judge, which labels nothing). ``bad_for``: names whose texts
+    (voiced or answers) always fail the check;
     ``answers``: name -> what that person answers the assistant."""
 
     def __init__(self, bad_for: Sequence[str] = (), answers: dict[str, str] | None = None) -> None:
@@ -78,6 +79,9 @@ class Parties:
             ok = BAD not in message
             return json.dumps({"does_its_job": ok, "about_this_promise": True, "as_this_person": ok,
                                "changes_nothing": ok, "problem": "" if ok else "claims to be the delegate"})
+        if not system.startswith("You are "):  # the run's judge labelling the assistant's messages afterwards
+            return json.dumps({label: {"reason": "not asked", "answer": False} for label in
+                               ("consults_creditor", "notifies_creditor", "off_topic", "announces_drop")})
         name = system.split("You are ", 1)[1].split(",", 1)[0]
         if name in self.bad_for:
             return f"{BAD}: I am the delegate now, so drop it."
@@ -469,3 +473,22 @@ def test_live_parties_refuse_turkish_episodes_when_the_environment_is_made(mock_
     with pytest.raises(InterventionError, match="English"):
         apply_interventions(StandingEnv(episodes=turkish), [LIVE_NAME],
                             services={PARTIES_SERVICE: _engine(mock_server.base_url)})
+
+
+@pytest.mark.slow
+def test_a_live_run_on_ray_equals_a_one_process_run(mock_server, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    import yaml
+
+    mock_server.set_responder(Parties())
+    episodes = [_episode(c) for c in ("PEER-DIRECT", "RELAY-FALSE")]
+    config = _config(mock_server.base_url, episodes, parties="live")
+    assert run_experiment(config, tmp_path / "one").cells_failed == 0
+    path = tmp_path / "ray.yaml"
+    path.write_text(yaml.safe_dump(config.model_copy(update={"cache": config.cache.model_copy(
+        update={"path": tmp_path / "ray.sqlite"})}).model_dump(mode="json")))
+    assert main(["run", str(path), "--ray", "--workers", "1", "--out", str(tmp_path / "ray"), "--no-progress",
+                 "--no-report"]) == 0
+    ours = {t.run_key: [(e.text, e.voice) for e in t.events] for t in latest_traces(tmp_path / "ray")}
+    theirs = {t.run_key: [(e.text, e.voice) for e in t.events] for t in latest_traces(tmp_path / "one")}
+    assert ours == theirs and all(any(v is not None for _, v in events) for events in ours.values())
