@@ -42,6 +42,7 @@ from commitbench.oracles.standing.parties import (
     PARTIES_SERVICE,
     PartyBudget,
     PartyEngine,
+    party_calls_at_least,
 )
 from commitbench.planning import expand_cells, manifest_config, select_config_episodes
 from commitbench.protocol import CheckVerdict, end_turn, tool_call
@@ -392,7 +393,8 @@ def test_run_standing_takes_parties_and_a_party_model_on_the_command_line(mock_s
             "--no-progress", "--no-report", "--dry-run"]
     assert main(argv) == 0
     plan = capsys.readouterr().out
-    assert "creditor-rule                    none" in plan and LIVE_NAME in plan
+    rows = {line.split()[1]: int(line.split()[-1]) for line in plan.splitlines() if line.startswith("creditor-rule")}
+    assert rows == {"none": 0, LIVE_NAME: party_calls_at_least(episode)}  # a text and a check per voiced message
     assert main(["run", "standing", "--agent", "creditor-rule", "--parties", "live", "--dry-run"]) != 0
     assert "party_model" in capsys.readouterr().err
 
