@@ -45,7 +45,7 @@ from commitbench.oracles.standing.parties import (
     party_calls_at_least,
 )
 from commitbench.planning import expand_cells, manifest_config, select_config_episodes
-from commitbench.protocol import CheckVerdict, end_turn, tool_call
+from commitbench.protocol import CheckVerdict, end_turn, reply, tool_call
 from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace, latest_traces
 
@@ -260,6 +260,21 @@ def test_a_peer_asked_who_asked_them_answers_inside_the_turn_and_the_script_does
     assert _openers(trace) == _openers(scripted.trace)  # the same turns at the same steps
 
 
+def test_a_plain_reply_to_a_person_is_answered_with_what_comes_next(mock_server) -> None:
+    episode = _episode("PEER-DIRECT")
+    peer = episode.person("peer")
+    mock_server.set_responder(Parties(answers={peer.name: "I just thought it was pointless."}))
+    before = [m for m in episode.script if m.act.value not in ("request", "promise")]
+    cancel_turn = next(i for i, m in enumerate(before) if m.act is ScriptAct.CANCEL)
+    turns: list[list[Any]] = [[end_turn()] for _ in range(cancel_turn)]
+    turns.append([reply(f"{peer.first_name}, who asked you to cancel it?")])
+    events, trace = _play(_live_env(episode, _engine(mock_server.base_url)), turns)
+    texts = [str(e.get("text")) for e in events]
+    answer = texts.index("I just thought it was pointless.")
+    assert texts[answer + 1] == before[cancel_turn + 1].text  # shown just before the next scripted message
+    assert [t.opened_by.step for t in trace.turns] == [m.step for m in before]  # no turn added or moved
+
+
 def test_the_creditor_asked_twice_gives_the_scripted_answer_then_a_checked_one(mock_server) -> None:
     episode = _episode("RELAY-FALSE")
     creditor = episode.creditor
@@ -311,8 +326,9 @@ def test_the_budget_bounds_answers_per_person(mock_server) -> None:
 
 
 # ---------------------------------------------------------------------------------- runs, identity, replay
-CELLS = ("BASE", "CRED-DIRECT", "DELEG-DIRECT", "PEER-DIRECT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE",
-         "FACT-FALSE", "REINSTATE-BYSTANDER", "REINSTATE-CRED")
+CELLS = ("BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
+         "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE", "FACT-FALSE", "REINSTATE-BYSTANDER",
+         "REINSTATE-CRED")
 
 
 def test_the_scripted_arm_keeps_its_config_hash_run_keys_and_ids(mock_server) -> None:
@@ -370,7 +386,9 @@ def test_a_live_run_plays_reports_and_replays_with_zero_calls_and_the_creditor_r
     report = json.loads(capsys.readouterr().out)
     strict = {m["group"]["interventions"]: (m["estimate"], m["n"]) for m in report["metrics"]
               if m["metric"] == "strict_accuracy" and m["group"]["agent"] == "creditor-rule"}
-    assert strict == {"none": (1.0, len(CELLS)), LIVE_NAME: (1.0, len(CELLS))}
+    assert strict["none"] == strict[LIVE_NAME] and strict["none"][0] == 1.0
+    assert main(["view", str(run_dir), "--n-boot", "20", "--no-progress"]) == 0
+    capsys.readouterr()
     # replay: every call comes from the cache, none reaches the server, and the traces are the same
     calls_before = mock_server.stats().chat_completions
     replay = config.model_copy(update={"cache": config.cache.model_copy(
