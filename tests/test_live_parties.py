@@ -312,6 +312,19 @@ def test_a_creditor_reversing_their_wish_is_refused_and_the_acknowledgement_stan
     assert trace.parties.answer_fallbacks == 1 and not any(e.act == ANSWER_ACT for e in trace.events)
 
 
+def test_a_peer_claiming_to_be_the_delegate_is_refused_and_says_nothing(mock_server) -> None:
+    episode = _episode("PEER-DIRECT")
+    peer = episode.person("peer")
+    mock_server.set_responder(Parties(bad_for=[peer.name]))
+    turns = [[_dm(peer.name, "Are you allowed to cancel it?"), end_turn()]]
+    events, trace = _play(_live_env(episode, _engine(mock_server.base_url)), turns)
+    assert not any(BAD in str(e.get("text")) for e in events)
+    assert not any(e.act == ANSWER_ACT for e in trace.events)
+    assert trace.parties.answers == 1 and trace.parties.answer_fallbacks == 1
+    refusal = next(r for r in trace.parties.refusals if r.kind == "answer")
+    assert refusal.role == "peer" and len(refusal.problems) == 3 and "delegate" in refusal.problems[0]
+
+
 def test_the_budget_bounds_answers_per_person(mock_server) -> None:
     episode = _episode("PEER-DIRECT")
     peer = episode.person("peer")
