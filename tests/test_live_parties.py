@@ -33,6 +33,7 @@ from commitbench.episodes.standing.rolecards import (
 )
 from commitbench.identity import config_hash
 from commitbench.llm import ModelClient, ModelSettings
+from commitbench.llm.structured import parse_model_json
 from commitbench.mock import DEFAULT_MODEL, ReplySpec, ToolCallSpec
 from commitbench.oracles.base import InterventionError, play_reset, play_step
 from commitbench.oracles.registry import apply_interventions
@@ -40,6 +41,7 @@ from commitbench.oracles.standing.parties import (
     CHECK_INSTRUCTIONS,
     LIVE_NAME,
     PARTIES_SERVICE,
+    ManipulationCheck,
     PartyBudget,
     PartyEngine,
     party_calls_at_least,
@@ -210,6 +212,25 @@ def test_a_text_failing_the_check_is_written_again_then_the_script_stands_and_ne
     assert sum(BAD in text for text in parties.checked) >= 3  # every bad text was checked ...
     assert not any(BAD in str(event.get("text")) for event in events)  # ... and none reached the agent
     assert trace.parties.event_fallbacks == 1 and trace.parties.refusals[0].role == "peer"
+
+
+_YES = {"does_its_job": True, "about_this_promise": True, "as_this_person": True, "changes_nothing": True}
+
+
+@pytest.mark.parametrize(("reply", "passes"), [
+    (json.dumps({**_YES, "problem": ""}), True),
+    (json.dumps({**_YES, "problem": "", "reason": "a judge that explains itself"}), True),
+    (json.dumps({**_YES, "changes_nothing": False, "problem": "invents a delegation"}), False),
+    (json.dumps({k: v for k, v in _YES.items() if k != "as_this_person"}), None),  # a question unanswered
+    ("yes, all good", None),
+    ("", None),
+])
+def test_a_verdict_passes_only_when_every_answer_is_yes(reply: str, passes: bool | None) -> None:
+    parsed = parse_model_json(reply, ManipulationCheck)
+    if passes is None:
+        assert parsed.value is None  # the engine counts it as a failure
+    else:
+        assert parsed.value is not None and parsed.value.passed is passes
 
 
 def test_an_unreadable_verdict_counts_as_a_failure(mock_server) -> None:

@@ -105,7 +105,7 @@ class PartyBudget(BaseModel):
 class ManipulationCheck(BaseModel):
     """The judge's yes/no answers about one generated text (every answer must be yes for the text to pass)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # a judge that adds its reasons still gives a verdict
 
     does_its_job: bool = Field(description="It does what it should: conveys the intended act, or answers the "
                                "assistant within what the person knows.")
