@@ -28,6 +28,7 @@ from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.rolecards import (
     PartyStance,
     RoleCardError,
+    card_of_message,
     promise_state,
     role_card,
 )
@@ -313,6 +314,8 @@ def test_the_creditor_asked_twice_gives_the_scripted_answer_then_a_checked_one(m
     second = next(e for e in trace.events if e.act == ANSWER_ACT)
     assert second.sender == creditor.name and second.text == "As I said, I still want it sent."
     assert trace.parties.answers == 1  # the due answer is the script's, outside the budget
+    for event in (e for e in trace.events if e.voice is not None):  # every mark names the card it was written from
+        assert event.voice.card == card_of_message(episode, event.sender, event.step, event.act).digest()
 
 
 def test_a_creditor_reversing_their_wish_is_refused_and_the_acknowledgement_stands(mock_server) -> None:
