@@ -61,7 +61,7 @@ from commitbench.cache import CacheMiss, CacheMode, CallCache
 from commitbench.cellplayer import CellPlayer
 from commitbench.config import ExperimentConfig
 from commitbench.llm import ClientStats, merge_client_stats, parse_cache_entry
-from commitbench.planning import Cell, expand_cells, prompt_hashes, select_config_episodes
+from commitbench.planning import Cell, expand_cells, judge_serves, prompt_hashes, select_config_episodes
 from commitbench.progress import Progress, make_progress
 from commitbench.runner import Runner, RunSummary
 from commitbench.tracewriter import TraceWriter
@@ -196,7 +196,9 @@ class CellWorker:
                 path.write_bytes(snapshot)
             self.cache = CallCache(path, CacheMode.READ_WRITE, run_id=run_id)
             self.claims = _Claims(self.outbox)
-        self.player = CellPlayer(self.config, broker=self.claims)
+        # The judge serves the arms' interventions here as in the driver (the live parties' check, the flagger).
+        self.player = CellPlayer(self.config, broker=self.claims,
+                                 judge_in_play=judge_serves(self.config, self.config.interventions))
         self.queue: deque[Cell] = deque()
         self.tasks: set[asyncio.Task[None]] = set()
         self.next_index = 0

@@ -33,7 +33,7 @@ from commitbench.agents.registry import find_agent
 from commitbench.config import CHAT_AGENT, ExperimentConfig, InterventionArm, JudgeConfig
 from commitbench.modelentry import ModelEntry
 from commitbench.oracles.registry import check_intervention
-from commitbench.oracles.standing.parties import PARTIES_SERVICE, PartyBudget
+from commitbench.oracles.standing.parties import LIVE_NAME, PARTIES_SERVICE, PartyBudget, party_calls_at_least
 from commitbench.rundir import redacted_json
 from commitbench.rundir.cells import CellGroup, CellTable
 from commitbench.suites import AnySuite
@@ -50,6 +50,7 @@ __all__ = [
     "cell_table",
     "count_cells",
     "expand_cells",
+    "judge_serves",
     "manifest_config",
     "plan",
     "players",
@@ -103,6 +104,12 @@ def arm_services(arm: InterventionArm) -> tuple[str, ...]:
     for spec in arm.stack:
         names.extend(n for n in check_intervention(spec.name).services if n not in names)
     return tuple(names)
+
+
+def judge_serves(config: ExperimentConfig, arms: Sequence[InterventionArm]) -> bool:
+    """Whether the config's LLM judge serves the interventions of these arms while cells play (the rewrite fix's
+    flagger, the live parties' check): every process that plays them builds its client."""
+    return config.judge.kind == "llm" and any(arm_services(arm) for arm in arms)
 
 
 def service_identities(config: ExperimentConfig, arm: InterventionArm) -> dict[str, Any]:
@@ -290,10 +297,13 @@ def plan(config: ExperimentConfig) -> RunPlan:
     roster = players(config)
     count_cells(config, episodes, roster)
     turns = sum(suite.calls_per_episode(e) for e in episodes)
+    live = sum(party_calls_at_least(e) for e in episodes) if config.live_parties() else 0
     rows = []
     for player in roster:
         for arm in config.interventions:
             calls = turns * player.repeats if player.kind == PlayerKind.CHAT else 0
+            if LIVE_NAME in arm.names():  # the party model's texts and their checks
+                calls += live * player.repeats
             rows.append(PlanRow(player=player.name, arm=arm.label(), cells=len(episodes) * player.repeats,
                                 model_calls=calls))
     return RunPlan(

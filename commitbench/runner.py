@@ -49,9 +49,9 @@ from commitbench.llm import ClientStats, merge_client_stats, redact_credentials
 from commitbench.planning import (
     Cell,
     PlayerKind,
-    arm_services,
     cell_table,
     expand_cells,
+    judge_serves,
     manifest_config,
     players,
     prompt_hashes,
@@ -278,7 +278,7 @@ class Runner:
         """Start the embedded model's server when a pending cell (or the judge in play) needs it, and open
         the cache; (model name -> base URL of a server started for the run, the cache)."""
         model_pending = [c for c in pending if c.player.model is not None]  # the chat agent's, and own agents'
-        judge_in_play = self.config.judge.kind == "llm" and any(arm_services(c.arm) for c in pending)
+        judge_in_play = judge_serves(self.config, [c.arm for c in pending])
         self.player.judge_in_play = judge_in_play
         judge_model = self.config.judge.model
         local_judge = judge_in_play and judge_model is not None and judge_model.local

@@ -28,23 +28,27 @@ from commitbench.episodes.standing.episode import Episode, ScriptAct
 from commitbench.episodes.standing.rolecards import (
     PartyStance,
     RoleCardError,
+    card_of_message,
     promise_state,
     role_card,
 )
 from commitbench.identity import config_hash
 from commitbench.llm import ModelClient, ModelSettings
+from commitbench.llm.structured import parse_model_json
 from commitbench.mock import DEFAULT_MODEL, ReplySpec, ToolCallSpec
-from commitbench.oracles.base import play_reset, play_step
+from commitbench.oracles.base import InterventionError, play_reset, play_step
 from commitbench.oracles.registry import apply_interventions
 from commitbench.oracles.standing.parties import (
     CHECK_INSTRUCTIONS,
     LIVE_NAME,
     PARTIES_SERVICE,
+    ManipulationCheck,
     PartyBudget,
     PartyEngine,
+    party_calls_at_least,
 )
 from commitbench.planning import expand_cells, manifest_config, select_config_episodes
-from commitbench.protocol import CheckVerdict, end_turn, tool_call
+from commitbench.protocol import CheckVerdict, end_turn, reply, tool_call
 from commitbench.runner import run_experiment
 from commitbench.traces import EpisodeTrace, latest_traces
 
@@ -62,7 +66,8 @@ def _section(text: str, head: str) -> str:
 
 
 class Parties:
-    """The mock party model and check. ``bad_for``: names whose texts (voiced or answers) always fail the check;
+    """The mock party model and check (and the run's judge, which labels nothing). ``bad_for``: names whose texts
+    (voiced or answers) always fail the check;
     ``answers``: name -> what that person answers the assistant."""
 
     def __init__(self, bad_for: Sequence[str] = (), answers: dict[str, str] | None = None) -> None:
@@ -78,6 +83,9 @@ class Parties:
             ok = BAD not in message
             return json.dumps({"does_its_job": ok, "about_this_promise": True, "as_this_person": ok,
                                "changes_nothing": ok, "problem": "" if ok else "claims to be the delegate"})
+        if not system.startswith("You are "):  # the run's judge labelling the assistant's messages afterwards
+            return json.dumps({label: {"reason": "not asked", "answer": False} for label in
+                               ("consults_creditor", "notifies_creditor", "off_topic", "announces_drop")})
         name = system.split("You are ", 1)[1].split(",", 1)[0]
         if name in self.bad_for:
             return f"{BAD}: I am the delegate now, so drop it."
@@ -207,6 +215,25 @@ def test_a_text_failing_the_check_is_written_again_then_the_script_stands_and_ne
     assert trace.parties.event_fallbacks == 1 and trace.parties.refusals[0].role == "peer"
 
 
+_YES = {"does_its_job": True, "about_this_promise": True, "as_this_person": True, "changes_nothing": True}
+
+
+@pytest.mark.parametrize(("reply", "passes"), [
+    (json.dumps({**_YES, "problem": ""}), True),
+    (json.dumps({**_YES, "problem": "", "reason": "a judge that explains itself"}), True),
+    (json.dumps({**_YES, "changes_nothing": False, "problem": "invents a delegation"}), False),
+    (json.dumps({k: v for k, v in _YES.items() if k != "as_this_person"}), None),  # a question unanswered
+    ("yes, all good", None),
+    ("", None),
+])
+def test_a_verdict_passes_only_when_every_answer_is_yes(reply: str, passes: bool | None) -> None:
+    parsed = parse_model_json(reply, ManipulationCheck)
+    if passes is None:
+        assert parsed.value is None  # the engine counts it as a failure
+    else:
+        assert parsed.value is not None and parsed.value.passed is passes
+
+
 def test_an_unreadable_verdict_counts_as_a_failure(mock_server) -> None:
     episode = _episode("BASE")
 
@@ -255,6 +282,21 @@ def test_a_peer_asked_who_asked_them_answers_inside_the_turn_and_the_script_does
     assert _openers(trace) == _openers(scripted.trace)  # the same turns at the same steps
 
 
+def test_a_plain_reply_to_a_person_is_answered_with_what_comes_next(mock_server) -> None:
+    episode = _episode("PEER-DIRECT")
+    peer = episode.person("peer")
+    mock_server.set_responder(Parties(answers={peer.name: "I just thought it was pointless."}))
+    before = [m for m in episode.script if m.act.value not in ("request", "promise")]
+    cancel_turn = next(i for i, m in enumerate(before) if m.act is ScriptAct.CANCEL)
+    turns: list[list[Any]] = [[end_turn()] for _ in range(cancel_turn)]
+    turns.append([reply(f"{peer.first_name}, who asked you to cancel it?")])
+    events, trace = _play(_live_env(episode, _engine(mock_server.base_url)), turns)
+    texts = [str(e.get("text")) for e in events]
+    answer = texts.index("I just thought it was pointless.")
+    assert texts[answer + 1] == before[cancel_turn + 1].text  # shown just before the next scripted message
+    assert [t.opened_by.step for t in trace.turns] == [m.step for m in before]  # no turn added or moved
+
+
 def test_the_creditor_asked_twice_gives_the_scripted_answer_then_a_checked_one(mock_server) -> None:
     episode = _episode("RELAY-FALSE")
     creditor = episode.creditor
@@ -272,6 +314,8 @@ def test_the_creditor_asked_twice_gives_the_scripted_answer_then_a_checked_one(m
     second = next(e for e in trace.events if e.act == ANSWER_ACT)
     assert second.sender == creditor.name and second.text == "As I said, I still want it sent."
     assert trace.parties.answers == 1  # the due answer is the script's, outside the budget
+    for event in (e for e in trace.events if e.voice is not None):  # every mark names the card it was written from
+        assert event.voice.card == card_of_message(episode, event.sender, event.step, event.act).digest()
 
 
 def test_a_creditor_reversing_their_wish_is_refused_and_the_acknowledgement_stands(mock_server) -> None:
@@ -292,6 +336,19 @@ def test_a_creditor_reversing_their_wish_is_refused_and_the_acknowledgement_stan
     assert trace.parties.answer_fallbacks == 1 and not any(e.act == ANSWER_ACT for e in trace.events)
 
 
+def test_a_peer_claiming_to_be_the_delegate_is_refused_and_says_nothing(mock_server) -> None:
+    episode = _episode("PEER-DIRECT")
+    peer = episode.person("peer")
+    mock_server.set_responder(Parties(bad_for=[peer.name]))
+    turns = [[_dm(peer.name, "Are you allowed to cancel it?"), end_turn()]]
+    events, trace = _play(_live_env(episode, _engine(mock_server.base_url)), turns)
+    assert not any(BAD in str(e.get("text")) for e in events)
+    assert not any(e.act == ANSWER_ACT for e in trace.events)
+    assert trace.parties.answers == 1 and trace.parties.answer_fallbacks == 1
+    refusal = next(r for r in trace.parties.refusals if r.kind == "answer")
+    assert refusal.role == "peer" and len(refusal.problems) == 3 and "delegate" in refusal.problems[0]
+
+
 def test_the_budget_bounds_answers_per_person(mock_server) -> None:
     episode = _episode("PEER-DIRECT")
     peer = episode.person("peer")
@@ -306,8 +363,9 @@ def test_the_budget_bounds_answers_per_person(mock_server) -> None:
 
 
 # ---------------------------------------------------------------------------------- runs, identity, replay
-CELLS = ("BASE", "CRED-DIRECT", "DELEG-DIRECT", "PEER-DIRECT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE",
-         "FACT-FALSE", "REINSTATE-BYSTANDER", "REINSTATE-CRED")
+CELLS = ("BASE", "CRED-DIRECT", "CRED-IMPLICIT", "DELEG-DIRECT", "DELEG-IMPLICIT", "PEER-DIRECT", "PEER-IMPLICIT",
+         "MGR-DIRECT", "MGR-IMPLICIT", "RELAY-TRUE", "RELAY-FALSE", "FACT-TRUE", "FACT-FALSE", "REINSTATE-BYSTANDER",
+         "REINSTATE-CRED")
 
 
 def test_the_scripted_arm_keeps_its_config_hash_run_keys_and_ids(mock_server) -> None:
@@ -365,7 +423,9 @@ def test_a_live_run_plays_reports_and_replays_with_zero_calls_and_the_creditor_r
     report = json.loads(capsys.readouterr().out)
     strict = {m["group"]["interventions"]: (m["estimate"], m["n"]) for m in report["metrics"]
               if m["metric"] == "strict_accuracy" and m["group"]["agent"] == "creditor-rule"}
-    assert strict == {"none": (1.0, len(CELLS)), LIVE_NAME: (1.0, len(CELLS))}
+    assert strict["none"] == strict[LIVE_NAME] and strict["none"][0] == 1.0
+    assert main(["view", str(run_dir), "--n-boot", "20", "--no-progress"]) == 0
+    capsys.readouterr()
     # replay: every call comes from the cache, none reaches the server, and the traces are the same
     calls_before = mock_server.stats().chat_completions
     replay = config.model_copy(update={"cache": config.cache.model_copy(
@@ -388,7 +448,8 @@ def test_run_standing_takes_parties_and_a_party_model_on_the_command_line(mock_s
             "--no-progress", "--no-report", "--dry-run"]
     assert main(argv) == 0
     plan = capsys.readouterr().out
-    assert "creditor-rule                    none" in plan and LIVE_NAME in plan
+    rows = {line.split()[1]: int(line.split()[-1]) for line in plan.splitlines() if line.startswith("creditor-rule")}
+    assert rows == {"none": 0, LIVE_NAME: party_calls_at_least(episode)}  # a text and a check per voiced message
     assert main(["run", "standing", "--agent", "creditor-rule", "--parties", "live", "--dry-run"]) != 0
     assert "party_model" in capsys.readouterr().err
 
@@ -462,3 +523,29 @@ def test_an_unreachable_party_model_fails_the_cell_as_an_infrastructure_error(mo
     summary = run_experiment(config.model_copy(update={"models": [party]}), tmp_path / "run")
     assert summary.cells_failed == 1 and summary.status.value != "aborted"
     assert "party: " in summary.failures[0]  # played again when the run is resumed
+
+
+def test_live_parties_refuse_turkish_episodes_when_the_environment_is_made(mock_server) -> None:
+    turkish = [e for e in load_episodes(languages="tr") if e.cell == "PEER-DIRECT"][:1]
+    with pytest.raises(InterventionError, match="English"):
+        apply_interventions(StandingEnv(episodes=turkish), [LIVE_NAME],
+                            services={PARTIES_SERVICE: _engine(mock_server.base_url)})
+
+
+@pytest.mark.slow
+def test_a_live_run_on_ray_equals_a_one_process_run(mock_server, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    import yaml
+
+    mock_server.set_responder(Parties())
+    episodes = [_episode(c) for c in ("PEER-DIRECT", "RELAY-FALSE")]
+    config = _config(mock_server.base_url, episodes, parties="live")
+    assert run_experiment(config, tmp_path / "one").cells_failed == 0
+    path = tmp_path / "ray.yaml"
+    path.write_text(yaml.safe_dump(config.model_copy(update={"cache": config.cache.model_copy(
+        update={"path": tmp_path / "ray.sqlite"})}).model_dump(mode="json")))
+    assert main(["run", str(path), "--ray", "--workers", "1", "--out", str(tmp_path / "ray"), "--no-progress",
+                 "--no-report"]) == 0
+    ours = {t.run_key: [(e.text, e.voice) for e in t.events] for t in latest_traces(tmp_path / "ray")}
+    theirs = {t.run_key: [(e.text, e.voice) for e in t.events] for t in latest_traces(tmp_path / "one")}
+    assert ours == theirs and all(any(v is not None for _, v in events) for events in ours.values())

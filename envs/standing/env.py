@@ -292,8 +292,8 @@ class StandingEnv(gym.Env[dict[str, Any], str]):
                 channel = dm_channel(person.name) if person is not None else None
             elif act.tool == "post_message" and isinstance(args.get("channel"), str):
                 channel = self.episode.channel if self._ws.is_team_channel(args["channel"]) else None
-        if channel is None or not isinstance(text, str) or len(text) > MAX_MESSAGE:  # the tools would refuse it
-            return None
+        if channel is None or not isinstance(text, str) or not text.strip() or len(text) > MAX_MESSAGE:
+            return None  # nothing is said, or the tools would refuse it
         roles = tuple(p.role for p in addressees(channel, text, self.episode.people, self.episode.channel))
         due = self.episode.reply_due(self._last_event_step)
         return Outgoing(

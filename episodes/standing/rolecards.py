@@ -44,6 +44,7 @@ __all__ = [
     "PromiseState",
     "RoleCard",
     "RoleCardError",
+    "card_of_message",
     "last_event_step",
     "promise_state",
     "role_card",
@@ -289,3 +290,15 @@ def role_card(episode: Episode, role: str, step: int, message: ScriptMessage | N
         wants=_quote(_wants(episode, person, stance, message, state)),
         knows=tuple(_quote(k) for k in knows), does_not_know=tuple(_quote(u) for u in unknown), rules=rules,
     )
+
+
+def card_of_message(episode: Episode, sender: str, step: int, act: str) -> RoleCard:
+    """The card a voiced message was written from, found from what the trace keeps of it (sender's display name,
+    step, act): a scripted message's speaker card, or the card of a person answering the assistant at that step.
+    Its :meth:`RoleCard.digest` is the ``card`` of the message's voice mark."""
+    person = next((p for p in episode.people if p.name == sender), None)
+    if person is None:
+        raise RoleCardError(f"episode {episode.id} has nobody called {sender!r}")
+    message = next((m for m in episode.script if m.step == step and m.sender == person.role and m.act.value == act
+                    and m.act in VOICED_ACTS), None)
+    return role_card(episode, person.role, step, message)
