@@ -44,7 +44,7 @@ from commitbench.analysis.view.transcript import (
 )
 from commitbench.envs.standing.voices import ANSWER_ACT
 from commitbench.episodes.standing.episode import Episode
-from commitbench.episodes.standing.rolecards import RoleCard, RoleCardError, role_card
+from commitbench.episodes.standing.rolecards import RoleCard, RoleCardError, card_of_message
 from commitbench.identity import arm_label
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.signals import Signals
@@ -171,31 +171,19 @@ def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callab
     return verdicts
 
 
-def _cards(episode: Episode, event: Event) -> list[RoleCard]:
-    """The role cards the party model may have been given for ``event``: the card for voicing the scripted message
-    of that step, and the card for answering the assistant at that step (the recorded digest tells which)."""
-    role = next((p.role for p in episode.people if p.name == event.sender), None)
-    if role is None:
-        return []
-    messages = [m for m in episode.script if m.step == event.step and m.sender == role and m.act.value == event.act]
-    out: list[RoleCard] = []
-    for message in [*messages, None]:
-        try:
-            out.append(role_card(episode, role, event.step, message))
-        except RoleCardError:
-            return out
-    return out
-
-
 def voice_view(episode: Episode, event: Event) -> VoiceView | None:
     """How a party model voiced ``event``, with its role card rebuilt from the episode (None: a scripted text)."""
     mark = event.voice
     if mark is None:
         return None
-    card = next((c for c in _cards(episode, event) if c.digest() == mark.card), None)
+    try:
+        found: RoleCard | None = card_of_message(episode, event.sender, event.step, event.act)
+    except RoleCardError:
+        found = None
+    card = found if found is not None and found.digest() == mark.card else None
     note = "" if card is not None else (
-        f"The role card could not be rebuilt: no card this episode gives {event.sender or 'this person'} at step "
-        f"{event.step} has the recorded digest (the cards may have changed since the run)."
+        f"The role card could not be rebuilt: the card this episode gives {event.sender or 'this person'} at step "
+        f"{event.step} does not have the recorded digest (the cards may have changed since the run)."
     )
     return VoiceView(
         generated=mark.generated, fallback=mark.fallback, check=mark.check.value, attempts=mark.attempts,
