@@ -40,6 +40,7 @@ def test_the_report_pairs_live_with_scripted_and_counts_the_fallbacks_per_cell(m
     assert by_cell == set(CELLS)
     parties = {p["cell"]: p for p in report["parties"]}
     assert set(parties) == set(CELLS) and all(p["interventions"] == LIVE_NAME for p in parties.values())
+    assert {p["party_model"] for p in parties.values()} == {DEFAULT_MODEL}
     assert all(p["runs"] == len(TYPES) and p["voiced"] >= len(TYPES) for p in parties.values())
     assert parties["PEER-DIRECT"]["event_fallbacks"] >= len(TYPES)  # each peer's cancellation: the script stood
     assert sum(p["event_fallbacks"] for p in parties.values()) < sum(p["voiced"] for p in parties.values())

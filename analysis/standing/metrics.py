@@ -100,14 +100,15 @@ PARTY_COLUMNS: tuple[str, ...] = (
 )
 
 
-def party_columns(trace: EpisodeTrace) -> dict[str, int]:
-    """What the live parties did in the run (all zero for the scripted parties): messages a party model worded,
+def party_columns(trace: EpisodeTrace) -> dict[str, int | str]:
+    """What the live parties did in the run (all zero for the scripted parties): the party model, messages it worded,
     those shown in the script's words after every text failed the check, answers asked for, answers refused so,
     and messages left unanswered for the budget."""
     record = trace.parties
     if record is None:
-        return dict.fromkeys(PARTY_COLUMNS, 0)
-    return {"party_voiced": record.voiced_events, "party_event_fallbacks": record.event_fallbacks,
+        return {**dict.fromkeys(PARTY_COLUMNS, 0), "party_model": ""}
+    return {"party_model": record.party_model, "party_voiced": record.voiced_events,
+            "party_event_fallbacks": record.event_fallbacks,
             "party_answers": record.answers, "party_answer_fallbacks": record.answer_fallbacks,
             "party_budget_refusals": record.budget_refusals}
 

@@ -110,6 +110,7 @@ class PartiesCell(BaseModel):
 
     agent: str = Field(description="The player.")
     interventions: str = Field(description="The arm (it holds parties:live).")
+    party_model: str = Field(description="The served name of the party model that voiced the people.")
     cell: str = Field(description="The standing cell.")
     runs: int = Field(description="Runs of the cell.")
     voiced: int = Field(description="Scripted messages a party model was asked to word.")
@@ -125,9 +126,10 @@ def parties_table(rows: pd.DataFrame) -> list[PartiesCell]:
         return []
     live = rows[rows["interventions"].astype(str).str.split("+").map(lambda names: LIVE_NAME in names)]
     out: list[PartiesCell] = []
-    for (agent, arm, cell), part in live.groupby(["agent", "interventions", "cell"], sort=True, observed=True):
+    keys = ["agent", "interventions", "party_model", "cell"]
+    for (agent, arm, party, cell), part in live.groupby(keys, sort=True, observed=True):
         out.append(PartiesCell(
-            agent=str(agent), interventions=str(arm), cell=str(cell), runs=len(part),
+            agent=str(agent), interventions=str(arm), party_model=str(party), cell=str(cell), runs=len(part),
             voiced=int(part["party_voiced"].sum()), event_fallbacks=int(part["party_event_fallbacks"].sum()),
             answers=int(part["party_answers"].sum()), answer_fallbacks=int(part["party_answer_fallbacks"].sum()),
             budget_refusals=int(part["party_budget_refusals"].sum()),
@@ -566,13 +568,14 @@ def _parties_views(report: StandingReport) -> list[TableView]:
     def share(part: int, whole: int) -> str:
         return f"{part} ({100 * part / whole:.0f}%)" if whole else "0"
 
-    body = [[p.agent, p.interventions, p.cell, str(p.runs), str(p.voiced), share(p.event_fallbacks, p.voiced),
-             str(p.answers), share(p.answer_fallbacks, p.answers), str(p.budget_refusals)] for p in report.parties]
+    body = [[p.agent, p.interventions, p.party_model, p.cell, str(p.runs), str(p.voiced),
+             share(p.event_fallbacks, p.voiced), str(p.answers), share(p.answer_fallbacks, p.answers),
+             str(p.budget_refusals)] for p in report.parties]
     return [TableView(
         title=_TITLES["parties"], rows=body,
-        columns=["model", "intervention", "cell", "runs", "worded", "script stood", "answers", "refused",
-                 "over budget"],
-        numeric=[False, False, False, True, True, True, True, True, True],
+        columns=["model", "intervention", "party model", "cell", "runs", "worded", "script stood", "answers",
+                 "refused", "over budget"],
+        numeric=[False, False, False, False, True, True, True, True, True, True],
     )]
 
 
