@@ -87,3 +87,23 @@ def test_load_environment_selects_through_the_suites_own_filter() -> None:
         list(load_environment(suite="standing", filters={"celss": ["PEER-DIRECT"]}).taskset)
     with pytest.raises(ValueError, match="unknown suite"):
         load_environment(suite="nope")
+
+
+def test_vf_eval_plays_standing_with_live_parties_voiced_by_a_model_of_their_own(mock_server: MockServer,
+                                                                                  tmp_path: Path) -> None:
+    from test_live_parties import Parties
+
+    from commitbench.oracles.standing.parties import CHECK_INSTRUCTIONS
+
+    mock_server.set_responder(Parties())
+    filters = {**STANDING_FILTERS, "cells": ["PEER-DIRECT"]}
+    _, traces = _vf_eval(mock_server, "commitbench-standing", tmp_path / "vf",
+                         "--env.taskset.filters", json.dumps(filters),
+                         "--env.taskset.parties.base-url", mock_server.base_url,
+                         "--env.taskset.parties.model", "party-model")
+    assert len(traces) == 1 and not traces[0]["errors"] and traces[0]["rewards"]
+    assert traces[0]["task"]["key"].endswith(":parties:live")
+    bodies = [r["body"] for r in mock_server.requests() if isinstance(r.get("body"), dict)]
+    party = [b for b in bodies if b.get("model") == "party-model"]
+    assert any(b["messages"][0]["content"] == CHECK_INSTRUCTIONS for b in party), "the party model's texts were checked"
+    assert any(b.get("model") == DEFAULT_MODEL for b in bodies), "the policy played through the interception server"

@@ -35,7 +35,8 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     ) from exc
 from pydantic import Field
 
-from commitbench.rl.evaluate import SUITE_ENVS, evaluate
+from commitbench.oracles.standing.parties import LIVE_NAME as LIVE_PARTIES
+from commitbench.rl.evaluate import SUITE_ENVS, PartyModel, evaluate
 from commitbench.rl.rewards import FollowupTerm, FollowupWeights, StandingTerm, StandingWeights
 from commitbench.suites import get_suite
 
@@ -70,6 +71,9 @@ class EpisodeData(vf.TaskData):
     )
     language: str | None = Field(default=None, description="The episode's language (standing; None: English).")
     factors: dict[str, Any] = Field(default_factory=dict, description="The episode's design factors (its cell, ...).")
+    parties: PartyModel | None = Field(
+        default=None, description="Live parties: the model that voices the people (standing; None: the script's words)."
+    )
 
 
 def _graded_term(trace: vf.Trace, term: str) -> float:
@@ -108,7 +112,8 @@ class StandingTask(vf.Task[EpisodeData]):
 
     @property
     def key(self) -> str:
-        return f"{self.data.suite}:{self.data.episode_id}:{'+'.join(self.data.interventions) or 'none'}"
+        arm = [*self.data.interventions, *([LIVE_PARTIES] if self.data.parties is not None else [])]
+        return f"{self.data.suite}:{self.data.episode_id}:{'+'.join(arm) or 'none'}"
 
 
 class FollowupTask(vf.Task[EpisodeData]):
@@ -143,6 +148,11 @@ class StandingTasksetConfig(_SuiteTasksetConfig):
     """The standing suite's tasks."""
 
     language: str | None = Field(default=None, description="'en', 'tr' (None: English).")
+    parties: PartyModel | None = Field(
+        default=None,
+        description="Play with live parties voiced by this model, checked by it or the checker it names "
+        "(docs/live-parties.md); never the policy's endpoint. None: the scripted parties.",
+    )
 
 
 class FollowupTasksetConfig(_SuiteTasksetConfig):
@@ -159,14 +169,15 @@ def _episodes(suite_name: str, config: _SuiteTasksetConfig, language: str | None
     return list({str(e.id): e for e in reversed(suite.select(selection))}.values())[::-1]
 
 
-def _data(suite: str, episode: Any, config: _SuiteTasksetConfig, language: str | None = None) -> EpisodeData:
+def _data(suite: str, episode: Any, config: _SuiteTasksetConfig, language: str | None = None,
+          parties: PartyModel | None = None) -> EpisodeData:
     """A task's data: the episode, and the arm and profile it is played under. The prompt only names the episode
     (as the inspect tasks' inputs do): the harness plays it from the environment's own opening."""
     factors = episode.factors() if callable(getattr(episode, "factors", None)) else {}
     return EpisodeData(
         id=str(episode.id), name=str(episode.id), prompt=f"{suite} episode {episode.id}", suite=suite,
         episode_id=str(episode.id), profile=config.profile, interventions=list(config.interventions),
-        language=language, factors={str(k): v for k, v in factors.items()},
+        language=language, factors={str(k): v for k, v in factors.items()}, parties=parties,
     )
 
 
@@ -177,7 +188,8 @@ class StandingTaskset(vf.Taskset[StandingTask, StandingTasksetConfig]):
 
     def load(self) -> Iterable[StandingTask]:
         for episode in _episodes(self.SUITE, self.config, self.config.language):
-            yield StandingTask(_data(self.SUITE, episode, self.config, self.config.language), self.config.task)
+            data = _data(self.SUITE, episode, self.config, self.config.language, self.config.parties)
+            yield StandingTask(data, self.config.task)
 
 
 class FollowupTaskset(vf.Taskset[FollowupTask, FollowupTasksetConfig]):
@@ -252,7 +264,8 @@ def _play(data: EpisodeData, endpoint: str, model: str, key_env: str, settings: 
     if data.language is not None:
         episodes["language"] = data.language
     played = evaluate(endpoint, model, suite=data.suite, episodes=episodes, profile=data.profile,
-                      api_key_env=key_env, settings=settings, concurrency=1, interventions=data.interventions)
+                      api_key_env=key_env, settings=settings, concurrency=1, interventions=data.interventions,
+                      parties=data.parties)
     if len(played) != 1:
         raise RuntimeError(f"expected one graded run of episode {data.episode_id}, got {len(played)}")
     return played[0].model_dump(mode="json")
@@ -266,10 +279,11 @@ def load_environment(
     interventions: Sequence[str] = (),
     filters: Mapping[str, Any] | None = None,
     language: str | None = None,
+    parties: PartyModel | None = None,
 ) -> vf.Env:
     """The verifiers environment of a suite: its taskset over the selected episodes, played by
     :class:`CommitbenchHarness`. ``cells`` selects standing cells (the follow-up suite's setups go in
-    ``filters``, e.g. ``{"setups": ["C2"]}``)."""
+    ``filters``, e.g. ``{"setups": ["C2"]}``); ``parties`` plays the standing episodes with live parties."""
     if suite not in SUITE_ENVS:
         raise ValueError(f"unknown suite {suite!r}; known: {', '.join(SUITE_ENVS)}")
     chosen = dict(filters or {})
@@ -283,5 +297,9 @@ def load_environment(
         if suite != "standing":
             raise ValueError("only the standing suite has languages")
         taskset["language"] = language
+    if parties is not None:
+        if suite != "standing":
+            raise ValueError("live parties are played on the standing suite only")
+        taskset["parties"] = parties.model_dump()
     config = vf.resolve_env_config({"taskset": taskset})
     return vf.load_environment(config)
