@@ -34,9 +34,19 @@ def test_there_are_configs_and_a_followup_one() -> None:
     assert "followup-full.yaml" in names and len(names) >= 3
 
 
+# Configs allowed to let a tested model judge itself, each with its reason. The only one is a demonstration on the
+# embedded model, which plays the assistant, the live parties and their checker at once: one small CPU model is
+# all it has, and it measures nothing (docs/live-parties.md, "The demo and the GPU study").
+SELF_JUDGING_DEMOS = {"live-demo.yaml": "the embedded model is the assistant, the party model and the checker"}
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_no_shipped_config_lets_a_tested_model_judge_itself(path: Path) -> None:
     config = load_config(path)
+    if path.name in SELF_JUDGING_DEMOS:
+        assert config.judge.allow_tested_model and config.judge.model is not None and config.judge.model.local
+        assert all(m.local for m in config.models), "only the embedded model may judge itself, in a demo"
+        return
     assert not config.judge.allow_tested_model, f"{path.name} lets a tested model judge its own replies"
     assert config.judge_is_tested() == []
     if config.judge.kind == "llm":
