@@ -51,3 +51,12 @@ def test_a_model_that_claims_every_request_done_scores_as_a_false_claim(mock_ser
 def test_an_unknown_suite_is_refused_with_its_name() -> None:
     with pytest.raises(ValueError, match="unknown suite 'nope'"):
         evaluate("http://127.0.0.1:1/v1", "m", suite="nope")
+
+
+def test_live_parties_are_refused_for_the_followup_suite_before_anything_plays(tmp_path: Path) -> None:
+    from commitbench.rl.evaluate import PartyModel
+
+    party = PartyModel(base_url="http://127.0.0.1:9/v1", model="party")
+    with pytest.raises(ValueError, match="standing suite only"):
+        evaluate("http://127.0.0.1:9/v1", "m", suite="followup", parties=party, out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

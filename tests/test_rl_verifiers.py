@@ -16,7 +16,7 @@ import pytest
 vf = pytest.importorskip("verifiers.v1", reason="the verifiers extra is installed in a venv of its own (docs/rl.md)")
 
 from commitbench.mock import DEFAULT_MODEL, MockServer  # noqa: E402
-from commitbench.rl.evaluate import evaluate  # noqa: E402
+from commitbench.rl.evaluate import PartyModel, evaluate  # noqa: E402
 from commitbench.rl.rewards import FollowupTerm, FollowupWeights, StandingTerm, StandingWeights  # noqa: E402
 from commitbench.rl.verifiers import INFO_KEY, load_environment  # noqa: E402
 
@@ -87,6 +87,13 @@ def test_load_environment_selects_through_the_suites_own_filter() -> None:
         list(load_environment(suite="standing", filters={"celss": ["PEER-DIRECT"]}).taskset)
     with pytest.raises(ValueError, match="unknown suite"):
         load_environment(suite="nope")
+    party = PartyModel(base_url="http://127.0.0.1:9/v1", model="party")
+    with pytest.raises(ValueError, match="standing suite only"):
+        load_environment(suite="followup", parties=party)
+    live = list(load_environment(suite="standing", cells=["PEER-DIRECT"], interventions=["ledger"],
+                                 parties=party).taskset)
+    assert all(t.key.endswith(":ledger+parties:live") for t in live)
+    assert {t.key for t in live}.isdisjoint({t.key for t in tasks})  # a live task is another task
 
 
 def test_vf_eval_plays_standing_with_live_parties_voiced_by_a_model_of_their_own(mock_server: MockServer,

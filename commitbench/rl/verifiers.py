@@ -35,6 +35,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     ) from exc
 from pydantic import Field
 
+from commitbench.identity import arm_label
 from commitbench.oracles.standing.parties import LIVE_NAME as LIVE_PARTIES
 from commitbench.rl.evaluate import SUITE_ENVS, PartyModel, evaluate
 from commitbench.rl.rewards import FollowupTerm, FollowupWeights, StandingTerm, StandingWeights
@@ -76,6 +77,12 @@ class EpisodeData(vf.TaskData):
     )
 
 
+    def task_key(self) -> str:
+        """The task's durable identity: suite, episode and the arm it is played under (as the runner labels it)."""
+        arm = [*self.interventions, *([LIVE_PARTIES] if self.parties is not None else [])]
+        return f"{self.suite}:{self.episode_id}:{arm_label(arm)}"
+
+
 def _graded_term(trace: vf.Trace, term: str) -> float:
     """The value of one reward term the harness graded (0.0 when the rollout left no grade: a failed play)."""
     graded = trace.info.get(INFO_KEY)
@@ -112,8 +119,7 @@ class StandingTask(vf.Task[EpisodeData]):
 
     @property
     def key(self) -> str:
-        arm = [*self.data.interventions, *([LIVE_PARTIES] if self.data.parties is not None else [])]
-        return f"{self.data.suite}:{self.data.episode_id}:{'+'.join(arm) or 'none'}"
+        return self.data.task_key()
 
 
 class FollowupTask(vf.Task[EpisodeData]):
@@ -127,7 +133,7 @@ class FollowupTask(vf.Task[EpisodeData]):
 
     @property
     def key(self) -> str:
-        return f"{self.data.suite}:{self.data.episode_id}:{'+'.join(self.data.interventions) or 'none'}"
+        return self.data.task_key()
 
 
 class _SuiteTasksetConfig(vf.TasksetConfig):
