@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["ReadyLine", "die_with_parent", "wait_for_line"]
+__all__ = ["ReadyLine", "die_with_parent", "end_with_parent", "wait_for_line"]
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -47,6 +47,23 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
+
+
+def end_with_parent(parent: int) -> None:
+    """In a child already running (a pool's worker): have the kernel SIGKILL it when ``parent`` dies (Linux).
+
+    ``parent`` is the pid the child expects as its parent; a child whose parent is already gone ends now.
+    Elsewhere, or where libc cannot be reached, nothing is asked (the child ends when its work queue closes).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def test_the_rewrite_card_names_the_offered_tools() -> None:
 
 
 def test_the_verdict_header_carries_the_labels_of_a_rewrite_too() -> None:
-    from commitbench.gateway.app import RequestOutcome
+    from commitbench.gateway.outcome import RequestOutcome
     from commitbench.gateway.verdicts import ChoiceCheck, Verdict
 
     original = ChoiceCheck(index=0, verdicts=[Verdict(label=Label.FALSE_CLAIM, reason="r")])

@@ -35,6 +35,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,10 +52,11 @@ from starlette.routing import Route
 
 from commitbench import jsoncodec
 from commitbench.gateway.actions import NudgeBook, replace_text, rewrite_request, rewritten_text, with_nudge
-from commitbench.gateway.bodies import THREAD_BYTES, RequestProblem, parse_request
+from commitbench.gateway.bodies import RequestProblem, parse_request
 from commitbench.gateway.catalog import Deployment, ToolCatalog
 from commitbench.gateway.checks import check_choice, error_check
 from commitbench.gateway.detectors import Detector, OfflineDetector
+from commitbench.gateway.largework import LARGE_BYTES, LargeRead, LargeReader
 from commitbench.gateway.logbook import GatewayLog, LoggedTurn, choice_record, now_text, pseudonym
 from commitbench.gateway.operations import (
     METRICS_CONTENT_TYPE,
@@ -63,17 +65,16 @@ from commitbench.gateway.operations import (
     bearer_matches,
     passes,
 )
+from commitbench.gateway.outcome import LEDGER_SKIP, RequestOutcome
 from commitbench.gateway.recording import LedgerRecorder, ledger_entries
 from commitbench.gateway.streams import DONE, Assembler, EventSplitter, completion_events, event_data, verdict_event
 from commitbench.gateway.turn import ReplyChoice, Turn, extract_turn, reply_choices, turn_digest
 from commitbench.gateway.upstream import HOP_BY_HOP, UPSTREAM_ERRORS, ReplyTooLarge, Upstream
-from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Mode, header_value
+from commitbench.gateway.verdicts import ChoiceCheck, CountMode, Mode
 from commitbench.llm import SESSION_HEADER, redact_credentials
 
 VERDICT_HEADER = "x-commitbench-verdict"
 USER_HEADER = "x-commitbench-user"
-# How a promise left out of the ledger on purpose is said (in the error and the response's ``ledger``).
-LEDGER_SKIP = "ledger: not recorded"
 APPROVAL_HEADER = "x-commitbench-approval-pending"
 # Replies longer than this are checked on a worker thread, so one long reply does not hold the others up.
 THREAD_CHARS = 20_000
@@ -127,45 +128,6 @@ def _large(request_data: Mapping[str, Any]) -> bool:
     return (isinstance(tools, list) and len(tools) > 64) or (isinstance(messages, list) and len(messages) > 256)
 
 
-@dataclass
-class RequestOutcome:
-    """What checking one completion produced."""
-
-    checks: list[ChoiceCheck]
-    actions: dict[int, str]
-    originals: dict[int, str]
-    rewrites: dict[int, ChoiceCheck]
-    recorded: list[int]
-    error: str | None
-    checks_ms: float
-    rewrite_ms: float
-    changed: bool
-
-    def verdict(self) -> str:
-        """The verdict header: every label of every choice and of every rewrite the gateway checked."""
-        return header_value([*self.checks, *self.rewrites.values()])
-
-    def report(self, mode: Mode, digest: str, detector: str) -> dict[str, Any]:
-        """The ``commitbench`` object of the response."""
-        choices = []
-        for check in self.checks:
-            item: dict[str, Any] = {
-                "index": check.index, "labels": [label.value for label in check.labels],
-                "verdicts": [v.model_dump(mode="json", exclude_none=True) for v in check.verdicts],
-                "action": self.actions.get(check.index, "none"),
-            }
-            rewrite = self.rewrites.get(check.index)
-            if rewrite is not None:
-                item["rewrite"] = {"labels": [label.value for label in rewrite.labels]}
-            choices.append(item)
-        report = {"verdict": self.verdict(), "mode": mode.value, "turn": digest, "detector": detector,
-                  "choices": choices, "recorded": self.recorded}
-        skipped = [e.removeprefix("ledger: ") for e in (self.error or "").split("; ") if e.startswith(LEDGER_SKIP)]
-        if skipped:
-            report["ledger"] = skipped[0]
-        return report
-
-
 class Gateway:
     """The request handlers and what they share."""
 
@@ -177,12 +139,16 @@ class Gateway:
         self.upstream = Upstream(config.upstream, connect_s=config.connect_timeout_s,
                                  read_s=config.upstream_timeout_s, max_connections=config.max_connections,
                                  max_reply_bytes=config.max_reply_bytes)
+        self.large = LargeReader(services.catalog)
 
     # ------------------------------------------------------------------ lifecycle
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        async with self.upstream:
-            yield
+        try:
+            async with self.upstream:
+                yield
+        finally:
+            await asyncio.to_thread(self.large.close)
 
     def app(self) -> Starlette:
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
@@ -207,6 +173,10 @@ class Gateway:
         return headers
 
     async def read_body(self, request: Request) -> bytes:
+        return b"".join(await self.read_chunks(request))
+
+    async def read_chunks(self, request: Request) -> list[bytes]:
+        """The request's body as the chunks it came in (a large body is never joined on the event loop)."""
         limit = self.config.max_request_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
@@ -217,7 +187,7 @@ class Gateway:
             if size > limit:
                 raise RequestProblem(f"the request body is more than the limit of {limit:,} bytes")
             chunks.append(chunk)
-        return b"".join(chunks)
+        return chunks
 
     def upstream_failure(self, exc: BaseException, context: _Context | None = None) -> Response:
         """A failed upstream call as the client's answer: 504 for a timeout, 502 for the rest (logged)."""
@@ -285,15 +255,23 @@ class Gateway:
 
     async def process(
         self, request_data: dict[str, Any], completion: dict[str, Any], headers: dict[str, str],
-        session: str | None, creditor: str | None, approval: bool, digest: str,
+        session: str | None, creditor: str | None, approval: bool, digest: str, prepared: LargeRead | None = None,
     ) -> RequestOutcome:
-        """Check every choice, act by the mode (in place on ``completion``), record anchored promises."""
+        """Check every choice, act by the mode (in place on ``completion``), record anchored promises.
+
+        ``prepared``: the request's turn as the worker process read it (a large request, whose ``request_data``
+        then holds only its small fields).
+        """
         started = time.perf_counter()
         errors: list[str] = []
         turn: Turn | None = None
         deployment: Deployment | None = None
         try:
-            if _large(request_data):
+            if prepared is not None:
+                turn, deployment = prepared.turn, prepared.deployment
+                if prepared.turn_error is not None:
+                    errors.append(prepared.turn_error)
+            elif _large(request_data):
                 turn, deployment = await asyncio.to_thread(self._read_turn, request_data, approval)
             else:
                 turn, deployment = self._read_turn(request_data, approval)
@@ -402,7 +380,7 @@ class Gateway:
     def log(
         self, outcome: RequestOutcome, request_data: dict[str, Any], completion: Mapping[str, Any], *, digest: str,
         session: str | None, creditor: str | None, stream: bool, status: int, upstream_ms: float,
-        total_ms: float, nudged: bool,
+        total_ms: float, nudged: bool, prepared: LargeRead | None = None,
     ) -> None:
         log = self.services.log
         self.metrics.checked([label.value for c in outcome.checks for label in c.labels],
@@ -423,7 +401,7 @@ class Gateway:
                 choices=[choice_record(c, outcome.actions.get(c.index, "none"), outcome.originals.get(c.index),
                                        sent.get(c.index), log.text) for c in outcome.checks],
                 recorded=outcome.recorded, nudged=nudged, error=outcome.error,
-                user=extract_turn(request_data).user_message if log.text else None,
+                user=_user_message(request_data, prepared) if log.text else None,
             )
             log.write(record)
         except Exception as exc:  # a log that cannot be written never breaks a reply
@@ -432,28 +410,42 @@ class Gateway:
     # ------------------------------------------------------------------ routes
     async def chat_route(self, request: Request) -> Response:
         started = time.perf_counter()
+        approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
+        creditor_header = request.headers.get(USER_HEADER) or request.headers.get(SESSION_HEADER) or None
+        prepared: LargeRead | None = None
+        body: bytes | list[bytes]
         try:
-            body = await self.read_body(request)
-            data = (await asyncio.to_thread(parse_request, body, self.config.max_depth) if len(body) > THREAD_BYTES
-                    else parse_request(body, self.config.max_depth))
+            chunks = await self.read_chunks(request)
+            if sum(len(chunk) for chunk in chunks) > LARGE_BYTES:  # read in the worker process: the loop serves
+                prepared, body = await self.large.read(chunks, self.config.max_depth, creditor_header, approval)
+                data = prepared.data
+            else:
+                body = b"".join(chunks)
+                data = parse_request(body, self.config.max_depth)
         except RequestProblem as exc:
             return error_response(400, str(exc), "invalid_request_error")
+        except BrokenProcessPool:
+            return error_response(500, "the worker process that reads large requests ended twice while reading this "
+                                  "one", "server_error")
         user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
         session = user or request.headers.get(SESSION_HEADER) or None  # Starlette's headers ignore case
-        creditor = user or request.headers.get(USER_HEADER) or request.headers.get(SESSION_HEADER) or None
-        approval = request.headers.get(APPROVAL_HEADER, "").strip().lower() in ("1", "true", "yes")
+        creditor = user or creditor_header
         nudged = False
         if self.config.mode is not Mode.OBSERVE and session:
             nudge = self.services.nudges.take(session)
             if nudge is not None:
-                data = with_nudge(data, nudge)
-                body = jsoncodec.dumps(data)
+                if prepared is not None:
+                    prepared, body = await self.large.read(chunks, self.config.max_depth, creditor_header, approval,
+                                                           nudge)
+                    data = prepared.data
+                else:
+                    data = with_nudge(data, nudge)
+                    body = jsoncodec.dumps(data)
                 nudged = True
         headers = self.upstream_headers(request, identity=True)
-        digest = (await asyncio.to_thread(turn_digest, data, creditor or "") if len(body) > THREAD_BYTES
-                  else turn_digest(data, creditor or ""))
+        digest = prepared.digest if prepared is not None else turn_digest(data, creditor or "")
         context = _Context(data=data, body=body, headers=headers, session=session, creditor=creditor,
-                           approval=approval, nudged=nudged, started=started, digest=digest)
+                           approval=approval, nudged=nudged, started=started, digest=digest, prepared=prepared)
         if data.get("stream") is True:
             return await self.chat_stream(context)
         return await self.chat(context)
@@ -477,7 +469,7 @@ class Gateway:
         if not isinstance(completion, dict):
             return self.failed(context, 502, "the upstream's reply is not a JSON object", "upstream_error")
         outcome = await self.process(context.data, completion, context.headers, context.session, context.creditor,
-                                     context.approval, context.digest)
+                                     context.approval, context.digest, context.prepared)
         completion["commitbench"] = outcome.report(self.config.mode, context.digest, self.services.detector.name)
         headers = {k: v for k, v in self.upstream.reply_headers(response).items()
                    if k.lower() != "content-encoding"}
@@ -486,7 +478,7 @@ class Gateway:
         total_ms = (time.perf_counter() - context.started) * 1000
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
                  creditor=context.creditor, stream=False, status=response.status, upstream_ms=upstream_ms,
-                 total_ms=total_ms, nudged=context.nudged)
+                 total_ms=total_ms, nudged=context.nudged, prepared=context.prepared)
         return Response(content, 200, headers=headers, media_type="application/json")
 
     async def chat_stream(self, context: _Context) -> Response:
@@ -538,7 +530,8 @@ class Gateway:
             yield DONE
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
                  creditor=context.creditor, stream=True, status=200, upstream_ms=upstream_ms,
-                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged)
+                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged,
+                 prepared=context.prepared)
 
     async def stream_outcome(
         self, context: _Context, completion: dict[str, Any], assembler: Assembler, broken: str | None
@@ -550,7 +543,7 @@ class Gateway:
             return RequestOutcome(checks=checks, actions={}, originals={}, rewrites={}, recorded=[], error=reason,
                            checks_ms=0.0, rewrite_ms=0.0, changed=False)
         return await self.process(context.data, completion, context.headers, context.session, context.creditor,
-                                  context.approval, context.digest)
+                                  context.approval, context.digest, context.prepared)
 
     async def held_stream(
         self, context: _Context, response: aiohttp.ClientResponse, headers: dict[str, str]
@@ -595,7 +588,8 @@ class Gateway:
         headers[VERDICT_HEADER] = outcome.verdict()
         self.log(outcome, context.data, completion, digest=context.digest, session=context.session,
                  creditor=context.creditor, stream=True, status=200, upstream_ms=upstream_ms,
-                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged)
+                 total_ms=(time.perf_counter() - context.started) * 1000, nudged=context.nudged,
+                 prepared=context.prepared)
 
         async def send() -> AsyncIterator[bytes]:
             for event in body:
@@ -674,7 +668,7 @@ class Gateway:
 @dataclass
 class _Context:
     data: dict[str, Any]
-    body: bytes
+    body: bytes | list[bytes]  # a large body: the chunks it came in
     headers: dict[str, str]
     session: str | None
     creditor: str | None
@@ -682,3 +676,11 @@ class _Context:
     nudged: bool
     started: float
     digest: str
+    prepared: LargeRead | None = None  # a large request as the worker process read it (data: its small fields)
+
+
+def _user_message(request_data: Mapping[str, Any], prepared: LargeRead | None) -> str:
+    """The last user message of the request (of its turn as the worker read it, for a large request)."""
+    if prepared is not None:
+        return prepared.turn.user_message if prepared.turn is not None else ""
+    return extract_turn(request_data).user_message

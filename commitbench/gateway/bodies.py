@@ -1,7 +1,7 @@
 """A chat request's body, read and refused with the reason: not UTF-8, not JSON, not an object, too deep.
 
-A body larger than :data:`THREAD_BYTES` is parsed on a worker thread, so that one large request (a thousand
-tools, a long conversation) does not hold up the small ones the event loop serves meanwhile.
+The gateway reads a large body in a worker process with the same function
+(:mod:`commitbench.gateway.largework`), so that one large request does not hold up the small ones.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from typing import Any
 from commitbench import jsoncodec
 from commitbench.protocol import json_value_problem
 
-__all__ = ["THREAD_BYTES", "RequestProblem", "parse_request"]
-
-# Bodies larger than this are parsed (and their turn read) off the event loop.
-THREAD_BYTES = 256 * 1024
+__all__ = ["RequestProblem", "parse_request"]
 
 
 class RequestProblem(ValueError):

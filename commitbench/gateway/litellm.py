@@ -40,9 +40,10 @@ from typing import Any
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
 from commitbench.gateway.actions import NudgeBook, with_nudge
-from commitbench.gateway.app import Gateway, GatewayConfig, RequestOutcome, Services
+from commitbench.gateway.app import Gateway, GatewayConfig, Services
 from commitbench.gateway.catalog import load_catalog
 from commitbench.gateway.logbook import GatewayLog
+from commitbench.gateway.outcome import RequestOutcome
 from commitbench.gateway.recording import LedgerRecorder
 from commitbench.gateway.streams import Assembler
 from commitbench.gateway.turn import turn_digest

@@ -21,8 +21,10 @@ from __future__ import annotations
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import aiohttp
+import aiohttp.payload
 
 from commitbench.llm import redact_credentials
 
@@ -34,6 +36,41 @@ HOP_BY_HOP = frozenset({
 POOL_WAIT_S = 60.0
 # What a failed upstream call raises: connection, protocol and payload errors, and every timeout.
 UPSTREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
+
+
+class ChunksPayload(aiohttp.payload.Payload):
+    """A request body held as the chunks it arrived in, written one by one with its length declared.
+
+    Joining a body of several megabytes into one buffer, or writing it in one piece, holds the event loop
+    up for milliseconds (the pages of a fresh buffer are faulted in one by one); chunk by chunk, the loop
+    serves other requests between them.
+    """
+
+    _autoclose = True  # nothing to close: the chunks are in memory
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        super().__init__(chunks)
+        self._size = sum(len(chunk) for chunk in chunks)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._value).decode(encoding, errors)
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"".join(self._value)
+
+    async def write(self, writer: Any) -> None:
+        for chunk in self._value:
+            await writer.write(chunk)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        remaining = content_length
+        for chunk in self._value:
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                chunk = chunk[:remaining]
+                remaining -= len(chunk)
+            await writer.write(chunk)
 
 
 class ReplyTooLarge(ValueError):
@@ -102,12 +139,17 @@ class Upstream:
         joined = "&".join(q for q in (self.base_query, query) if q)
         return f"{url}?{joined}" if joined else url
 
-    async def send(self, method: str, url: str, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
-        """Send a request; the response with its head read (the body still to read). Raises ``UPSTREAM_ERRORS``."""
+    async def send(self, method: str, url: str, body: bytes | list[bytes], headers: Mapping[str, str]
+                   ) -> aiohttp.ClientResponse:
+        """Send a request; the response with its head read (the body still to read). Raises ``UPSTREAM_ERRORS``.
+
+        ``body``: the bytes, or a large body as the chunks it came in (sent one by one, never joined).
+        """
         if self._session is None:
             raise aiohttp.ClientConnectionError("the gateway's upstream session is not open")
         own = any(name.lower() == "authorization" for name in headers)
-        return await self._session.request(method, url, data=body or None, headers=dict(headers),
+        data = ChunksPayload(body) if isinstance(body, list) else body or None
+        return await self._session.request(method, url, data=data, headers=dict(headers),
                                            allow_redirects=False, proxy=self._proxy,
                                            auth=None if own else self._auth)
 
