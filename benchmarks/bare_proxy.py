@@ -1,17 +1,24 @@
 """A bare pass-through proxy: what any proxy in front of the upstream costs, with no check at all.
 
     python benchmarks/bare_proxy.py --upstream http://127.0.0.1:8000/v1      # prints "listening on URL"
+    python benchmarks/bare_proxy.py --canned                                 # an upstream of its own (below)
 
 aiohttp's own server and one aiohttp client session (the gateway's upstream client): each request's body
 goes upstream as it came, the reply comes back as it came. ``benchmarks/gateway.py`` runs it beside the
 gateway on the same upstream and load, so the gateway's cost is read against a proxy's, not against a
 direct call (which no deployment of a proxy can match).
+
+With ``--canned`` it is no proxy but an upstream that answers every chat request with one fixed completion,
+reading the body and never parsing it: ``benchmarks/gateway.py --large`` sends its 12 MB requests to a
+gateway in front of it, so that what holds the small requests up is the gateway's, not an upstream parsing
+the large body on the loop that serves them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import socket
 
 import aiohttp
@@ -46,9 +53,30 @@ def app(upstream: str) -> web.Application:
     return application
 
 
+CANNED = json.dumps({
+    "id": "chatcmpl-canned", "object": "chat.completion", "created": 0, "model": "canned",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "Your 3pm is free."}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 5, "total_tokens": 6},
+}).encode()
+
+
+def canned_app() -> web.Application:
+    async def answer(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=CANNED, content_type="application/json")
+
+    application = web.Application(client_max_size=64 << 20)
+    application.router.add_post("/v1/chat/completions", answer)
+    return application
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--upstream", required=True, help="the upstream's base URL (ends in /v1)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--upstream", help="the upstream's base URL (ends in /v1)")
+    where.add_argument("--canned", action="store_true", help="no upstream: answer every chat request with one "
+                       "fixed completion, the body read and never parsed")
     args = parser.parse_args()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -60,7 +88,7 @@ def main() -> int:
         uvloop.install()
     except ImportError:
         pass
-    web.run_app(app(args.upstream), sock=listener, print=None, access_log=None)
+    web.run_app(canned_app() if args.canned else app(args.upstream), sock=listener, print=None, access_log=None)
     return 0
 
 

@@ -3,6 +3,7 @@
 Run::
 
     .venv/bin/python benchmarks/gateway.py [--runs 3] [--requests 400] [--concurrent-requests 1280]
+    .venv/bin/python benchmarks/gateway.py --large [--runs 3] [--requests 400] [--large-requests 5]
 
 The mock server and the gateway (offline checks, observe mode, a log) each run in a process of their own; the
 load comes from this process, one ``aiohttp`` session per measurement with the request bodies serialised
@@ -19,6 +20,12 @@ upstream and load, and the gateway is read against it: its CPU per request over 
 1.5) and, for one client, the median it adds over the direct call (target at most 2 ms). (The earlier target,
 0.9 of the direct throughput at 64 clients, measured two cores shared by upstream, gateway and load generator,
 not the gateway, and is retired.)
+
+``--large`` measures instead what one large request does to the small ones: a gateway in front of the bare
+proxy's canned upstream (which never parses a body, so an upstream's own parse holds nothing up), small
+requests sent one after another, ``--requests`` of them alone and then as many as fit while
+``--large-requests`` requests of about 12 MB (1,000 tools) go through back to back; per run, the small
+requests' median and p99 quiet and beside the large ones, and the p99 ratio (target at most 2).
 """
 
 from __future__ import annotations
@@ -26,17 +33,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,10 +58,12 @@ from commitbench.processes import die_with_parent, wait_for_line
 
 
 class BareProxy:
-    """``benchmarks/bare_proxy.py`` in front of an upstream, as a child process (dies with its parent)."""
+    """``benchmarks/bare_proxy.py`` in front of an upstream (None: its canned upstream), as a child process (dies
+    with its parent)."""
 
-    def __init__(self, upstream: str) -> None:
-        self._args = [sys.executable, str(Path(__file__).resolve().parent / "bare_proxy.py"), "--upstream", upstream]
+    def __init__(self, upstream: str | None) -> None:
+        where = ["--upstream", upstream] if upstream is not None else ["--canned"]
+        self._args = [sys.executable, str(Path(__file__).resolve().parent / "bare_proxy.py"), *where]
         self._proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
@@ -197,13 +209,100 @@ def measure(upstream: MockServerProcess, latency: float, folder: Path, runs: int
                 print(f"   {load_text()}", flush=True)
 
 
+def large_body(tools: int = 1000, description_chars: int = 12_000) -> bytes:
+    """A request of about 12 MB: a short conversation offering ``tools`` tools with long descriptions."""
+    offered = [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": f"Tool {i}: " + "x" * description_chars,
+        "parameters": {"type": "object", "properties": {}}}} for i in range(tools)]
+    return json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "What is on at 3pm?"}],
+                       "tools": offered}).encode()
+
+
+async def beside_large(base_url: str, small: bytes, big: bytes, quiet_requests: int, large_requests: int,
+                       ) -> tuple[list[float], list[float], list[float]]:
+    """Small requests one after another, first alone, then while ``large_requests`` large ones are sent back to
+    back on a connection of their own: the small latencies quiet and beside them, and the large ones' (ms)."""
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
+
+        async def timed(body: bytes) -> float:
+            started = time.perf_counter()
+            async with session.post(url, data=body, headers=headers) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{url} answered {response.status}")
+            return (time.perf_counter() - started) * 1000
+
+        for _ in range(20):  # warm: connections, caches, and the worker process that reads large requests
+            await timed(small)
+        await timed(big)  # the gateway's worker starts at its first large request
+        quiet = [await timed(small) for _ in range(quiet_requests)]
+        # The large requests go from a process of their own: sending 12 MB would hold this loop up too.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pool.submit(time.sleep, 0).result()  # started before the clock runs
+            sent = asyncio.get_running_loop().run_in_executor(pool, send_large, url, big, large_requests)
+            busy: list[float] = []
+            while not sent.done():
+                busy.append(await timed(small))
+            large = await sent
+    return quiet, busy, large
+
+
+def send_large(url: str, body: bytes, count: int) -> list[float]:
+    """Send ``body`` ``count`` times, one after another (in a process of its own); the latencies (ms)."""
+    latencies = []
+    with httpx2.Client(timeout=300) as client:
+        for _ in range(count):
+            started = time.perf_counter()
+            response = client.post(url, content=body, headers={"content-type": "application/json"})
+            if response.status_code != 200:
+                raise RuntimeError(f"{url} answered {response.status_code}")
+            latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+def measure_large(runs: int, quiet_requests: int, large_requests: int) -> None:
+    """In front of the canned upstream, the bare proxy and the gateway: small requests' p99 beside 12 MB requests
+    over their quiet p99 (the bare proxy's row shows what moving the large bodies through any Python proxy
+    costs the small requests)."""
+    big = large_body()
+    small = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "What is on at 3pm?"}],
+                        "tools": TOOLS}).encode()
+    print(f"large request: {len(big) / 1e6:.1f} MB, {runs} runs; small requests one at a time, quiet and while "
+          f"{large_requests} large ones are sent back to back")
+    print(f"{'path':<8} {'run':>3} {'quiet median':>12} {'quiet p99':>9} {'beside median':>13} {'beside p99':>10} "
+          f"{'small sent':>10} {'large ms':>9}   p99 beside / quiet")
+    ratios: dict[str, list[float]] = {"bare": [], "gateway": []}
+    with BareProxy(None) as upstream, BareProxy(upstream.base_url) as bare, \
+            GatewayProcess(["--upstream", upstream.base_url]) as gateway:
+        for index in range(runs):
+            for name, url in (("bare", bare.base_url), ("gateway", gateway.base_url)):
+                quiet, busy, large = asyncio.run(beside_large(url, small, big, quiet_requests, large_requests))
+                ratio = p99(busy) / p99(quiet)
+                ratios[name].append(ratio)
+                print(f"{name:<8} {index + 1:>3} {statistics.median(quiet):>12.2f} {p99(quiet):>9.2f} "
+                      f"{statistics.median(busy):>13.2f} {p99(busy):>10.2f} {len(busy):>10} "
+                      f"{statistics.median(large):>9.0f}   {ratio:.2f}   {load_text()}", flush=True)
+    print(f"median p99 ratio over the runs: bare proxy {statistics.median(ratios['bare']):.2f}, gateway "
+          f"{statistics.median(ratios['gateway']):.2f} (target <= 2)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measurements per row; the table shows their medians")
     parser.add_argument("--requests", type=int, default=400, help="requests per one-client measurement")
     parser.add_argument("--concurrent-requests", type=int, default=1280, help="requests per 64-client measurement")
     parser.add_argument("--latencies", type=float, nargs="+", default=[0.0, 50.0], help="upstream latencies (ms)")
+    parser.add_argument("--large", action="store_true", help="instead: small requests beside 12 MB ones (the "
+                        "gateway in front of an upstream that never parses a body)")
+    parser.add_argument("--large-requests", type=int, default=5, help="large requests per --large run")
     args = parser.parse_args()
+    if args.large:
+        print(f"{load_text()}, {os.cpu_count()} cores")
+        measure_large(args.runs, args.requests, args.large_requests)
+        print(load_text())
+        return 0
     print(f"{load_text()}, {os.cpu_count()} cores, {args.runs} runs")
     print(HEADER)
     with tempfile.TemporaryDirectory() as folder:
