@@ -67,8 +67,9 @@ def _start_worker(catalog: ToolCatalog, parent: int) -> None:
     global _catalog
     _catalog = catalog
     end_with_parent(parent)
-    with contextlib.suppress(OSError):  # not permitted here: the worker runs at the gateway's priority
-        os.nice(WORKER_NICE)
+    if hasattr(os, "nice"):  # POSIX
+        with contextlib.suppress(OSError):  # not permitted here: the worker runs at the gateway's priority
+            os.nice(WORKER_NICE)
 
 
 def read_request(
