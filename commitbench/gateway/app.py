@@ -427,6 +427,9 @@ class Gateway:
         except BrokenProcessPool:
             return error_response(500, "the worker process that reads large requests ended twice while reading this "
                                   "one", "server_error")
+        except OSError as exc:  # the spool file for the worker could not be written (a full disk)
+            return error_response(500, f"the large request could not be handed to the worker process that reads it "
+                                  f"({exc.strerror or type(exc).__name__})", "server_error")
         user = data.get("user") if isinstance(data.get("user"), str) and data.get("user") else None
         session = user or request.headers.get(SESSION_HEADER) or None  # Starlette's headers ignore case
         creditor = user or creditor_header
