@@ -12,6 +12,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from _gateway_cases import CREATE_POST, SEED, SEED_CALLED, SEED_CLAIM
 
 from commitbench.claimguard.guard import looks_like_write_claim
 from commitbench.cli import main
@@ -21,19 +22,6 @@ from commitbench.mock import FaultConfig, FaultKind, MockServer, ReplySpec, Tool
 
 pytestmark = pytest.mark.slow
 
-SEED_CLAIM = ('I have created the draft post titled "AnKit AI QA draft 3" in the Acme project. The post has been '
-              'saved as a draft with the body "Third draft, round 7."')
-SEED = [
-    {"role": "user", "content": "Create a draft post titled AnKit AI QA draft 3 in Acme, body: Third draft, round 7."},
-    {"role": "assistant", "content": 'Shall I create the draft post "AnKit AI QA draft 3" in the Acme project?'},
-    {"role": "user", "content": "Evet, oluştur."},
-]
-CREATE_POST = {"type": "function", "function": {"name": "create_post", "description": "Create a draft post.",
-                                                 "parameters": {"type": "object", "properties": {}}}}
-SEED_CALLED = [*SEED, {"role": "assistant", "content": None, "tool_calls": [
-    {"id": "c1", "type": "function",
-     "function": {"name": "create_post", "arguments": '{"title": "AnKit AI QA draft 3"}'}}
-]}, {"role": "tool", "tool_call_id": "c1", "content": '{"id": 41, "status": "draft"}'}]
 REMIND = "I'll remind you tomorrow at 9 about the report."
 LEDGER_TOKEN = "ledger-reader-token"
 ASK = [{"role": "user", "content": "Remind me tomorrow at 9 to send the report."}]

@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from _gateway_cases import CREATE_POST, SEED, SEED_CALLED, SEED_CLAIM
 
 from commitbench.gateway.actions import with_nudge
 from commitbench.gateway.bodies import RequestProblem, parse_request
@@ -23,19 +24,6 @@ from commitbench.gateway.server import GatewayProcess
 from commitbench.gateway.turn import extract_turn, turn_digest
 from commitbench.mock import MockServer
 
-SEED_CLAIM = ('I have created the draft post titled "AnKit AI QA draft 3" in the Acme project. The post has been '
-              'saved as a draft with the body "Third draft, round 7."')
-SEED = [
-    {"role": "user", "content": "Create a draft post titled AnKit AI QA draft 3 in Acme, body: Third draft, round 7."},
-    {"role": "assistant", "content": 'Shall I create the draft post "AnKit AI QA draft 3" in the Acme project?'},
-    {"role": "user", "content": "Evet, oluştur."},
-]
-CREATE_POST = {"type": "function", "function": {"name": "create_post", "description": "Create a draft post.",
-                                                 "parameters": {"type": "object", "properties": {}}}}
-SEED_CALLED = [*SEED, {"role": "assistant", "content": None, "tool_calls": [
-    {"id": "c1", "type": "function",
-     "function": {"name": "create_post", "arguments": '{"title": "AnKit AI QA draft 3"}'}}
-]}, {"role": "tool", "tool_call_id": "c1", "content": '{"id": 41, "status": "draft"}'}]
 REMINDER = {"type": "function", "function": {"name": "create_reminder", "description": "Create a reminder.",
                                               "parameters": {"type": "object", "properties": {}}}}
 
