@@ -2,9 +2,11 @@
 
 Each command group lives in its own module under ``commitbench.commands`` and exposes
 ``register(subparsers)``; handlers return an exit code. Heavy imports happen inside the
-handlers so that ``commitbench --help`` stays fast. A command whose flags come from plug-ins (``run``
-takes each registered suite's episode filter as flags) sets the default ``late_flags``, a function that
-adds them to its parser; it is called only when that command is the one given.
+handlers so that ``commitbench --help`` stays fast, and a command imports only the module that adds it
+(:data:`COMMAND_MODULES` names the commands of each), so one command's start never pays for another's.
+A command whose flags come from plug-ins (``run`` takes each registered suite's episode filter as flags)
+sets the default ``late_flags``, a function that adds them to its parser; it is called only when that
+command is the one given.
 """
 
 from __future__ import annotations
@@ -16,25 +18,32 @@ from collections.abc import Sequence
 
 from commitbench import __version__
 
-# Modules that add sub-commands. Order is the order shown in --help.
-COMMAND_MODULES: tuple[str, ...] = (
-    "commitbench.commands.episodes_cmd",
-    "commitbench.commands.run_cmd",
-    "commitbench.commands.merge_cmd",
-    "commitbench.commands.upgrade_cmd",
-    "commitbench.commands.label_cmd",
-    "commitbench.commands.report_cmd",
-    "commitbench.commands.view_cmd",
-    "commitbench.commands.export_cmd",
-    "commitbench.commands.annotate_cmd",
-    "commitbench.commands.cache_cmd",
-    "commitbench.commands.serve_cmd",
-    "commitbench.commands.ledger_cmd",
-    "commitbench.commands.guard_cmd",
-    "commitbench.commands.prevalence_cmd",
-    "commitbench.commands.gateway_cmd",
-    "commitbench.commands.plugins_cmd",
-)
+# Modules that add sub-commands, with the commands each adds. Order is the order shown in --help.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "commitbench.commands.episodes_cmd": ("episodes",),
+    "commitbench.commands.run_cmd": ("run",),
+    "commitbench.commands.merge_cmd": ("merge",),
+    "commitbench.commands.upgrade_cmd": ("upgrade",),
+    "commitbench.commands.label_cmd": ("label",),
+    "commitbench.commands.report_cmd": ("report",),
+    "commitbench.commands.view_cmd": ("view",),
+    "commitbench.commands.export_cmd": ("export",),
+    "commitbench.commands.annotate_cmd": ("annotate", "validate", "agreement"),
+    "commitbench.commands.cache_cmd": ("cache",),
+    "commitbench.commands.serve_cmd": ("serve-local", "serve-mock"),
+    "commitbench.commands.ledger_cmd": ("ledger",),
+    "commitbench.commands.guard_cmd": ("guard",),
+    "commitbench.commands.prevalence_cmd": ("prevalence",),
+    "commitbench.commands.gateway_cmd": ("gateway",),
+    "commitbench.commands.plugins_cmd": ("plugins",),
+}
+
+
+def modules_for(command: str | None) -> list[str]:
+    """The command modules to import for ``command``: only the one that adds it, or every module (the full
+    list of commands, for ``--help`` and for a name no module adds, which argparse then refuses)."""
+    owners = [module for module, names in COMMAND_MODULES.items() if command in names]
+    return owners or list(COMMAND_MODULES)
 
 
 class UsageError(Exception):
@@ -49,9 +58,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"commitbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
     command = next((arg for arg in argv if not arg.startswith("-")), None)
+    for module_name in modules_for(command):
+        importlib.import_module(module_name).register(subparsers)
     chosen = subparsers.choices.get(command) if command else None
     late_flags = chosen.get_default("late_flags") if chosen is not None else None
     if late_flags is not None:
