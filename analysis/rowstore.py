@@ -3,14 +3,16 @@
 A report folds each trace into a row (a dict of plain values: strings, flags, counts) as it streams
 the run's traces. Kept as a list of dicts, 100,000 rows of fifty fields take over a quarter of a
 gigabyte; kept here, each column holds its distinct values once and a code of one to four bytes per
-row (the values of a column repeat: agents, arms, cells, flags, small counts), so the trace and its
-dict are garbage as soon as the row is added. :meth:`RowStore.frame` gives the same data frame as
+row (the values of a column repeat: agents, arms, cells, flags, small counts). Rows wait as dicts
+in batches of :attr:`RowStore.BATCH` and are then coded a column at a time (a lookup in C for a column
+of one type), so at most one batch of dicts is ever held. :meth:`RowStore.frame` gives the same data frame as
 ``pandas.DataFrame(rows)`` would: the same columns in first-seen order, the same values and dtypes,
 and NaN where a row lacks a field.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from array import array
 from collections.abc import Iterable, Mapping
@@ -30,26 +32,45 @@ class _CodedColumn:
 
     def __init__(self, rows_before: int) -> None:
         self.values: list[Any] = []
-        self._codes_of: dict[Any, int] = {}
+        # Codes by the value's type, then the value: True == 1 == 1.0 in Python, and the frame must keep
+        # each as it came. NaN, unequal to itself, is keyed by its text in its type's table.
+        self._codes_of: dict[type, dict[Any, int]] = {}
         self.codes = array("B")
         if rows_before:
             self.codes.extend([self.code(_MISSING)] * rows_before)
 
     def code(self, value: Any) -> int:
-        # A text is its own key; any other value is keyed with its type (True == 1 == 1.0 in Python, and
-        # the frame must keep each as it came) and NaN, unequal to itself, by its text.
-        key = value if type(value) is str else (type(value), "nan" if value != value else value)
+        kind = type(value)
+        key = "nan" if kind is not str and value != value else value
+        table = self._codes_of.setdefault(kind, {})
         try:
-            found = self._codes_of.get(key)
+            found = table.get(key)
         except TypeError:  # an unhashable value (a list): kept as it is, one entry per row
             found = None
-            key = (type(value), id(value))
+            key = None
         if found is None:
-            found = self._codes_of[key] = len(self.values)
+            found = len(self.values)
+            if key is not None:
+                table[key] = found
             self.values.append(value)
             if found == 1 << (8 * self.codes.itemsize):
                 self.codes = array("H" if self.codes.typecode == "B" else "I", self.codes)
         return found
+
+    def extend(self, values: list[Any]) -> None:
+        """Append the codes of ``values``: looked up in one pass of C when they are all of one hashable type
+        (the common case: a column of texts, flags or counts), value by value for what that misses."""
+        codes: list[Any] = [None] * len(values)
+        kinds = set(map(type, values))
+        if len(kinds) == 1:
+            table = self._codes_of.get(kinds.pop())
+            if table is not None:
+                with contextlib.suppress(TypeError):  # unhashable values: each is coded on its own below
+                    codes = list(map(table.get, values))
+        for i, code in enumerate(codes):
+            if code is None:
+                codes[i] = self.code(values[i])
+        self.codes.extend(codes)
 
     def texts(self) -> bool:
         return all(type(value) is str for value in self.values)
@@ -70,31 +91,47 @@ class _CodedColumn:
 class RowStore:
     """Rows added one at a time, stored as coded columns (see the module doc)."""
 
+    BATCH = 512  # rows held as dicts before they are coded, column by column
+
     def __init__(self) -> None:
         self._columns: dict[str, _CodedColumn] = {}
-        self._rows = 0
+        self._rows = 0  # rows coded into the columns
+        self._pending: list[Mapping[str, Any]] = []
 
     def __len__(self) -> int:
-        return self._rows
+        return self._rows + len(self._pending)
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Append one row (a field the earlier rows lack is missing, NaN, in them)."""
-        for name, value in row.items():
+        self._pending.append(row)
+        if len(self._pending) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Code the pending rows column by column: each column's values of the batch in one list, a field a
+        row lacks as NaN; a column first seen in this batch is NaN in every row before it."""
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        names: dict[str, None] = dict.fromkeys(self._columns)
+        shape: Any = None
+        for row in rows:
+            keys = row.keys()
+            if keys != shape:
+                shape = keys
+                names.update(dict.fromkeys(keys))
+        for name in names:
             column = self._columns.get(name)
             if column is None:
                 column = self._columns[name] = _CodedColumn(self._rows)
-            code = column.code(value)  # first: a new value may widen the codes
-            column.codes.append(code)
-        self._rows += 1
-        for column in self._columns.values():
-            if len(column.codes) < self._rows:  # this row lacks the field
-                code = column.code(_MISSING)
-                column.codes.append(code)
+            column.extend([row.get(name, _MISSING) for row in rows])
+        self._rows += len(rows)
 
     def frame(self, categorical: bool = False) -> pd.DataFrame:
         """The rows as a data frame, as ``pandas.DataFrame(list_of_rows)`` makes it; with ``categorical``,
         a column of texts only is a categorical one (its categories sorted), a byte or two a row instead of
         every text's bytes again, for tables that group, filter and compare by those texts."""
+        self._flush()
         if not self._rows:
             return pd.DataFrame()
         return pd.DataFrame({name: column.series(categorical) for name, column in self._columns.items()})

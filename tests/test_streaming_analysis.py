@@ -101,16 +101,46 @@ def test_coded_columns_make_the_frame_pandas_makes_of_the_dicts(rows: list[dict[
     pd.testing.assert_frame_equal(rows_frame(rows), pd.DataFrame(rows))
 
 
+def _shifting_rows(n: int) -> list[dict[str, Any]]:
+    """Rows across several batches: fields that come and go, one first seen deep in a later batch, a column
+    of mixed types, NaN, None and an unhashable value, and more than 256 distinct values."""
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        row: dict[str, Any] = {"key": f"k{i % 300}", "flag": i % 3 == 0, "count": i % 7}
+        if i % 5:
+            row["share"] = math.nan if i % 11 == 0 else i / 4
+        if i >= 700:
+            row["late"] = ("x", 1, True, 1.0, None)[i % 5]
+        if i % 97 == 0:
+            row["items"] = [i, i + 1]
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("n", [1, 511, 512, 513, 1_300])
+def test_rows_coded_a_batch_at_a_time_make_the_frame_pandas_makes(n: int) -> None:
+    rows = _shifting_rows(n)
+    pd.testing.assert_frame_equal(rows_frame(rows), pd.DataFrame(rows))
+    store = RowStore()
+    for row in rows:
+        store.add(row)
+    assert len(store) == n
+    pd.testing.assert_frame_equal(store.frame(categorical=True).astype(str), pd.DataFrame(rows).astype(str))
+
+
 def test_a_column_holds_each_value_once_and_a_small_code_per_row() -> None:
     store = RowStore()
     for i in range(10_000):
         store.add({"agent": "chat:model", "cell": ("BASE", "PEER-DIRECT")[i % 2], "executed": i % 3 == 0})
+    assert len(store) == 10_000
+    store.frame()  # codes the rows still waiting in the last batch
     columns = store._columns  # what the store holds is the point of this test
     assert [len(c.values) for c in columns.values()] == [1, 2, 2]
     assert all(c.codes.itemsize == 1 and len(c.codes) == 10_000 for c in columns.values())
     assert len(store) == 10_000 and store.frame()["executed"].dtype == np.bool_
     for i in range(300):  # past 256 distinct values a code takes two bytes
         store.add({"agent": f"chat:{i}"})
+    store.frame()
     assert columns["agent"].codes.itemsize == 2 and len(columns["cell"].codes) == 10_300
     frame = store.frame(categorical=True)
     assert frame["agent"].dtype == "category" and list(frame["agent"].cat.categories) == sorted(set(frame["agent"]))
