@@ -38,6 +38,7 @@ refreshes them, and no table mixes two versions.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -46,6 +47,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.cache import CacheMiss
 from commitbench.jsonl import append_lines, iter_models, repair_torn_tail
+from commitbench.judges.stored import StoredLabels
 from commitbench.llm import ModelSettings
 from commitbench.traces import EpisodeTrace
 
@@ -131,25 +133,27 @@ class StaleLabelsError(ValueError):
 
 def check_versions(
     records: Mapping[str, RecordT], labeller: str, version: str, cheap: bool, run_dir: Path | str
-) -> dict[str, RecordT] | None:
+) -> Mapping[str, RecordT] | None:
     """What a table may read of one labeller's stored records (its latest per run key).
 
     All of the current version: the records. Any stale one: None for a cheap (offline) labeller, whose
     labels the caller computes anew; :class:`StaleLabelsError` for an LLM judge, naming the command that
     labels the stale records again. So no table mixes two versions of a labeller.
     """
-    stale = [r for r in records.values() if r.labeller_version != version]
+    versions = (records.versions() if isinstance(records, StoredLabels)
+                else Counter(r.labeller_version for r in records.values()))
+    stale = {found: count for found, count in versions.items() if found != version}
     if not stale:
-        return dict(records)
+        return records
     if cheap:
         return None
-    found = sorted({r.labeller_version or "unversioned" for r in stale})
+    found = sorted(v or "unversioned" for v in stale)
     model = labeller.split(":", 1)[1] if labeller.startswith("llm:") else "MODEL"
     raise StaleLabelsError(
-        f"{len(stale)} of {len(records)} labels of {labeller!r} in {run_dir} were made by another version of the "
-        f"judge ({', '.join(found)}; now {version}: its prompt, schema or what it is shown changed). Label them "
-        f"again: `commitbench label {run_dir} --judge llm --judge-model {model} --relabel-stale` (or label the run "
-        "under another judge name); reports never mix the two versions"
+        f"{sum(stale.values())} of {len(records)} labels of {labeller!r} in {run_dir} were made by another version "
+        f"of the judge ({', '.join(found)}; now {version}: its prompt, schema or what it is shown changed). Label "
+        f"them again: `commitbench label {run_dir} --judge llm --judge-model {model} --relabel-stale` (or label the "
+        "run under another judge name); reports never mix the two versions"
     )
 
 
@@ -177,15 +181,11 @@ def _foreign(path: Path | str, labeller: str, names: dict[str, tuple[int, int]])
     )
 
 
-def one_labeller_labels(path: Path | str, record_type: type[RecordT], labeller: str) -> dict[str, RecordT]:
-    """``labeller``'s last record of each run key; :class:`MixedLabellersError` if any record is another's."""
-    latest: dict[str, RecordT] = {}
-    foreign: dict[str, tuple[int, int]] = {}
-    for number, record in enumerate(iter_models(path, record_type, what="labels record"), start=1):
-        if record.labeller != labeller:
-            count, first = foreign.get(record.labeller, (0, number))
-            foreign[record.labeller] = (count + 1, first)
-        latest[record.run_key] = record
+def one_labeller_labels(path: Path | str, record_type: type[RecordT], labeller: str) -> StoredLabels[RecordT]:
+    """``labeller``'s last record of each run key, read from the file when asked for (:class:`StoredLabels`);
+    :class:`MixedLabellersError` if any record is another's."""
+    latest = StoredLabels(path, record_type)
+    foreign = {name: seen for name, seen in latest.labellers.items() if name != labeller}
     if foreign:
         raise _foreign(path, labeller, foreign)
     return latest
@@ -225,10 +225,17 @@ async def label_run(
     or ``relabel_stale`` asks for it; otherwise it stays, and reports refuse it (:func:`check_versions`).
     """
     repair_torn_tail(path)
-    stored = one_labeller_labels(path, record_type, labeller.name) if path.exists() else {}
+    stored: Mapping[str, LabelRecord] = (one_labeller_labels(path, record_type, labeller.name) if path.exists()
+                                         else {})
     again = relabel_stale or labeller.cheap
-    stale = {key for key, record in stored.items() if again and record.labeller_version != labeller.version}
-    with_errors = {key for key, record in stored.items() if retry_errors and record.has_errors}
+    stale: set[str] = set()
+    with_errors: set[str] = set()
+    if again or retry_errors:  # one read of the stored records, each parsed as it comes
+        for key, record in stored.items():
+            if again and record.labeller_version != labeller.version:
+                stale.add(key)
+            if retry_errors and record.has_errors:
+                with_errors.add(key)
     todo = [t for t in traces
             if not t.infra_error and (t.run_key not in stored or t.run_key in stale or t.run_key in with_errors)]
     finished = [t for t in traces if not t.infra_error]

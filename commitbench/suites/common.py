@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -11,6 +11,7 @@ from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
 from commitbench.analysis.view.site import speakers
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
+from commitbench.judges.stored import Overlaid
 from commitbench.modelentry import ModelEntry, thinking_pairs
 from commitbench.rundir import read_manifest
 from commitbench.traces import EpisodeTrace, latest_traces, map_latest_traces
@@ -66,8 +67,9 @@ def labels_file(run_dir: Path | str, judge: str, labels_dir: Path | str | None =
 
 def labels_of(
     suite: AnySuite, run_dir: Path | str, judge: str, labels_dir: Path | str | None = None
-) -> dict[str, LabelRecord] | None:
-    """The stored labels of ``judge`` by run key (:func:`labels_file` says where they are read); None when the
+) -> Mapping[str, LabelRecord] | None:
+    """The stored labels of ``judge`` by run key (read from the file as each is asked for:
+    :class:`commitbench.judges.stored.StoredLabels`) (:func:`labels_file` says where they are read); None when the
     suite's offline labeller has none stored of its current version.
 
     An offline labeller (no model) can label at any time, so callers compute its labels instead (its
@@ -92,12 +94,12 @@ def labels_of(
 
 def stored_labels(
     suite: AnySuite, run_dir: Path | str, labels_dir: Path | str | None = None
-) -> dict[str, dict[str, LabelRecord]]:
+) -> dict[str, Mapping[str, LabelRecord]]:
     """Every judge's stored labels of its current version in a run directory (and LABELS_DIR, whose file of a
     judge wins): judge name -> run key -> its latest record (an offline labeller whose stored labels are stale
     is left out; its labels are made anew wherever they are needed; a stale LLM judge is refused, as by
     :func:`labels_of`)."""
-    out: dict[str, dict[str, LabelRecord]] = {}
+    out: dict[str, Mapping[str, LabelRecord]] = {}
     files = {p.name: p for p in sorted(Path(run_dir).glob("labels-*.jsonl"))}
     if labels_dir is not None:
         files.update({p.name: p for p in sorted(Path(labels_dir).glob("labels-*.jsonl"))})
@@ -106,8 +108,8 @@ def stored_labels(
         if first is None:
             continue
         current = labels_of(suite, run_dir, first.labeller, labels_dir)
-        if current is not None:
-            out.setdefault(first.labeller, {}).update(current)
+        if current is not None:  # a later file's record of a run key wins, as in a dict update
+            out[first.labeller] = Overlaid(current, out[first.labeller]) if first.labeller in out else current
     return out
 
 

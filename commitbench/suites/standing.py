@@ -43,6 +43,7 @@ from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.judges.standing.signals import Signals, compute_signals
+from commitbench.judges.stored import Projected
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.standing.parties import PARTIES_SERVICE, PARTY_PROMPT_HASH, PartyEngine
@@ -157,11 +158,19 @@ def labeller(
 
 def _message_labels(
     run_dir: Path, judge: str, labels_dir: Path | None = None
-) -> dict[str, list[MessageLabel]] | None:
+) -> Mapping[str, list[MessageLabel]] | None:
+    """The stored labels of ``judge`` by run key, each record read when its run asks for it (None: the rule
+    judge's, made now)."""
     records = labels_of(SUITE, run_dir, judge, labels_dir)
     if records is None:
         return None
-    return {key: record.labels for key, record in records.items() if isinstance(record, StandingLabelRecord)}
+    return Projected(records, _labels_of)
+
+
+def _labels_of(record: LabelRecord) -> list[MessageLabel]:
+    if not isinstance(record, StandingLabelRecord):
+        raise TypeError(f"run {record.run_key}: a standing labels record was expected, not a {type(record).__name__}")
+    return record.labels
 
 
 class StandingReportOptions(BaseModel):
@@ -223,7 +232,7 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     def graded_with(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
         return rules(trace, episode) if primary is None else message_labels(trace, episode, primary, judge)
 
-    def stored(records: dict[str, LabelRecord]) -> LabelLookup:
+    def stored(records: Mapping[str, LabelRecord]) -> LabelLookup:
         def lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
             record = records.get(trace.run_key)
             return record.labels if isinstance(record, StandingLabelRecord) else None
@@ -268,7 +277,7 @@ def _read_sheet(sheet: Path) -> tuple[list[BaseModel], int]:
     return list(labels), blank
 
 
-def _all_labels(run_dir: Path, judge: str, labels_dir: Path | None = None) -> dict[str, list[MessageLabel]]:
+def _all_labels(run_dir: Path, judge: str, labels_dir: Path | None = None) -> Mapping[str, list[MessageLabel]]:
     labels = _message_labels(run_dir, judge, labels_dir)
     if labels is None:  # the rule judge, computed now
         rules = RulesLabeller(episodes_of_run(run_dir))

@@ -1,0 +1,150 @@
+"""A labels file read as a mapping from run key to its latest record, holding byte offsets, not records.
+
+A report of a run of 100,000 traces reads as many stored label records. Held as objects they take over a
+gigabyte, and Python's cyclic collector walks them again and again while they pile up (five times the
+time of parsing them). :class:`StoredLabels` reads the file once, parsing and checking every line as the
+record it is (a bad line is named as before, with its file and line), and keeps of each run key only
+where its latest line starts; a record is parsed again from the file when it is asked for, and dropped by
+the caller after use. The mapping also knows the labellers and versions of its latest records, so the
+checks a report makes of a labels file (one labeller, one version) need no second read.
+
+Each process reads through a handle of its own, so the mapping can be handed to forked workers. The
+labels loop only appends to a labels file: a line once indexed stays where it is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Generic, TypeVar
+
+from commitbench.jsonl import JsonlError, iter_lines_at, parse_line
+
+if TYPE_CHECKING:
+    from commitbench.judges.labelling import LabelRecord
+
+RecordT = TypeVar("RecordT", bound="LabelRecord")
+
+__all__ = ["Overlaid", "Projected", "StoredLabels"]
+
+_NUMBER_BITS = 32  # a line's number in the low bits of its entry, its byte offset above them
+
+
+class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
+    """One labels file's latest record of each run key, read from the file when asked for (see the module doc)."""
+
+    def __init__(self, path: Path | str, record_type: type[RecordT], what: str = "labels record") -> None:
+        self.path = Path(path)
+        self.record_type = record_type
+        self.what = what
+        self._where: dict[str, int] = {}
+        self._version_of: dict[str, str] = {}  # run keys whose latest record is not of the first record's version
+        self.first_version: str | None = None
+        self.records_read = 0
+        # Every labeller of the file's records: (its records, the number of its first record, counting records).
+        self.labellers: dict[str, tuple[int, int]] = {}
+        self._handle: tuple[int, IO[bytes]] | None = None
+        for number, offset, line in iter_lines_at(self.path):
+            record = parse_line(self.path, record_type, what, number, line)
+            if record is None:  # a torn tail
+                continue
+            self.records_read += 1
+            key = record.run_key
+            self._where[key] = (offset << _NUMBER_BITS) | number
+            count, first = self.labellers.get(record.labeller, (0, self.records_read))
+            self.labellers[record.labeller] = (count + 1, first)
+            if self.first_version is None:
+                self.first_version = record.labeller_version
+            if record.labeller_version == self.first_version:
+                self._version_of.pop(key, None)
+            else:
+                self._version_of[key] = record.labeller_version
+
+    def versions(self) -> Counter[str]:
+        """The labeller versions of the latest records, with their counts."""
+        counts: Counter[str] = Counter(self._version_of.values())
+        usual = len(self._where) - len(self._version_of)
+        if usual and self.first_version is not None:
+            counts[self.first_version] += usual
+        return counts
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._where
+
+    def __getitem__(self, key: str) -> RecordT:
+        entry = self._where[key]
+        offset, number = entry >> _NUMBER_BITS, entry & ((1 << _NUMBER_BITS) - 1)
+        handle = self._reader()
+        handle.seek(offset)
+        raw = handle.readline()
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsonlError(f"{self.path}:{number}: changed since it was read (no longer UTF-8 text)") from None
+        record = parse_line(self.path, self.record_type, self.what, number, line)
+        if record is None or record.run_key != key:
+            raise JsonlError(f"{self.path}:{number}: changed since it was read (not the {self.what} of run {key})")
+        return record
+
+    def _reader(self) -> IO[bytes]:
+        """This process's handle on the file (a forked worker opens its own)."""
+        pid = os.getpid()
+        if self._handle is None or self._handle[0] != pid:
+            self._handle = (pid, self.path.open("rb"))
+        return self._handle[1]
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_handle"] = None
+        return state
+
+
+
+
+class Overlaid(Mapping[str, RecordT], Generic[RecordT]):
+    """Two mappings of stored labels as one, as ``dict(below) | dict(top)`` would make them (a record of
+    ``top`` wins; keys in the order of that merge), without reading a record before it is asked for."""
+
+    def __init__(self, top: Mapping[str, RecordT], below: Mapping[str, RecordT]) -> None:
+        self.top, self.below = top, below
+
+    def __len__(self) -> int:
+        return len(self.below) + sum(1 for key in self.top if key not in self.below)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.below
+        yield from (key for key in self.top if key not in self.below)
+
+    def __getitem__(self, key: str) -> RecordT:
+        return self.top[key] if key in self.top else self.below[key]
+
+
+ValueT = TypeVar("ValueT")
+
+
+class Projected(Mapping[str, ValueT], Generic[RecordT, ValueT]):
+    """A mapping of stored labels seen through ``part`` (a record's labels, say), each record read and
+    projected when it is asked for."""
+
+    def __init__(self, records: Mapping[str, RecordT], part: Callable[[RecordT], ValueT]) -> None:
+        self.records, self.part = records, part
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.records)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.records
+
+    def __getitem__(self, key: str) -> ValueT:
+        return self.part(self.records[key])

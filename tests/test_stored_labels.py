@@ -1,0 +1,104 @@
+"""Stored labels read as a mapping of byte offsets: the same records, checks and errors as a dict of them."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from commitbench.jsonl import JsonlError
+from commitbench.judges.labelling import (
+    LabelRecord,
+    MixedLabellersError,
+    StaleLabelsError,
+    check_versions,
+    one_labeller_labels,
+)
+from commitbench.judges.stored import Overlaid, Projected, StoredLabels
+
+
+def _line(key: str, labeller: str = "rules", version: str = "v2", errors: int = 0) -> str:
+    record = LabelRecord(run_key=key, labeller=labeller, labeller_version=version, judge_errors=errors)
+    return record.model_dump_json() + "\n"
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def test_the_latest_record_of_each_run_key_in_first_seen_order(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl",
+                  [_line("a"), _line("b", errors=1), "\n", _line("c"), _line("a", errors=3)])
+    stored = StoredLabels(path, LabelRecord)
+    assert list(stored) == ["a", "b", "c"] and len(stored) == 3 and stored.records_read == 4
+    assert stored["a"].judge_errors == 3 and stored["b"].judge_errors == 1 and "d" not in stored
+    assert stored.get("d") is None
+    expected = {"a": 3, "b": 1, "c": 0}
+    assert {key: record.judge_errors for key, record in stored.items()} == expected
+    with pytest.raises(KeyError):
+        stored["d"]
+
+
+def test_versions_count_the_latest_records_only(tmp_path: Path) -> None:
+    lines = [_line("a", version="v1"), _line("b", version="v1"), _line("a", version="v2"), _line("c", version="")]
+    path = _write(tmp_path / "labels-rules.jsonl", lines)
+    stored = StoredLabels(path, LabelRecord)
+    assert stored.versions() == {"v1": 1, "v2": 1, "": 1}
+    assert check_versions(stored, "rules", "v2", True, tmp_path) is None  # an offline labeller: made anew
+    with pytest.raises(StaleLabelsError, match=r"2 of 3 labels of 'llm:m' .* \(unversioned, v1; now v2"):
+        check_versions(stored, "llm:m", "v2", False, tmp_path)
+    current = _write(tmp_path / "labels-current.jsonl", [_line("a", version="v1"), _line("a", version="v2")])
+    assert check_versions(StoredLabels(current, LabelRecord), "rules", "v2", True, tmp_path) is not None
+
+
+def test_a_bad_line_is_named_when_the_file_is_read_and_a_torn_tail_is_skipped(tmp_path: Path) -> None:
+    bad = _write(tmp_path / "labels-bad.jsonl", [_line("a"), '{"run_key": "b"}\n', _line("c")])
+    with pytest.raises(JsonlError, match=r"labels-bad\.jsonl:2: not a valid labels record: labeller"):
+        StoredLabels(bad, LabelRecord)
+    torn = _write(tmp_path / "labels-torn.jsonl", [_line("a"), _line("b")[:20]])
+    assert list(StoredLabels(torn, LabelRecord)) == ["a"]
+
+
+def test_another_labellers_records_are_refused_with_their_counts(tmp_path: Path) -> None:
+    lines = [_line("a"), _line("b", labeller="llm:x"), _line("c", labeller="llm:x")]
+    path = _write(tmp_path / "labels-rules.jsonl", lines)
+    with pytest.raises(MixedLabellersError, match=r"'llm:x': 2 records, the first is record 2"):
+        one_labeller_labels(path, LabelRecord, "rules")
+
+
+def test_a_line_changed_after_it_was_read_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl", [_line("a"), _line("b")])
+    stored = StoredLabels(path, LabelRecord)
+    _write(path, [_line("b"), _line("a")])  # same lengths, other run keys at the offsets
+    with pytest.raises(JsonlError, match=r"labels-rules\.jsonl:1: changed since it was read"):
+        stored["a"]
+
+
+def _read_in_child(stored: StoredLabels[LabelRecord], out: multiprocessing.queues.Queue[list[int]]) -> None:
+    out.put([stored[key].judge_errors for key in ("c", "a")])
+
+
+def test_a_forked_worker_reads_through_a_handle_of_its_own(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl", [_line("a", errors=1), _line("b"), _line("c", errors=2)])
+    stored = StoredLabels(path, LabelRecord)
+    assert stored["b"].judge_errors == 0  # the parent's handle is open before the fork
+    context = multiprocessing.get_context("fork")
+    out: multiprocessing.queues.Queue[list[int]] = context.Queue()
+    child = context.Process(target=_read_in_child, args=(stored, out))
+    child.start()
+    assert out.get(timeout=30) == [2, 1]
+    child.join(30)
+    assert child.exitcode == 0 and stored["a"].judge_errors == 1
+
+
+def test_two_files_of_one_labeller_overlay_as_a_dict_update(tmp_path: Path) -> None:
+    below = StoredLabels(_write(tmp_path / "labels-a.jsonl", [_line("a"), _line("b", errors=1)]), LabelRecord)
+    top = StoredLabels(_write(tmp_path / "labels-b.jsonl", [_line("c"), _line("b", errors=5)]), LabelRecord)
+    merged = Overlaid(top, below)
+    expected = dict(below) | dict(top)
+    assert list(merged) == list(expected) and len(merged) == len(expected)
+    assert {k: r.judge_errors for k, r in merged.items()} == {k: r.judge_errors for k, r in expected.items()}
+    projected = Projected(merged, lambda record: record.judge_errors)
+    assert dict(projected) == {"a": 0, "b": 5, "c": 0} and "c" in projected and len(projected) == 3
