@@ -142,24 +142,43 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(low), float(high), int(valid.size)
 
 
-def cluster_bootstrap_replicates(
-    values: Any, clusters: Any, stat: StatFn | None = None, n_boot: int = 1000, seed: int = 0
-) -> tuple[float, np.ndarray]:
-    """The point estimate and the ``n_boot`` replicate statistics (NaN where undefined)."""
+def cluster_codes(clusters: Any) -> tuple[np.ndarray, int]:
+    """Each row's cluster as a code from 0, the codes in the sorted order of the ids (as ``np.unique`` gives
+    them), and the number of clusters. A pandas categorical whose categories are sorted is coded from its
+    integer codes, which gives the same codes without sorting every row's text."""
+    cat = getattr(clusters, "cat", None)
+    if cat is not None and cat.categories.is_monotonic_increasing and bool((cat.codes.to_numpy() >= 0).all()):
+        _, codes = np.unique(cat.codes.to_numpy(), return_inverse=True)
+    else:
+        _, codes = np.unique(np.asarray(clusters), return_inverse=True)
+    return codes, (int(codes.max()) + 1 if len(codes) else 0)
+
+
+def _replicates(
+    values: Any, clusters: Any, stat: StatFn | None, n_boot: int, seed: int
+) -> tuple[float, np.ndarray, int, int]:
+    """The point estimate, the replicate statistics, the number of clusters and of rows."""
     matrix = _as_matrix(values, "values")
-    cluster_ids = np.asarray(clusters)
-    if cluster_ids.shape != (matrix.shape[0],):
-        raise ValueError(f"clusters must have one id per row: {cluster_ids.shape} ids for {matrix.shape[0]} rows")
+    shape = (len(clusters),) if hasattr(clusters, "cat") else np.shape(clusters)
+    if shape != (matrix.shape[0],):
+        raise ValueError(f"clusters must have one id per row: {shape} ids for {matrix.shape[0]} rows")
     if matrix.shape[0] == 0:
         raise ValueError("cannot bootstrap zero rows")
     function = stat or mean_stat
-    _, codes = np.unique(cluster_ids, return_inverse=True)
-    n_clusters = int(codes.max()) + 1
+    codes, n_clusters = cluster_codes(clusters)
     totals = _cluster_totals(matrix, codes, n_clusters)
     estimate = float(_apply(function, totals.sum(axis=0)))
     rng = np.random.default_rng(seed)
     (replicate_totals,) = _replicate_totals([totals], n_boot, rng)
-    return estimate, _apply(function, replicate_totals)
+    return estimate, _apply(function, replicate_totals), n_clusters, matrix.shape[0]
+
+
+def cluster_bootstrap_replicates(
+    values: Any, clusters: Any, stat: StatFn | None = None, n_boot: int = 1000, seed: int = 0
+) -> tuple[float, np.ndarray]:
+    """The point estimate and the ``n_boot`` replicate statistics (NaN where undefined)."""
+    estimate, replicates, _, _ = _replicates(values, clusters, stat, n_boot, seed)
+    return estimate, replicates
 
 
 def cluster_bootstrap(
@@ -171,13 +190,13 @@ def cluster_bootstrap(
     confidence: float = 0.95,
     min_clusters: int = MIN_CLUSTERS,
 ) -> BootstrapResult:
-    """Cluster bootstrap of ``stat`` over rows ``values`` (shape (n,) or (n, k)) grouped by ``clusters``.
+    """Cluster bootstrap of ``stat`` over rows ``values`` (shape (n,) or (n, k)) grouped by ``clusters`` (an
+    id per row: an array, a list, or a pandas series, categorical or not).
 
     With fewer than ``min_clusters`` clusters the interval is withheld (NaN).
     """
     _check_args(n_boot, confidence)
-    estimate, replicates = cluster_bootstrap_replicates(values, clusters, stat, n_boot, seed)
-    n_clusters = len(np.unique(np.asarray(clusters)))
+    estimate, replicates, n_clusters, n_rows = _replicates(values, clusters, stat, n_boot, seed)
     low, high, n_valid = percentile_interval(replicates, confidence)
     if interval_withheld(n_clusters, min_clusters):
         low = high = float("nan")
@@ -189,7 +208,7 @@ def cluster_bootstrap(
         n_boot=n_boot,
         n_valid=n_valid,
         n_clusters=n_clusters,
-        n_rows=len(np.asarray(clusters)),
+        n_rows=n_rows,
         seed=seed,
     )
 

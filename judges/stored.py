@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
@@ -94,6 +94,24 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
             raise JsonlError(f"{self.path}:{number}: changed since it was read (not the {self.what} of run {key})")
         return record
 
+    def values(self) -> ValuesView[RecordT]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[str, RecordT]:
+        return _Items(self)
+
+    def in_order(self) -> Iterator[tuple[str, RecordT]]:
+        """Every run key and its latest record, in the order of the keys. When no run key has two records (the
+        usual case), that is the file's order, and the file is read straight through instead of line by line."""
+        if self.records_read != len(self._where):
+            for key in self._where:
+                yield key, self[key]
+            return
+        for number, offset, line in iter_lines_at(self.path):
+            record = parse_line(self.path, self.record_type, self.what, number, line)
+            if record is not None and self._where.get(record.run_key) == (offset << _NUMBER_BITS) | number:
+                yield record.run_key, record  # a line appended since the index was made is not one of its records
+
     def _reader(self) -> IO[bytes]:
         """This process's handle on the file (a forked worker opens its own)."""
         pid = os.getpid()
@@ -107,6 +125,20 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         return state
 
 
+
+
+class _Values(ValuesView[RecordT]):
+    _mapping: StoredLabels[RecordT]
+
+    def __iter__(self) -> Iterator[RecordT]:
+        return (record for _, record in self._mapping.in_order())
+
+
+class _Items(ItemsView[str, RecordT]):
+    _mapping: StoredLabels[RecordT]
+
+    def __iter__(self) -> Iterator[tuple[str, RecordT]]:
+        return self._mapping.in_order()
 
 
 class Overlaid(Mapping[str, RecordT], Generic[RecordT]):

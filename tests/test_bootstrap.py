@@ -9,6 +9,7 @@ from commitbench.analysis.bootstrap import (
     MIN_CLUSTERS,
     cluster_bootstrap,
     cluster_bootstrap_replicates,
+    cluster_codes,
     interval_note,
     interval_withheld,
     mean_stat,
@@ -149,3 +150,22 @@ def test_too_few_clusters_give_no_interval() -> None:
     enough = cluster_bootstrap(values + values, list("abcdefabcd"), n_boot=200)
     assert enough.n_clusters == MIN_CLUSTERS == 6
     assert np.isfinite(enough.low) and np.isfinite(enough.high) and interval_note(enough.n_clusters) == ""
+
+
+@pytest.mark.parametrize("categories", [["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "zz"],
+                                        ["zz", "r7", "r6", "r5", "r4", "r3", "r2", "r1", "r0"]])
+def test_a_categorical_cluster_column_gives_the_result_of_its_texts(categories: list[str]) -> None:
+    """A group of a categorical frame (unused categories, sorted or not) bootstraps as its ids as texts do."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    ids = [f"r{i}" for i in rng.integers(0, 8, size=60)]
+    series = pd.Series(pd.Categorical(ids, categories=categories))[10:50]
+    values = rng.integers(0, 2, size=(40, 2)).astype(float) + np.array([0.0, 1.0])
+    texts = np.asarray(series.astype(object))
+    assert cluster_codes(series)[1] == cluster_codes(texts)[1] == len(set(texts))
+    assert (cluster_codes(series)[0] == cluster_codes(texts)[0]).all()
+    assert cluster_bootstrap(values, series, ratio_stat, n_boot=200) == cluster_bootstrap(values, texts, ratio_stat,
+                                                                                          n_boot=200)
+    with pytest.raises(ValueError, match="one id per row"):
+        cluster_bootstrap(values, series[:5], ratio_stat)

@@ -53,7 +53,10 @@ def records(labeller: str) -> list[FollowupLabelRecord]:
 
 def run_dir(tmp_path: Path, labellers: dict[str, list[FollowupLabelRecord]]) -> Path:
     run = tmp_path / "run"
-    append_traces(run / "traces.jsonl", [EpisodeTrace(env_id=FOLLOWUP_ENV_ID, episode_id="r0:C0", factors={})])
+    # A trace for each labelled run key: the offline checker's report reads each trace's stored record.
+    keys = dict.fromkeys(r.run_key for rows in labellers.values() for r in rows)
+    append_traces(run / "traces.jsonl", [EpisodeTrace(env_id=FOLLOWUP_ENV_ID, episode_id=f"{key}:C0", run_key=key,
+                                                      factors={}) for key in keys])
     for name, rows in labellers.items():
         append_lines(labels_path(run, name), (r.model_dump_json() for r in rows))
     return run

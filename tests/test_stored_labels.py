@@ -102,3 +102,14 @@ def test_two_files_of_one_labeller_overlay_as_a_dict_update(tmp_path: Path) -> N
     assert {k: r.judge_errors for k, r in merged.items()} == {k: r.judge_errors for k, r in expected.items()}
     projected = Projected(merged, lambda record: record.judge_errors)
     assert dict(projected) == {"a": 0, "b": 5, "c": 0} and "c" in projected and len(projected) == 3
+
+
+def test_values_come_in_key_order_and_lines_appended_later_are_not_among_them(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl", [_line("a", errors=1), _line("b", errors=2), _line("c")])
+    stored = StoredLabels(path, LabelRecord)
+    with path.open("a", encoding="utf-8") as handle:  # a labelling pass still appending
+        handle.write(_line("d", errors=4) + _line("a", errors=9))
+    assert [r.judge_errors for r in stored.values()] == [1, 2, 0] and len(stored.values()) == 3
+    assert [key for key, _ in stored.items()] == ["a", "b", "c"]
+    again = StoredLabels(path, LabelRecord)  # "a" has two records now: its latest, at its first place
+    assert [(key, r.judge_errors) for key, r in again.items()] == [("a", 9), ("b", 2), ("c", 0), ("d", 4)]

@@ -283,3 +283,32 @@ def test_the_pools_processes_die_when_their_reader_is_killed(run_dir: Path, tmp_
     while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in workers)
+
+
+def test_a_follow_up_report_reads_stored_offline_labels_and_makes_the_missing_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline labels stored for part of the run (a labelling pass before the run went on): each trace's stored
+    record is read, the others are made now, and the report is the one made with none stored, in one process
+    or a pool."""
+    from commitbench import traces
+    from commitbench.jsonl import append_lines
+    from commitbench.judges.labelling import labels_path
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.followup import records_of
+    from commitbench.suites.followup import report as followup_report
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 40}})
+    run = tmp_path / "run"
+    run_experiment(config, run)
+    options = ReportOptions(judge="rules", n_boot=50, write_files=False)
+    alone = followup_report(run, options).model_dump(mode="json")
+    records = records_of(run, "rules")
+    append_lines(labels_path(run, "rules"), (r.model_dump_json() for r in records[::3]))
+    assert followup_report(run, options).model_dump(mode="json") == alone
+    monkeypatch.setattr(traces, "POOL_THRESHOLD", 1)
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)
+    monkeypatch.setattr(traces, "pool_workers", lambda: 2)
+    assert followup_report(run, options).model_dump(mode="json") == alone
+    assert alone["judge_errors"] == 0 and alone["headline"]

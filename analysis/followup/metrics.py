@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -187,10 +188,16 @@ def source_kind(source: str) -> str:
 def to_frame(rows: Iterable[LabelledResponse]) -> pd.DataFrame:
     """A DataFrame with one column per ``LabelledResponse`` field (enum values as plain strings), and
     ``source_kind`` (mined or templated) read from ``source``."""
+    return frame_of_dumps(row.model_dump(mode="json") for row in rows)
+
+
+def frame_of_dumps(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """:func:`to_frame` of rows already dumped to plain values (``row.model_dump(mode="json")``), as a pool of
+    processes sends them back."""
     from commitbench.analysis.rowstore import rows_frame
 
     # Each row is folded into coded columns as it comes: the rows as dicts never sit in memory together.
-    frame = rows_frame((row.model_dump(mode="json") for row in rows), categorical=True)
+    frame = rows_frame(rows, categorical=True)
     frame = frame[list(REQUIRED_COLUMNS)] if len(frame) else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
     frame["source_kind"] = [source_kind(str(s)) for s in frame["source"]]
     return frame
@@ -381,7 +388,7 @@ def rate_table(
         record: dict[str, object] = dict(zip(by, key, strict=True))
         record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(group))
         if denominator > 0 and intervals:
-            result = cluster_bootstrap(pairs, group[CLUSTER_COLUMN].to_numpy(), ratio_stat, n_boot=n_boot, seed=seed)
+            result = cluster_bootstrap(pairs, group[CLUSTER_COLUMN], ratio_stat, n_boot=n_boot, seed=seed)
             record.update(estimate=result.estimate, low=result.low, high=result.high, clusters=result.n_clusters)
         else:
             estimate = numerator / denominator if denominator > 0 else float("nan")

@@ -19,6 +19,7 @@ from commitbench.analysis.followup.metrics import (
     CLUSTER_COLUMN,
     HEADLINE_METRICS,
     LabelledResponse,
+    frame_of_dumps,
     rate_table,
     to_frame,
 )
@@ -189,27 +190,44 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     costs_store = RowStore()
 
     stored = labels_of(SUITE, run_dir, judge, options.labels_dir)
-    checker = CheckerLabeller(OfflineChecker()) if stored is None else None
+    offline = judge == SUITE.offline_labeller
+    checker = CheckerLabeller(OfflineChecker()) if offline else None
 
-    def convert(trace: EpisodeTrace) -> tuple[Any, dict[str, Any] | None, FollowupLabelRecord | None]:
+    def convert(trace: EpisodeTrace) -> tuple[Any, dict[str, Any] | None, dict[str, Any] | bool | None]:
+        """A trace's call head, cost row and, for the offline checker, its metric row (its stored record's, else
+        one made now; False: a judge error), in whichever process read the trace: only these small values
+        come back."""
         if trace.infra_error:
             return call_head(trace), None, None
-        record = checker.label_now(trace) if checker is not None else None
-        return call_head(trace), cost_row(trace, cost_keys), record
+        response: dict[str, Any] | bool | None = None
+        if checker is not None:
+            record = stored.get(trace.run_key) if stored is not None else None
+            if not isinstance(record, FollowupLabelRecord):
+                record = checker.label_now(trace)
+            labeller_of([record], judge)
+            row = response_row(record)
+            response = False if row is None else row.model_dump(mode="json")
+        return call_head(trace), cost_row(trace, cost_keys), response
 
-    def finished() -> Iterator[FollowupLabelRecord]:
-        """One pass over the traces that count: the call errors, the costs, and the offline checker's records (in
-        this process: sending the records back from a pool of processes costs more than it saves)."""
-        for head, cost, record in map_latest_traces(run_dir, convert, include_failed=True, workers=1):
+    errors = 0
+
+    def finished() -> Iterator[dict[str, Any]]:
+        """One pass over the traces that count: the call errors, the costs, and the offline checker's rows."""
+        nonlocal errors
+        for head, cost, response in map_latest_traces(run_dir, convert, include_failed=True):
             call_errors.add(head)
             if cost is not None:
                 costs_store.add(cost)
-            if record is not None:
-                yield record
+            if response is False:
+                errors += 1
+            elif isinstance(response, dict):
+                yield response
 
-    if stored is None:
-        frame, errors = response_frame(finished(), judge)
-    else:
+    if checker is not None:  # the offline checker: each trace's stored record, or one made now where none is
+        frame = frame_of_dumps(finished())
+    else:  # a stored judge's records, every one of them, as that judge stored them
+        if stored is None:
+            raise ValueError(f"no labels of judge {judge!r} in {run_dir}")
         frame, errors = response_frame((r for r in stored.values() if isinstance(r, FollowupLabelRecord)), judge)
         for _ in finished():
             pass
