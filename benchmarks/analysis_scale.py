@@ -1,7 +1,7 @@
 """Analysis at scale: time and peak memory of ``commitbench report`` and ``commitbench view`` over large runs.
 
     .venv/bin/python benchmarks/analysis_scale.py [--sizes 10000 100000] [--suites standing followup]
-                                                  [--keep DIR] [--no-view] [--check-json FILE]
+                                                  [--keep DIR] [--no-view] [--labelled] [--check-json FILE]
 
 1. *Fill* (not timed): for each suite and size, a run directory of about that many traces. The players
    need no model: the standing suite's five reference agents, named as ``module:Class`` so that they play
@@ -25,7 +25,10 @@
 It prints one line per suite, size and command, with the command's wall time over the floor's (target at
 the largest size: at most 3), and per suite and command the ratio of the peak memory (target: at most
 1.3, memory bounded in the number of traces) and of the time per trace (about 1: time linear) between
-the largest size and the smallest. ``--keep DIR`` keeps the run directories there and reuses those
+the largest size and the smallest. ``--labelled`` stores the offline labeller's labels once first
+(``commitbench label RUN --judge rules --out RUN-labels``, its time on a line of its own) and measures the
+run as a researcher reads it after that: the floor reads those labels too, and every command is given
+``--labels RUN-labels``. ``--keep DIR`` keeps the run directories there and reuses those
 already filled. ``--check-json FILE`` keeps the ``report --json`` documents of every run measured in
 FILE (one JSON object: run name -> the document as printed), or, when FILE exists, says whether each
 document is character for character the one kept there: run it once before a change to the readers
@@ -191,14 +194,17 @@ def measure(args: list[str], keep: Path | None = None) -> Measured:
     return Measured(wall, usage.ru_maxrss / 1024.0, load_before, os.getloadavg()[0])  # ru_maxrss: KiB on Linux
 
 
-def floor(run_dir: Path) -> int:
-    """The least any reader of a run does: one streaming read of its trace file and labels files, every line
-    parsed into its model (a trace, the suite's label record); returns the lines read."""
+def floor(run_dir: Path, labels_dir: Path | None = None) -> int:
+    """The least any reader of a run does: one streaming read of its trace file and labels files (those of
+    ``labels_dir`` too), every line parsed into its model (a trace, the suite's label record); returns the lines
+    read."""
     from commitbench.jsonl import iter_models
     from commitbench.traces import TRACES_FILE, EpisodeTrace
 
     read = sum(1 for _ in iter_models(run_dir / TRACES_FILE, EpisodeTrace, what="trace"))
     labels = sorted(run_dir.glob("labels-*.jsonl"))
+    if labels_dir is not None:
+        labels += sorted(labels_dir.glob("labels-*.jsonl"))
     if labels:
         suite = json.loads((run_dir / "manifest.json").read_text()).get("suite")
         record: type[Any]
@@ -235,8 +241,8 @@ def _check_json(path: Path | None, documents: dict[str, str]) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--floor":  # the floor, timed by the parent
-        floor(Path(sys.argv[2]))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--floor":  # the floor, timed by the parent
+        floor(Path(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) == 4 else None)
         return
     if len(sys.argv) == 5 and sys.argv[1] == "--fill":  # a fill, in a process of its own
         _fill_here(PLANS[sys.argv[2]], int(sys.argv[3]), Path(sys.argv[4]))
@@ -246,6 +252,10 @@ def main() -> None:
     parser.add_argument("--suites", nargs="+", choices=sorted(PLANS), default=["standing", "followup"])
     parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the run directories here")
     parser.add_argument("--no-view", action="store_true", help="time the report only")
+    parser.add_argument("--labelled", action="store_true",
+                        help="store the offline labeller's labels first (commitbench label --judge rules --out "
+                        "RUN-labels, timed on a line of its own), and read them: the floor reads them too, and "
+                        "the commands are given --labels RUN-labels")
     parser.add_argument("--check-json", type=Path, default=None,
                         help="keep the report --json documents here, or compare them with those kept here")
     args = parser.parse_args()
@@ -265,9 +275,21 @@ def main() -> None:
                 samples = max(1, round(size / plan.per_sample))
                 run_dir = work / f"{suite}-{samples * plan.per_sample}"
                 traces = fill(plan, samples, run_dir)
+                labelled: list[str] = []
+                if args.labelled:
+                    labels_dir = run_dir.with_name(run_dir.name + "-labels")
+                    if not (labels_dir / "labels-rules.jsonl").exists():
+                        shutil.rmtree(labels_dir, ignore_errors=True)
+                        got = measure(["label", str(run_dir), "--judge", "rules", "--out", str(labels_dir)])
+                        print(f"{suite:<9} {traces:>8,} {'label (once)':<14} {got.wall_s:>8.1f} {'':>8} "
+                              f"{got.wall_s / traces * 1e6:>7.0f} {got.peak_rss_mb:>12.1f} "
+                              f"{got.load_before:>5.2f}-{got.load_after:<5.2f}", flush=True)
+                    labelled = [str(labels_dir)]
                 base = 0.0
                 for name, command in commands.items():
                     extra = ["--out", str(Path(scratch) / f"site-{suite}-{traces}")] if name == "view" else []
+                    if labelled:
+                        extra += labelled if name == "floor" else ["--labels", *labelled]
                     keep = Path(scratch) / "report.json" if name == "report --json" else None
                     got = measure([*command, str(run_dir), *extra], keep=keep)
                     if keep is not None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from commitbench.jsonl import JsonlError, iter_lines_at
 from commitbench.traces import REPAIR_HINT, LatestLines, TraceFileError, file_state, remember_latest_lines
 
-__all__ = ["CellFacts", "TraceRow", "cell_problem", "iter_trace_rows", "scan_trace_file"]
+__all__ = ["CellFacts", "TraceRow", "cell_problem", "check_trace_file", "iter_trace_rows", "scan_trace_file"]
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,26 @@ def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) ->
     :func:`commitbench.jsonl.repair_torn_tail` cuts it before the next append).
     """
     status: dict[str, bool] = {}
+    for row in _checked_rows(path, cells):
+        status[row.run_key] = status.get(row.run_key, False) or row.good
+    return status
+
+
+def check_trace_file(path: Path, cells: Mapping[str, CellFacts]) -> None:
+    """:func:`scan_trace_file` for a reader, which needs no status: every line checked against ``cells``, and
+    where the traces that count are kept for the reads that follow."""
+    for _ in _checked_rows(path, cells):
+        pass
+
+
+def _checked_rows(path: Path, cells: Mapping[str, CellFacts] | None) -> Iterator[TraceRow]:
     state = file_state(path) if cells is not None and path.exists() else None
     latest = LatestLines()
     for row in iter_trace_rows(path, cells):
-        status[row.run_key] = status.get(row.run_key, False) or row.good
         latest.add(row.number, row.offset, row.run_key, row.good)
+        yield row
     if state is not None:  # every line is a trace of a cell: the reads that follow need not check them again
         remember_latest_lines(path, state, latest.finish())
-    return status
 
 
 class _TraceIdentity(BaseModel):

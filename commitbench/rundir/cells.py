@@ -22,7 +22,8 @@ refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,11 +75,10 @@ class CellTable:
     rows: tuple[tuple[str, int, str, int], ...]  # run key, group index, episode id, sample
     shard: tuple[int, int] | None = None  # the shard a directory plays (its manifest counts that shard's cells)
 
-    def facts(self) -> dict[str, CellFacts]:
-        """run key -> what a trace of that cell must say about itself (:mod:`commitbench.runcells`)."""
-        made = [(g.env_id, tuple(g.interventions), g.identity) for g in self.groups]
-        return {key: CellFacts(made[g][0], episode, sample, made[g][1], made[g][2])
-                for key, g, episode, sample in self.rows}
+    def facts(self) -> CellFactsIndex:
+        """run key -> what a trace of that cell must say about itself (:mod:`commitbench.runcells`), each cell's
+        facts made when asked for (a run of 100,000 cells holds an index of its rows, not 100,000 records)."""
+        return CellFactsIndex(self)
 
     def current_keys(self) -> list[str]:
         """The run keys of the directory's config (without those of configs --force replaced), of its shard."""
@@ -145,6 +145,29 @@ class CellTable:
         return cls(tuple(groups), tuple(rows))
 
 
+class CellFactsIndex(Mapping[str, CellFacts]):
+    """A cell table's facts by run key (:meth:`CellTable.facts`): a row index per key, the facts made on lookup."""
+
+    def __init__(self, table: CellTable) -> None:
+        self._rows = table.rows
+        self._made = [(g.env_id, tuple(g.interventions), g.identity) for g in table.groups]
+        self._index = {row[0]: position for position, row in enumerate(table.rows)}
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __getitem__(self, key: str) -> CellFacts:
+        _, group, episode, sample = self._rows[self._index[key]]
+        env_id, interventions, player = self._made[group]
+        return CellFacts(env_id, episode, sample, interventions, player)
+
+
 def write_cell_table(run_dir: Path, table: CellTable) -> None:
     """Write a directory's cell table atomically (a reader sees the old table or the new one)."""
     header: dict[str, Any] = {"format": FORMAT, "version": VERSION,
@@ -207,7 +230,7 @@ def _row(path: Path, number: int, value: Any, groups: int) -> tuple[str, int, st
     if (isinstance(value, list) and len(value) == 4 and isinstance(value[0], str) and value[0]
             and type(value[1]) is int and 0 <= value[1] < groups and isinstance(value[2], str)
             and type(value[3]) is int and value[3] >= 0):
-        return value[0], value[1], value[2], value[3]
+        return value[0], value[1], sys.intern(value[2]), value[3]  # an episode's id held once for all its cells
     raise CellTableError(f"{path}:{number}: not a cell [run key, group index, episode id, sample]: "
                          f"{orjson.dumps(value).decode()[:120]}")
 

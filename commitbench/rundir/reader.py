@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from commitbench import identity
-from commitbench.runcells import scan_trace_file
+from commitbench.runcells import check_trace_file
 from commitbench.rundir import MANIFEST_FILE, RunManifest, directory_lock, read_manifest
 from commitbench.rundir.cells import CELLS_FILE, CellTable, read_cell_table, write_cell_table
 from commitbench.suites import AnySuite, get_suite, suite_for_env
@@ -95,7 +95,7 @@ def run_suite(run_dir: Path | str) -> AnySuite:
         selection = suite.selection.model_validate(manifest.config.get("episodes") or {})
         suite.check_set_version(manifest.episode_set_version, run_dir, selection)
         # Every line must be a trace of a cell of the run's experiment (the rule 'run' and 'merge' apply).
-        scan_trace_file(run_dir / TRACES_FILE, directory_cells(run_dir, manifest).facts())
+        check_trace_file(run_dir / TRACES_FILE, directory_cells(run_dir, manifest).facts())
         return suite
     path = run_dir / TRACES_FILE
     if not path.exists():
