@@ -265,7 +265,8 @@ def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:
     positions = [i for i, row in enumerate(rows) if row.get("labelled")]
     if not positions:
         return out
-    frame = pd.DataFrame([rows[i] for i in positions])[list(REQUIRED_COLUMNS)]
+    # Column by column: a frame of the needed columns, without pandas reading every field of every row.
+    frame = pd.DataFrame({column: [rows[i].get(column) for i in positions] for column in REQUIRED_COLUMNS})
     for name in LINKED_METRICS:
         denominator = pd.Series(METRICS[name].denominator(frame), index=frame.index).astype(float) > 0
         for position, inside in zip(positions, denominator.tolist(), strict=True):
