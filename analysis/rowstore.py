@@ -24,6 +24,7 @@ import pandas as pd
 __all__ = ["RowStore", "rows_frame"]
 
 _MISSING: Any = math.nan  # what pandas writes where a record lacks a field
+_TYPED: dict[type, Any] = {bool: np.bool_, int: np.int64, float: np.float64}  # a column of one of these types
 
 
 class _CodedColumn:
@@ -83,6 +84,13 @@ class _CodedColumn:
             rank[order] = np.arange(len(order), dtype=np.int32)
             categories = pd.Index([self.values[i] for i in order], dtype="str")
             return pd.Series(pd.Categorical.from_codes(rank[codes], categories=categories))
+        kinds = {type(value) for value in self.values}
+        typed = _TYPED.get(kinds.pop()) if len(kinds) == 1 else None
+        if typed is not None:  # flags, counts or fractions only: gathered as numbers, never as objects
+            try:
+                return pd.Series(np.asarray(self.values, dtype=typed)[codes])
+            except OverflowError:  # an integer past 64 bits: an object column, as pandas makes it
+                pass
         values = np.empty(len(self.values), dtype=object)
         values[:] = self.values
         return pd.Series(values[codes], dtype=object).infer_objects()
@@ -134,7 +142,8 @@ class RowStore:
         self._flush()
         if not self._rows:
             return pd.DataFrame()
-        return pd.DataFrame({name: column.series(categorical) for name, column in self._columns.items()})
+        # Without a copy: each column's array becomes the frame's own (a copy would hold every column twice).
+        return pd.DataFrame({name: column.series(categorical) for name, column in self._columns.items()}, copy=False)
 
 
 def rows_frame(rows: Iterable[Mapping[str, Any] | None], categorical: bool = False) -> pd.DataFrame:

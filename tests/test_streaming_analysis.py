@@ -96,7 +96,9 @@ ROWS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("rows", [ROWS, ROWS[:1], [{"only": None}], [{"a": 1}, {"b": "x"}]])
+@pytest.mark.parametrize("rows", [ROWS, ROWS[:1], [{"only": None}], [{"a": 1}, {"b": "x"}],
+                                  [{"big": 2**70, "flag": True, "share": 1.5, "n": 3},
+                                   {"big": 1, "flag": False, "share": math.nan, "n": -4}]])
 def test_coded_columns_make_the_frame_pandas_makes_of_the_dicts(rows: list[dict[str, Any]]) -> None:
     pd.testing.assert_frame_equal(rows_frame(rows), pd.DataFrame(rows))
 
