@@ -29,7 +29,7 @@ from commitbench.llm import ModelClient
 from commitbench.llm.structured import ResponseFormatStyle, judge_style
 from commitbench.rundir import read_manifest
 from commitbench.rundir.reader import run_suite
-from commitbench.traces import latest_traces
+from commitbench.traces import iter_latest_traces
 
 
 def configured_judge(run_dir: Path | str) -> JudgeConfig | None:
@@ -87,14 +87,19 @@ def label_directory(
     written into it), else the run directory's.
     """
     suite = run_suite(run_dir)
-    traces = latest_traces(run_dir)
-    if not traces:
+    probe = iter_latest_traces(run_dir)
+    try:
+        empty = next(probe, None) is None
+    finally:
+        getattr(probe, "close", lambda: None)()  # the file is let go of now, not when the collector finds it
+    if empty:
         raise ValueError(f"{run_dir} holds no finished traces to label")
 
     async def go(labeller: Labeller[LabelRecord]) -> LabelSummary:
-        return await label_run(
-            traces, labeller, labels_path(out_dir or run_dir, labeller.name), record_type=suite.label_record,
-            concurrency=concurrency, retry_errors=retry_errors, limit=limit, relabel_stale=relabel_stale,
+        return await label_run(  # the traces streamed from the file: a large run is never held whole
+            iter_latest_traces(run_dir), labeller, labels_path(out_dir or run_dir, labeller.name),
+            record_type=suite.label_record, concurrency=concurrency, retry_errors=retry_errors, limit=limit,
+            relabel_stale=relabel_stale,
         )
 
     if judge.kind == "rules":

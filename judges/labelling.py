@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -209,7 +209,7 @@ class LabelSummary(BaseModel):
 
 
 async def label_run(
-    traces: Sequence[EpisodeTrace],
+    traces: Iterable[EpisodeTrace],
     labeller: Labeller[LabelRecord],
     path: Path,
     *,
@@ -220,6 +220,9 @@ async def label_run(
     relabel_stale: bool = False,
 ) -> LabelSummary:
     """Label the traces not yet in ``path``, appending each record as it is made (see the module docstring).
+
+    The traces are taken one at a time as they stream (a run of 100,000 traces is never held): at most
+    ``concurrency`` are labelled at once, and at most twice that many wait.
 
     A stored record of another version of the labeller is labelled again when the labeller is cheap (offline)
     or ``relabel_stale`` asks for it; otherwise it stays, and reports refuse it (:func:`check_versions`).
@@ -236,14 +239,7 @@ async def label_run(
                 stale.add(key)
             if retry_errors and record.has_errors:
                 with_errors.add(key)
-    todo = [t for t in traces
-            if not t.infra_error and (t.run_key not in stored or t.run_key in stale or t.run_key in with_errors)]
-    finished = [t for t in traces if not t.infra_error]
-    summary = LabelSummary(
-        labeller=labeller.name, labels_file=str(path), runs_total=len(finished), runs_skipped=len(finished) - len(todo)
-    )
-    if limit is not None:
-        todo = todo[:limit]
+    summary = LabelSummary(labeller=labeller.name, labels_file=str(path), runs_total=0)
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(trace: EpisodeTrace) -> None:
@@ -263,5 +259,28 @@ async def label_run(
             summary.runs_with_judge_errors += 1
             summary.judge_errors += record.judge_errors or (1 if record.error else 0)
 
-    await asyncio.gather(*(one(t) for t in todo))
+    window = 2 * max(1, concurrency)
+    running: set[asyncio.Task[None]] = set()
+    taken = 0
+    try:
+        for trace in traces:
+            if trace.infra_error:
+                continue
+            summary.runs_total += 1
+            if not (trace.run_key not in stored or trace.run_key in stale or trace.run_key in with_errors):
+                summary.runs_skipped += 1
+                continue
+            if limit is not None and taken >= limit:
+                continue
+            taken += 1
+            while len(running) >= window:
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # a labeller's own error ends the pass, as it always did
+            running.add(asyncio.ensure_future(one(trace)))
+        if running:
+            await asyncio.gather(*running)
+    finally:
+        for task in running:
+            task.cancel()
     return summary

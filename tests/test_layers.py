@@ -38,6 +38,7 @@ BOTTOM = (
     "commitbench.cache",
     "commitbench.ledger",
     "commitbench.processes",
+    "commitbench.memory",
     "commitbench.profiles",
     "commitbench.claimguard",
     "commitbench.yamlfile",

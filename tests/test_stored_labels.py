@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,11 @@ from commitbench.judges.labelling import (
     MixedLabellersError,
     StaleLabelsError,
     check_versions,
+    label_run,
     one_labeller_labels,
 )
 from commitbench.judges.stored import Overlaid, Projected, StoredLabels
+from commitbench.traces import EpisodeTrace
 
 
 def _line(key: str, labeller: str = "rules", version: str = "v2", errors: int = 0) -> str:
@@ -113,3 +117,36 @@ def test_values_come_in_key_order_and_lines_appended_later_are_not_among_them(tm
     assert [key for key, _ in stored.items()] == ["a", "b", "c"]
     again = StoredLabels(path, LabelRecord)  # "a" has two records now: its latest, at its first place
     assert [(key, r.judge_errors) for key, r in again.items()] == [("a", 9), ("b", 2), ("c", 0), ("d", 4)]
+
+
+class _SlowLabeller:
+    """Labels a trace after a pause, and notes how many traces the loop had taken from its stream by then."""
+
+    name, version, cheap = "rules", "v2", True
+
+    def __init__(self, pulled: list[int]) -> None:
+        self.pulled, self.seen = pulled, []
+
+    async def label(self, trace: EpisodeTrace) -> LabelRecord:
+        await asyncio.sleep(0.001)
+        self.seen.append(self.pulled[0])
+        return LabelRecord(run_key=trace.run_key, labeller=self.name)
+
+
+def test_the_labelling_loop_streams_its_traces_and_keeps_the_counts(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl", [_line("k0"), _line("k1", version="v1")])  # k1: stale
+    pulled = [0]
+
+    def traces() -> Iterator[EpisodeTrace]:
+        for i in range(200):
+            pulled[0] += 1
+            yield EpisodeTrace(env_id="commitbench/FollowUp-v0", episode_id="e", run_key=f"k{i}", factors={},
+                               infra_error="timeout" if i == 7 else None)
+
+    labeller = _SlowLabeller(pulled)
+    summary = asyncio.run(label_run(traces(), labeller, path, concurrency=4, limit=150))
+    counts = summary.runs_total, summary.runs_skipped, summary.runs_labelled, summary.runs_relabelled
+    assert counts == (199, 1, 150, 1)
+    assert labeller.seen[0] <= 2 * 4 + 3  # the first label came after a window of 8 (and the 2 lines skipped)
+    stored = StoredLabels(path, LabelRecord)
+    assert len(stored) == 1 + 150 and stored["k1"].labeller_version == "v2" and "k7" not in stored

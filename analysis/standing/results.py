@@ -15,6 +15,7 @@ from commitbench.episodes.standing.compiler import episodes_of_profiles
 from commitbench.episodes.standing.episode import Episode
 from commitbench.judges.standing.labels import MessageLabel
 from commitbench.judges.standing.rules import RuleJudge
+from commitbench.memory import release_freed_memory
 from commitbench.traces import EpisodeTrace, map_latest_traces
 
 
@@ -85,4 +86,7 @@ def load_rows(
     if missing:
         found_ids = sorted(missing)
         raise KeyError(f"{len(found_ids)} episode id(s) in {run_dir} are not in the compiled episodes: {found_ids[:3]}")
-    return store.frame(categorical=True)
+    frame = store.frame(categorical=True)
+    del store
+    release_freed_memory()  # the tables are computed from what is in use, not on top of this pass's peak
+    return frame

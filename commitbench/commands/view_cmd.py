@@ -265,6 +265,7 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
            files_dir: Path | None, suite: Any, progress: Any, stamp: bytes,
            siblings: Sequence[dict[str, str]]) -> SiteSummary:
     from commitbench.analysis.view.model import Figure, Overview
+    from commitbench.memory import release_freed_memory
     from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
     from commitbench.suites.kits import generic_view
@@ -294,6 +295,8 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
             tables=report.views(detail=True),
             figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
         )
+    del report
+    release_freed_memory()  # the processes that write the pages start from what is in use, not from the report's peak
     return write_site(out, source, overview, document, figures, progress, stamp, siblings)
 
 

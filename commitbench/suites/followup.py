@@ -58,6 +58,7 @@ from commitbench.judges.followup.turn import FollowUpTurn, turn_from_parts, turn
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
 from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
+from commitbench.memory import release_freed_memory
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
 from commitbench.rundir import read_manifest
 from commitbench.suites import AnnotationKit, JudgeSpec, PlayServices, ReportOptions, Suite
@@ -225,6 +226,7 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
 
     if checker is not None:  # the offline checker: each trace's stored record, or one made now where none is
         frame = frame_of_dumps(finished())
+        release_freed_memory()  # the tables are computed from what is in use, not on top of this pass's peak
     else:  # a stored judge's records, every one of them, as that judge stored them
         if stored is None:
             raise ValueError(f"no labels of judge {judge!r} in {run_dir}")
