@@ -100,13 +100,27 @@ def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
         yield number, line
 
 
-def iter_lines_at(path: Path | str) -> Iterator[tuple[int, int, str]]:
-    """As :func:`iter_lines`, with the byte offset at which each line starts (to read it again by a seek)."""
+def iter_lines_at(
+    path: Path | str, start: int = 0, stop: int | None = None, first_number: int = 1,
+    counted: list[int] | None = None,
+) -> Iterator[tuple[int, int, str]]:
+    """As :func:`iter_lines`, with the byte offset at which each line starts (to read it again by a seek).
+
+    ``start`` and ``stop`` read only the lines that start in that byte range (``start`` at a line's start);
+    ``first_number`` is the number of the first of them. ``counted[0]``, when given, holds the number of
+    lines read so far, blank ones included.
+    """
     path = Path(path)
-    offset = 0
+    offset = start
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
+        if start:
+            handle.seek(start)
+        for number, raw in enumerate(handle, start=first_number):
+            if stop is not None and offset >= stop:
+                return
+            if counted is not None:
+                counted[0] = number - first_number + 1
+            at, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
             try:
@@ -117,7 +131,7 @@ def iter_lines_at(path: Path | str) -> Iterator[tuple[int, int, str]]:
                 raise JsonlError(
                     f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason})"
                 ) from None
-            yield number, start, line
+            yield number, at, line
 
 
 def iter_models(path: Path | str, model: type[ModelT], what: str = "record") -> Iterator[ModelT]:

@@ -11,7 +11,9 @@ hand, a line copied onto another cell's key are refused, naming the file and the
 
 from __future__ import annotations
 
+import functools
 import json
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from commitbench.jsonl import JsonlError, iter_lines_at
+from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
 from commitbench.traces import REPAIR_HINT, LatestLines, TraceFileError, file_state, remember_latest_lines
 
 __all__ = ["CellFacts", "TraceRow", "cell_problem", "check_trace_file", "iter_trace_rows", "scan_trace_file"]
@@ -71,15 +74,17 @@ class TraceRow:
 
 
 def iter_trace_rows(
-    path: Path, cells: Mapping[str, CellFacts] | None = None, *, cache_keys: bool = False
+    path: Path, cells: Mapping[str, CellFacts] | None = None, *, cache_keys: bool = False,
+    start: int = 0, stop: int | None = None, first_number: int = 1, counted: list[int] | None = None,
 ) -> Iterator[TraceRow]:
     """Every trace line of ``path`` that has a run key, in order (see :func:`scan_trace_file`; ``cache_keys``
-    also reads the cache keys of each trace's model calls, which a merge needs)."""
+    also reads the cache keys of each trace's model calls, which a merge needs); ``start``, ``stop``,
+    ``first_number`` and ``counted`` read a byte range of the file (:func:`commitbench.jsonl.iter_lines_at`)."""
     if not path.exists():
         return
     shape = _TraceWithCalls if cache_keys else _TraceIdentity
     try:
-        for number, offset, line in iter_lines_at(path):
+        for number, offset, line in iter_lines_at(path, start, stop, first_number, counted):
             record: dict[str, Any] = {}
             try:  # only the fields read become Python objects: several times faster than json.loads
                 record = shape.model_validate_json(line).model_dump(exclude_unset=True)
@@ -133,11 +138,43 @@ def check_trace_file(path: Path, cells: Mapping[str, CellFacts]) -> None:
 def _checked_rows(path: Path, cells: Mapping[str, CellFacts] | None) -> Iterator[TraceRow]:
     state = file_state(path) if cells is not None and path.exists() else None
     latest = LatestLines()
-    for row in iter_trace_rows(path, cells):
+    rows = _rows_in_pool(path, cells) if parallel_lines(path) else iter_trace_rows(path, cells)
+    for row in rows:
         latest.add(row.number, row.offset, row.run_key, row.good)
         yield row
     if state is not None:  # every line is a trace of a cell: the reads that follow need not check them again
         remember_latest_lines(path, state, latest.finish())
+
+
+# One range's rows, column by column: line numbers counted from the range's first line, offsets, keys, good.
+_RangeRows = tuple["array[int]", "array[int]", list[str], bytearray]
+
+
+def _check_range(cells: Mapping[str, CellFacts] | None, path: Path, start: int, stop: int) -> ChunkResult[_RangeRows]:
+    """The rows of the lines that start in ``[start, stop)`` (in a pool's process); not ok when one is bad."""
+    numbers, offsets, keys, good = array("q"), array("q"), [], bytearray()
+    counted = [0]
+    try:
+        for row in iter_trace_rows(path, cells, start=start, stop=stop, counted=counted):
+            numbers.append(row.number)
+            offsets.append(row.offset)
+            keys.append(row.run_key)
+            good.append(row.good)
+    except TraceFileError:
+        return ChunkResult(lines=counted[0], ok=False, value=(array("q"), array("q"), [], bytearray()))
+    return ChunkResult(lines=counted[0], ok=True, value=(numbers, offsets, keys, good))
+
+
+def _rows_in_pool(path: Path, cells: Mapping[str, CellFacts] | None) -> Iterator[TraceRow]:
+    """:func:`iter_trace_rows` of a large file, its byte ranges checked by a pool of processes; a range with a bad
+    line is read again here, so the error names the same line in the same words."""
+    for start, stop, first, result in map_line_chunks(path, functools.partial(_check_range, cells)):
+        if not result.ok:
+            yield from iter_trace_rows(path, cells, start=start, stop=stop, first_number=first)  # raises
+            continue
+        numbers, offsets, keys, good = result.value
+        for index, key in enumerate(keys):
+            yield TraceRow(numbers[index] + first - 1, key, bool(good[index]), frozenset(), offsets[index])
 
 
 class _TraceIdentity(BaseModel):

@@ -14,6 +14,7 @@ labels loop only appends to a labels file: a line once indexed stays where it is
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 from commitbench.jsonl import JsonlError, iter_lines_at, parse_line
+from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
 
 if TYPE_CHECKING:
     from commitbench.judges.labelling import LabelRecord
@@ -30,6 +32,47 @@ RecordT = TypeVar("RecordT", bound="LabelRecord")
 __all__ = ["Overlaid", "Projected", "StoredLabels"]
 
 _NUMBER_BITS = 32  # a line's number in the low bits of its entry, its byte offset above them
+
+
+# What the index keeps of a record: its line's number and offset, its run key, labeller and labeller version.
+_Head = tuple[int, int, str, str, str]
+
+
+def _heads(
+    path: Path, record_type: type[LabelRecord], what: str, start: int = 0, stop: int | None = None,
+    first_number: int = 1, counted: list[int] | None = None,
+) -> Iterator[_Head]:
+    """Every record of the lines that start in ``[start, stop)``, parsed and checked, as what the index keeps."""
+    for number, offset, line in iter_lines_at(path, start, stop, first_number, counted):
+        record = parse_line(path, record_type, what, number, line)
+        if record is not None:  # None: a torn tail
+            yield number, offset, record.run_key, record.labeller, record.labeller_version
+
+
+def _heads_of_range(record_type: type[LabelRecord], what: str, path: Path, start: int, stop: int
+                    ) -> ChunkResult[list[_Head]]:
+    """:func:`_heads` of one byte range, in a pool's process (not ok when a line is bad)."""
+    counted = [0]
+    names: dict[str, str] = {}  # each labeller and version once, so that they pickle once
+    try:
+        found = [(number, offset, key, names.setdefault(labeller, labeller), names.setdefault(version, version))
+                 for number, offset, key, labeller, version in _heads(path, record_type, what, start, stop,
+                                                                      counted=counted)]
+    except JsonlError:
+        return ChunkResult(lines=counted[0], ok=False, value=[])
+    return ChunkResult(lines=counted[0], ok=True, value=found)
+
+
+def _heads_in_pool(path: Path, record_type: type[LabelRecord], what: str) -> Iterator[_Head]:
+    """:func:`_heads` of a large file, its byte ranges parsed by a pool of processes; a range with a bad line is
+    read again here, so the error names the same line in the same words."""
+    work = functools.partial(_heads_of_range, record_type, what)
+    for start, stop, first, result in map_line_chunks(path, work):
+        if not result.ok:
+            yield from _heads(path, record_type, what, start, stop, first)  # raises
+            continue
+        for number, offset, key, labeller, version in result.value:
+            yield number + first - 1, offset, key, labeller, version
 
 
 class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
@@ -46,21 +89,19 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         # Every labeller of the file's records: (its records, the number of its first record, counting records).
         self.labellers: dict[str, tuple[int, int]] = {}
         self._handle: tuple[int, IO[bytes]] | None = None
-        for number, offset, line in iter_lines_at(self.path):
-            record = parse_line(self.path, record_type, what, number, line)
-            if record is None:  # a torn tail
-                continue
+        heads = _heads_in_pool(self.path, record_type, what) if parallel_lines(self.path) else _heads(
+            self.path, record_type, what)
+        for number, offset, key, labeller, version in heads:
             self.records_read += 1
-            key = record.run_key
             self._where[key] = (offset << _NUMBER_BITS) | number
-            count, first = self.labellers.get(record.labeller, (0, self.records_read))
-            self.labellers[record.labeller] = (count + 1, first)
+            count, first = self.labellers.get(labeller, (0, self.records_read))
+            self.labellers[labeller] = (count + 1, first)
             if self.first_version is None:
-                self.first_version = record.labeller_version
-            if record.labeller_version == self.first_version:
+                self.first_version = version
+            if version == self.first_version:
                 self._version_of.pop(key, None)
             else:
-                self._version_of[key] = record.labeller_version
+                self._version_of[key] = version
 
     def versions(self) -> Counter[str]:
         """The labeller versions of the latest records, with their counts."""

@@ -177,3 +177,45 @@ def test_commitment_counts_from_assessed_commitments() -> None:
         "n_needing_call": 2,
         "n_unanchored": 1,
     }
+
+
+def _rates_group_by_group(frame: pd.DataFrame, name: str, by: list[str]) -> list[tuple]:
+    """The rate table as a group-by-group copy of each group's rows computes it (what rate_table must equal)."""
+    from commitbench.analysis.bootstrap import cluster_bootstrap, ratio_stat
+    from commitbench.analysis.followup.metrics import CLUSTER_COLUMN, rate_columns
+
+    groups = frame.groupby(by, sort=True, observed=True) if by else [((), frame)]
+    out = []
+    for key, group in groups:
+        pairs = rate_columns(group, METRICS[name])
+        numerator, denominator = pairs.sum(axis=0)
+        interval = (math.nan, math.nan)
+        if denominator > 0:
+            found = cluster_bootstrap(pairs, group[CLUSTER_COLUMN], ratio_stat, n_boot=200, seed=3)
+            interval = (found.low, found.high)
+        out.append((key if isinstance(key, tuple) else (key,), numerator, denominator, len(group), interval))
+    return out
+
+
+@pytest.mark.parametrize("by", [[], ["model"], ["setup", "variant"], ["model", "setup", "persona"]])
+def test_a_rate_table_equals_its_groups_computed_one_copy_at_a_time(by: list[str]) -> None:
+    import random
+
+    rng = random.Random(len(by))
+    outcomes = ["empty", "false_claim", "deferral", "other", "anchored", "over_refusal"]
+    rows = [
+        row(f"r{rng.randint(0, 40)}", rng.choice(outcomes), rng.choice(["doable", "not_doable"]),
+            setup=rng.choice(["C0", "C2", "C4"]), variant=rng.choice(["stated", "inferred"]),
+            model=rng.choice(["m1", "m2", "m3"]), persona=rng.choice(["generic", "support"]),
+            n_agent_commitments=(n := rng.randint(0, 3)), n_empty=rng.randint(0, n), n_needing_call=rng.randint(0, 2))
+        for _ in range(400)
+    ]
+    frame = to_frame(rows)
+    for name in ("failure_rate", "over_refusal_rate", "deferral_rate", "ecr", "share:anchored"):
+        table = rate_table(frame, name, by, n_boot=200, seed=3)
+        expected = _rates_group_by_group(frame, name, by)
+        assert len(table) == len(expected)
+        for (_, got), (key, numerator, denominator, n, (low, high)) in zip(table.iterrows(), expected, strict=True):
+            assert tuple(got[c] for c in by) == key
+            assert (got["numerator"], got["denominator"], got["n_responses"]) == (numerator, denominator, n)
+            assert (math.isnan(low) and math.isnan(got["low"])) or (got["low"], got["high"]) == (low, high)

@@ -39,6 +39,7 @@ BOTTOM = (
     "commitbench.ledger",
     "commitbench.processes",
     "commitbench.memory",
+    "commitbench.linechunks",
     "commitbench.profiles",
     "commitbench.claimguard",
     "commitbench.yamlfile",

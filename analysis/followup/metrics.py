@@ -228,8 +228,18 @@ class RateMetric:
     description: str
 
 
+def _as_text(column: pd.Series) -> pd.Series:
+    """A column's values as text; a categorical column's categories are converted once, not its every row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        texts = np.asarray(column.cat.categories.astype(str), dtype=object)
+        codes = column.cat.codes.to_numpy()
+        return pd.Series(np.where(codes >= 0, texts[codes] if len(texts) else "", "nan"), index=column.index,
+                         dtype=object)
+    return column.astype(str)
+
+
 def _outcome_in(frame: pd.DataFrame, labels: Iterable[OutcomeLabel]) -> pd.Series:
-    return frame["outcome"].astype(str).isin([_value(label) for label in labels])
+    return _as_text(frame["outcome"]).isin([_value(label) for label in labels])
 
 
 def _ones(frame: pd.DataFrame) -> pd.Series:
@@ -237,7 +247,7 @@ def _ones(frame: pd.DataFrame) -> pd.Series:
 
 
 def _doable(frame: pd.DataFrame) -> pd.Series:
-    return frame["doability"].astype(str) == Doability.DOABLE.value
+    return _as_text(frame["doability"]) == Doability.DOABLE.value
 
 
 def _not_clarifying(frame: pd.DataFrame) -> pd.Series:
@@ -367,6 +377,15 @@ def _groups(frame: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple[obje
         yield (key if isinstance(key, tuple) else (key,)), group
 
 
+def _group_rows(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[object, ...], np.ndarray]]:
+    """Each group's key and the positions of its rows, in the order of :func:`_groups` (no group is copied)."""
+    if not by:
+        return [((), np.arange(len(frame)))]
+    grouped = frame.groupby(list(by), sort=True, observed=True)
+    positions = grouped.indices
+    return [((key if isinstance(key, tuple) else (key,)), np.asarray(positions[key])) for key in grouped.size().index]
+
+
 def rate_table(
     frame: pd.DataFrame,
     metric: str | RateMetric,
@@ -382,13 +401,15 @@ def rate_table(
     check_frame(frame)
     spec = _metric(metric)
     records = []
-    for key, group in _groups(frame, by):
-        pairs = rate_columns(group, spec)
+    every_pair = rate_columns(frame, spec)  # per row, so a group's are its rows' (computed once for all groups)
+    clusters = frame[CLUSTER_COLUMN]
+    for key, rows in _group_rows(frame, by):
+        pairs = every_pair[rows]
         numerator, denominator = pairs.sum(axis=0)
         record: dict[str, object] = dict(zip(by, key, strict=True))
-        record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(group))
+        record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(rows))
         if denominator > 0 and intervals:
-            result = cluster_bootstrap(pairs, group[CLUSTER_COLUMN], ratio_stat, n_boot=n_boot, seed=seed)
+            result = cluster_bootstrap(pairs, clusters.iloc[rows], ratio_stat, n_boot=n_boot, seed=seed)
             record.update(estimate=result.estimate, low=result.low, high=result.high, clusters=result.n_clusters)
         else:
             estimate = numerator / denominator if denominator > 0 else float("nan")
