@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+import orjson
 
 from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, VerdictView, VoiceView
 from commitbench.protocol import Event, EventKind, ToolCallRecord
@@ -25,10 +28,35 @@ def clip(text: str, limit: int = MAX_ITEM_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more characters]"
 
 
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` holds only texts, booleans, None and integers of 64 bits (no float, whose text orjson
+    writes otherwise than :func:`json.dumps`), in containers; walked with a stack (no recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        elif not isinstance(item, int) or not -(1 << 63) <= item < (1 << 64):
+            return False
+    return True
+
+
+def indented_json(value: Any) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, written by orjson where the two write the same text (an
+    indent puts :mod:`json` on its pure-Python encoder, the largest cost of a transcript page)."""
+    if _plain_json(value):
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def arguments_text(call: ToolCallRecord) -> str:
     """A call's arguments as indented JSON, or exactly as sent when they did not parse."""
     if call.arguments is not None:
-        return clip(json.dumps(call.arguments, indent=2, ensure_ascii=False, sort_keys=False))
+        return clip(indented_json(call.arguments))
     return clip(call.raw_arguments or "")
 
 
