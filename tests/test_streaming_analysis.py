@@ -18,7 +18,7 @@ from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view import site
-from commitbench.analysis.view.model import Overview
+from commitbench.analysis.view.model import ColumnKind, Overview
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
@@ -162,9 +162,9 @@ def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypa
         return members(batch)
 
     source.members = batch_members
-    monkeypatch.setattr(site, "RUN_SHARD", 16)
+    monkeypatch.setattr(site, "MEMBER_BATCH", 16)
     files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
-    script = files["data/index.js"].decode()
+    script = site.file_bytes(files["data/index.js"]).decode()
     masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
     assert max(batches) == 16 and len(batches) > 3 and sum(batches) == len(rows) == len(masks)
     at_once = members(rows)  # every finished run at once, as the site did before
@@ -314,3 +314,44 @@ def test_a_follow_up_report_reads_stored_offline_labels_and_makes_the_missing_on
     monkeypatch.setattr(traces, "pool_workers", lambda: 2)
     assert followup_report(run, options).model_dump(mode="json") == alone
     assert alone["judge_errors"] == 0 and alone["headline"]
+
+
+def test_the_run_index_written_in_pieces_is_the_index_as_one_json_document(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = standing_view(run_dir, "rules")
+    records = list(source.records)
+    source.records = iter(records)
+    monkeypatch.setattr(site, "KEYS_PER_PIECE", 3)
+    monkeypatch.setattr(site, "INTS_PER_PIECE", 5)
+    files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
+    pieces = files["data/index.js"]
+    assert not isinstance(pieces, bytes)
+    script = site.file_bytes(pieces).decode()
+    assert script.startswith("commitbench.index({") and script.endswith("});\n")
+    index = json.loads(script[script.index("(") + 1:script.rindex(")")])
+    n = len(records)
+    assert n > 5 and index["n"] == n and index["keys"] == [r.key for r in records]
+    assert len(index["off"]) == len(index["metrics"]) == len(index["differs"]) == len(index["episodes"]) == n
+    names = index["offNames"]
+    assert [[names[i] for i in off] for off in index["off"]] == [site.off_expected(r.page.signals) for r in records]
+    for column in source.columns:
+        entry = index["columns"][column.name]
+        assert len(entry["codes"]) == n
+        decoded = [entry["values"][c] for c in entry["codes"]] if "values" in entry else entry["codes"]
+        if column.kind is ColumnKind.FACET:
+            assert decoded == ["" if r.row.get(column.name) is None else str(r.row.get(column.name)) for r in records]
+        elif column.kind is ColumnKind.FLAG:
+            assert decoded == [site.FLAG_CODES[None if r.row.get(column.name) is None else bool(r.row[column.name])]
+                               for r in records]
+
+
+def test_a_count_column_past_32_bits_keeps_its_counts() -> None:
+    column = site._Column("tool_errors", ColumnKind.COUNT)
+    for value in (5, 2**40, None, float("nan"), 7):
+        column.add(value)
+    assert "".join(column.json_pieces()) == '{"codes":[5,1099511627776,-1,-1,7]}'
+    flags = site._Column("executed", ColumnKind.FLAG)
+    for value in (True, False, None, 1):
+        flags.add(value)
+    assert flags.codes.itemsize == 1 and "".join(flags.json_pieces()) == '{"codes":[1,0,2,1]}'

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from importlib import resources
 from typing import Any
 
@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from commitbench.analysis.view.model import ChatItem, ColumnKind, ItemKind, Overview, RunRecord, RunSource, Signal
 
 RUN_SHARD = 100
+MEMBER_BATCH = 2_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
 TEXT_SHARD = 2_000
 ASSETS = ("index.html", "app.js", "style.css")
 REGISTRY = "commitbench"
@@ -46,7 +47,16 @@ class SiteCounts(BaseModel):
     run_shards: int = Field(description="Transcript files.")
     text_shards: int = Field(description="Search-text files.")
 
-SiteFile = tuple[str, bytes]  # a path inside the site, and the file's bytes
+# A path inside the site, and the file's bytes (or its bytes in pieces, for a file too large to hold at once).
+SiteFile = tuple[str, bytes | Iterator[bytes]]
+NO_OFF: tuple[int, ...] = ()  # the runs with no signal off the expectation share one empty entry
+KEYS_PER_PIECE = 10_000  # run keys (and off lists) written to the index a piece at a time
+INTS_PER_PIECE = 100_000  # codes likewise
+
+
+def file_bytes(data: bytes | Iterator[bytes]) -> bytes:
+    """A site file's bytes, whether it came whole or in pieces."""
+    return data if isinstance(data, bytes) else b"".join(data)
 
 
 def off_expected(signals: list[Signal]) -> list[str]:
@@ -79,14 +89,20 @@ class _Column:
     def __init__(self, name: str, kind: ColumnKind) -> None:
         self.name, self.kind = name, kind
         self.values: list[str] = []
-        self.codes = array("q")  # 8 bytes a run (a count may be large); a list of ints would take 36
+        # A byte a run for a flag, four for a code or a count (eight once a count needs them); a list would take 36.
+        self.codes = array("b" if kind is ColumnKind.FLAG else "i")
         self._lookup: dict[str, int] = {}
 
     def add(self, value: Any) -> None:
         if self.kind is ColumnKind.FLAG:
             self.codes.append(FLAG_CODES[None if value is None else bool(value)])
         elif self.kind is ColumnKind.COUNT:
-            self.codes.append(-1 if value is None or value != value else int(value))
+            count = -1 if value is None or value != value else int(value)
+            try:
+                self.codes.append(count)
+            except OverflowError:
+                self.codes = array("q", self.codes)
+                self.codes.append(count)  # past 64 bits too: an OverflowError, as a list of counts would give in JSON
         else:
             text = "" if value is None else str(value)
             code = self._lookup.get(text)
@@ -95,17 +111,21 @@ class _Column:
                 self.values.append(text)
             self.codes.append(code)
 
-    def data(self) -> dict[str, Any]:
+    def json_pieces(self) -> Iterator[str]:
+        """The column's entry of the index as JSON text, in pieces: ``{"values":[...],"codes":[...]}``."""
         if self.kind is ColumnKind.FACET:
-            return {"values": self.values, "codes": self.codes.tolist()}
-        return {"codes": self.codes.tolist()}
+            yield '{"values":' + _json(self.values) + ',"codes":'
+        else:
+            yield '{"codes":'
+        yield from _int_list(self.codes)
+        yield "}"
 
 
 class _Shards:
     """Gathers records into shard files and collects the run index.
 
     Of each run it keeps only its index entry (its key and a code per column); the rows of finished
-    runs wait for their metric membership a shard at a time (:meth:`mark_members`).
+    runs wait for their metric membership, :data:`MEMBER_BATCH` at a time (:meth:`mark_members`).
     """
 
     def __init__(self, source: RunSource) -> None:
@@ -117,7 +137,7 @@ class _Shards:
         self.episodes: dict[str, int] = {}
         self.masks = array("Q")  # per run, bit k: metric k reads it
         self.off_names: dict[str, int] = {}
-        self.off: list[list[int]] = []  # per run, the signals that differ from the cell's expectation
+        self.off: list[tuple[int, ...]] = []  # per run, the signals that differ from the cell's expectation
         self.groups: dict[str, int] = {}
         self.group_codes = array("i")  # per run, its sample group
         self.group_verdicts: dict[int, set[str]] = {}  # per sample group, the verdicts of its runs
@@ -150,15 +170,16 @@ class _Shards:
         self.pages.append(record.page.model_dump_json(exclude_defaults=True))
         self.texts.append(record.text)
         self.speakers.append(record.speakers if record.speakers is not None else speakers(record.page.items))
-        self.off.append([self.off_names.setdefault(name, len(self.off_names))
-                         for name in off_expected(record.page.signals)])
+        off = off_expected(record.page.signals)
+        self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in off) if off else NO_OFF)
         group = self.groups.setdefault(record.sample_group or record.key, len(self.groups))
         self.group_codes.append(group)
         if record.ok:
             self.group_verdicts.setdefault(group, set()).add(verdict(record.page.signals))
         done = []
-        if len(self.pages) == RUN_SHARD:
+        if len(self.ok_rows) == MEMBER_BATCH:
             self.mark_members()
+        if len(self.pages) == RUN_SHARD:
             done.extend(self.flush_pages())
         if len(self.texts) == TEXT_SHARD:
             done.extend(self.flush_texts())
@@ -202,7 +223,45 @@ class _Shards:
         return [done]
 
 
-def assets() -> list[SiteFile]:
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+
+
+def _int_list(numbers: array[int] | list[int]) -> Iterator[str]:
+    """A list of integers as JSON text, in pieces of :data:`INTS_PER_PIECE` numbers."""
+    yield "["
+    for start in range(0, len(numbers), INTS_PER_PIECE):
+        yield ("," if start else "") + ",".join(map(str, numbers[start:start + INTS_PER_PIECE]))
+    yield "]"
+
+
+def _index_script(shards: _Shards) -> Iterator[bytes]:
+    """``commitbench.index({...});``: the run index as :func:`_script` writes it, made and written in pieces (a
+    whole one, as text and as bytes, would be the largest thing a big site holds)."""
+
+    def pieces() -> Iterator[str]:
+        yield f"{REGISTRY}.index(" + '{"n":' + str(len(shards.keys)) + ',"keys":['
+        for start in range(0, len(shards.keys), KEYS_PER_PIECE):
+            yield ("," if start else "") + _json(shards.keys[start:start + KEYS_PER_PIECE])[1:-1]
+        yield '],"episodes":'
+        yield from _int_list(shards.episode_codes)
+        yield ',"columns":{'
+        for number, column in enumerate(shards.columns):
+            yield ("," if number else "") + _json(column.name) + ":"
+            yield from column.json_pieces()
+        yield '},"metrics":'
+        yield from _int_list(shards.masks)
+        yield ',"off":['
+        for start in range(0, len(shards.off), KEYS_PER_PIECE):
+            yield ("," if start else "") + _json(shards.off[start:start + KEYS_PER_PIECE])[1:-1]
+        yield '],"offNames":' + _json(list(shards.off_names)) + ',"differs":'
+        yield from _int_list(shards.differs())
+        yield ',"episodeIds":' + _json(list(shards.episodes)) + "});\n"
+
+    return (piece.encode("utf-8") for piece in pieces())
+
+
+def assets() -> list[tuple[str, bytes]]:
     """The page, script and style, from the package."""
     root = resources.files("commitbench.analysis.view").joinpath("assets")
     return [(name if name.endswith(".html") else f"assets/{name}", root.joinpath(name).read_bytes()) for name in ASSETS]
@@ -226,14 +285,7 @@ def site_files(
     shards.mark_members()
     yield from shards.flush_pages()
     yield from shards.flush_texts()
-    index = {
-        "n": len(shards.keys), "keys": shards.keys, "episodes": shards.episode_codes.tolist(),
-        "columns": {c.name: c.data() for c in shards.columns}, "metrics": shards.masks.tolist(),
-        "off": shards.off, "offNames": list(shards.off_names), "differs": shards.differs(),
-        "episodeIds": list(shards.episodes),
-    }
-    yield "data/index.js", _script("index", index).encode("utf-8")
-    del index
+    yield "data/index.js", _index_script(shards)
     yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
     counts = SiteCounts(runs=len(shards.keys), finished=shards.finished, run_shards=shards.run_shards,
                         text_shards=shards.text_shards)

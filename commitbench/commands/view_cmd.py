@@ -148,8 +148,14 @@ def write_site(
             break
         path = out / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        written += len(data)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+            written += len(data)
+            continue
+        with path.open("wb") as handle:  # a file made in pieces is written a piece at a time
+            for piece in data:
+                handle.write(piece)
+                written += len(piece)
     for figure in figures:
         (out / "img").mkdir(exist_ok=True)
         shutil.copyfile(figure, out / "img" / figure.name)
