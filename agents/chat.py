@@ -60,11 +60,11 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commitbench.bounds import DEFAULT_MAX_ARGUMENT_BYTES, clip
 from commitbench.digests import digest
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse, ModelSettings
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelResponse, ModelSettings
 from commitbench.protocol import (
     END_TURN_TOOL,
     ActionKind,
@@ -75,6 +75,9 @@ from commitbench.protocol import (
     tool_call,
 )
 from commitbench.traces import AgentIdentity, ModelCallRecord, call_record
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 __all__ = [
     "DEFAULT_PROTOCOL",

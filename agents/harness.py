@@ -16,11 +16,14 @@ that error without calling again, and the cell's trace is marked, so a resumed r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commitbench.agents.chat import call_record
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient, ModelResponse
+from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelResponse
 from commitbench.traces import ModelCallRecord
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 __all__ = ["HarnessModel"]
 

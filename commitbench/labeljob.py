@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commitbench.agents.local_model import DEFAULT_ALIAS, LocalModelServer, unless_it_dies
 from commitbench.cache import CacheMode, CallCache
@@ -25,11 +26,13 @@ from commitbench.judges.labelling import (
     labels_path,
     pin_judge_settings,
 )
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import ResponseFormatStyle, judge_style
 from commitbench.rundir import read_manifest
 from commitbench.rundir.reader import run_suite
 from commitbench.traces import iter_latest_traces
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 
 def configured_judge(run_dir: Path | str) -> JudgeConfig | None:
@@ -62,6 +65,8 @@ def judge_client(
         base_url = server.base_url if server is not None else None
         settings = pin_judge_settings(judge.model.model_settings(base_url, local_alias=DEFAULT_ALIAS))
         style = judge_style(judge.response_format, judge.model.local)
+        from commitbench.llm.client import ModelClient  # the openai SDK, loaded only where a judge is called
+
         yield ModelClient(settings, cache=cache, max_concurrency=max(1, concurrency)), style, server
     finally:
         cache.close()

@@ -39,6 +39,17 @@ def test_a_guard_command_starts_without_the_model_client() -> None:
     assert out == ["False", "False"]
 
 
+def test_the_readers_of_a_run_start_without_the_model_client() -> None:
+    """``report`` and ``view`` make no model call: neither their parsers nor the suites, the run reader and the
+    labelling job they load import the openai SDK, which only a client that calls a model needs."""
+    code = ("import sys; from commitbench.cli import build_parser; build_parser(['report', '--help']); "
+            "build_parser(['view', '--help']); import commitbench.suites, commitbench.rundir.reader, "
+            "commitbench.labeljob, commitbench.analysis.view.site; print('openai' in sys.modules); "
+            "from commitbench.llm import ModelClient; print('openai' in sys.modules, ModelClient.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "ModelClient"]
+
+
 def test_an_unknown_command_is_refused_with_the_full_list() -> None:
     result = subprocess.run([sys.executable, "-m", "commitbench.cli", "no-such-command"], capture_output=True,
                             text=True)

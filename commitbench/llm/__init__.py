@@ -41,6 +41,8 @@ Typical use::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from commitbench.callerrors import (
     INFRASTRUCTURE_ERRORS,
     RETRYABLE_ERRORS,
@@ -48,7 +50,6 @@ from commitbench.callerrors import (
     ModelError,
     ModelErrorKind,
 )
-from commitbench.llm.client import ModelClient
 from commitbench.llm.limiter import AdaptiveLimiter
 from commitbench.llm.replicas import ReplicaPool
 from commitbench.llm.response import (
@@ -63,6 +64,9 @@ from commitbench.llm.response import (
 from commitbench.llm.settings import SESSION_HEADER, ModelSettings, ReplicaPolicy, RetryPolicy, backoff_delay
 from commitbench.llm.stats import ClientStats, merge_client_stats
 from commitbench.secrets import REDACTED, redact_credentials, split_credentials
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 __all__ = [
     "INFRASTRUCTURE_ERRORS",
@@ -91,3 +95,13 @@ __all__ = [
     "redact_credentials",
     "split_credentials",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`ModelClient` is imported when first asked for: it brings the ``openai`` SDK, which a command that
+    makes no model call (``report``, ``view``) need not load."""
+    if name == "ModelClient":
+        from commitbench.llm.client import ModelClient
+
+        return ModelClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

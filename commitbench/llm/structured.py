@@ -22,13 +22,15 @@ import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from commitbench.callerrors import INFRASTRUCTURE_ERRORS
-from commitbench.llm.client import ModelClient
 from commitbench.protocol import MAX_JSON_DEPTH, json_value_problem
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -54,7 +54,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
@@ -65,12 +65,14 @@ from commitbench.analysis.tables import TableView
 from commitbench.analysis.view.model import RunSource
 from commitbench.dataversion import VERSION_FILE, DataCheck, check_data, combine_checks
 from commitbench.judges.labelling import Labeller, LabelRecord
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.modelentry import ModelEntry
 from commitbench.oracles.standing.parties import PartyBudget
 from commitbench.suites.kits import InspectKit, NoReportOptions, SuiteDataset
 from commitbench.textslots import SuppliedTexts
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 __all__ = [
     "AnnotationKit",

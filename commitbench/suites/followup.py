@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from pydantic import BaseModel
@@ -56,7 +56,6 @@ from commitbench.judges.followup.outcomes import FAILURE_LABELS, OutcomeLabel
 from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION, OfflineChecker, check_turn
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_parts, turn_from_trace
 from commitbench.judges.labelling import Labeller, LabelRecord, pin_judge_settings
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.memory import release_freed_memory
 from commitbench.oracles.followup.fixes import FLAGGER, FlagVerdict, ReplyDraft
@@ -75,6 +74,9 @@ from commitbench.suites.kits import (
 )
 from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces, map_latest_traces
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 NAME = "followup"
 # The player of `commitbench run followup` when no --agent is given.

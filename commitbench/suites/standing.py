@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import pandas as pd
@@ -44,7 +44,6 @@ from commitbench.judges.standing.llm import LLMJudge
 from commitbench.judges.standing.rules import RuleJudge
 from commitbench.judges.standing.signals import Signals, compute_signals
 from commitbench.judges.stored import Projected
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.oracles.standing.parties import PARTIES_SERVICE, PARTY_PROMPT_HASH, PartyEngine
 from commitbench.rundir import read_manifest
@@ -62,6 +61,9 @@ from commitbench.suites.kits import (
 )
 from commitbench.textslots import SuppliedTexts
 from commitbench.traces import EpisodeTrace
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 NAME = "standing"
 

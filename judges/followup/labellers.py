@@ -9,7 +9,7 @@ checker could not label the reply (a judge error, excluded from metrics and coun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field
 
@@ -18,9 +18,11 @@ from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, CheckResult
 from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
 from commitbench.judges.labelling import LabelRecord
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
 from commitbench.traces import EpisodeTrace
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 OFFLINE_NAME = "rules"
 

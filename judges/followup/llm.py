@@ -34,7 +34,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -75,7 +75,6 @@ from commitbench.judges.followup.turn import (
     render_turn,
 )
 from commitbench.judges.labelling import LabellerUnavailable
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import (
     DEFAULT_MAX_ATTEMPTS,
     ModelT,
@@ -83,6 +82,9 @@ from commitbench.llm.structured import (
     ask_structured,
     response_format_for,
 )
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 PROMPT_NAMES: tuple[str, ...] = ("followup_detector", "followup_feasibility", "followup_response")
 # The follow-through mode's delivery judge (its hash is recorded only with the labels that used it).

@@ -29,7 +29,7 @@ import hashlib
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,10 +38,12 @@ from commitbench.episodes.standing.spec import Language
 from commitbench.identity import judge_name
 from commitbench.judges.labelling import LabellerUnavailable
 from commitbench.judges.standing.labels import MessageLabel
-from commitbench.llm import ModelClient
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle, ask_structured, response_format_for
 from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 PROMPT_FILE = "standing_judge.txt"
 CASE_MARKER = "=== CASE ==="

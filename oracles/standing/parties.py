@@ -30,7 +30,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,11 +50,14 @@ from commitbench.episodes.standing.rolecards import (
     seen_by,
 )
 from commitbench.extras import EnvExtras
-from commitbench.llm import INFRASTRUCTURE_ERRORS, ModelClient
+from commitbench.llm import INFRASTRUCTURE_ERRORS
 from commitbench.llm.structured import ResponseFormatStyle, parse_model_json, response_format_for
 from commitbench.oracles.base import Intervention, InterventionEntry, InterventionError
 from commitbench.protocol import CheckVerdict, EventKind, VoiceMark
 from commitbench.traces import EpisodeTrace, ModelCallRecord, PartiesRecord, PartyRefusal, call_record
+
+if TYPE_CHECKING:
+    from commitbench.llm.client import ModelClient
 
 __all__ = [
     "CHECK_PURPOSE",
