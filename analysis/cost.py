@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.groups import group_positions
 from commitbench.analysis.rowstore import RowStore
 from commitbench.oracles.standing.parties import CHECK_PURPOSE, PARTY_PURPOSE
 from commitbench.traces import EpisodeTrace
@@ -93,8 +94,9 @@ def cost_table(rows: pd.DataFrame, by: Sequence[str]) -> list[CostRow]:
     out: list[CostRow] = []
     if rows.empty or "model_calls" not in rows.columns:
         return out
-    for key, part in rows.groupby(list(by), sort=True):
-        keys = key if isinstance(key, tuple) else (key,)
+    columns = rows[[c for c in COST_COLUMNS if c in rows.columns]]  # only what a cost row reads, then by group
+    for keys, positions in group_positions(rows, by):
+        part = columns.iloc[positions]
         times = part.loc[part["model_calls"] > part["model_time_unknown_calls"], "model_time_s"].to_numpy(float)
         n = len(part)
         prompt, completion = int(part["prompt_tokens"].sum()), int(part["completion_tokens"].sum())

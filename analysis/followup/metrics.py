@@ -54,6 +54,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from commitbench.analysis.bootstrap import cluster_bootstrap, paired_bootstrap, ratio_stat
+from commitbench.analysis.groups import group_positions
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.judges.followup.follow_through import FollowThroughGrade, RequestFollowThrough
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, PAPER_LABELS, AssessedCommitment, OutcomeLabel
@@ -377,15 +378,6 @@ def _groups(frame: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple[obje
         yield (key if isinstance(key, tuple) else (key,)), group
 
 
-def _group_rows(frame: pd.DataFrame, by: Sequence[str]) -> list[tuple[tuple[object, ...], np.ndarray]]:
-    """Each group's key and the positions of its rows, in the order of :func:`_groups` (no group is copied)."""
-    if not by:
-        return [((), np.arange(len(frame)))]
-    grouped = frame.groupby(list(by), sort=True, observed=True)
-    positions = grouped.indices
-    return [((key if isinstance(key, tuple) else (key,)), np.asarray(positions[key])) for key in grouped.size().index]
-
-
 def rate_table(
     frame: pd.DataFrame,
     metric: str | RateMetric,
@@ -403,7 +395,7 @@ def rate_table(
     records = []
     every_pair = rate_columns(frame, spec)  # per row, so a group's are its rows' (computed once for all groups)
     clusters = frame[CLUSTER_COLUMN]
-    for key, rows in _group_rows(frame, by):
+    for key, rows in group_positions(frame, by):
         pairs = every_pair[rows]
         numerator, denominator = pairs.sum(axis=0)
         record: dict[str, object] = dict(zip(by, key, strict=True))

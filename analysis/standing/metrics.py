@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import BootstrapResult, cluster_bootstrap, paired_bootstrap
 from commitbench.analysis.cost import run_cost
+from commitbench.analysis.groups import group_positions
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.spec import Language
 from commitbench.identity import arm_label
@@ -351,8 +352,8 @@ def compute_metrics(
     out: list[MetricValue] = []
     if df.empty:
         return out
-    for key, part in df.groupby(list(group_by), sort=True):
-        keys = key if isinstance(key, tuple) else (key,)
+    for keys, positions in group_positions(df, group_by):
+        part = df.iloc[positions]  # this group's rows only (a groupby copies the whole frame first)
         group = {col: str(val) for col, val in zip(group_by, keys, strict=True)}
         for spec in wanted:
             result, n, excluded = _evaluate(spec, part, n_boot, seed)
@@ -373,8 +374,10 @@ def compute_metrics(
 
 def strict_by_cell(df: pd.DataFrame, group_by: Sequence[str] = GROUP_COLUMNS) -> pd.DataFrame:
     """Strict accuracy per cell (rows with unknown grades left out), one column per cell."""
-    rows = df[countable(df) & df["strict"].notna()].copy()
-    rows["strict"] = rows["strict"].astype(float)
+    # Only the columns the table reads are taken: a copy of every column of the kept rows was the largest
+    # thing a standing report held.
+    rows = df.loc[countable(df) & df["strict"].notna(), [*group_by, "cell", "strict"]]
+    rows = rows.assign(strict=rows["strict"].astype(float))
     table = rows.pivot_table(index=list(group_by), columns="cell", values="strict", aggfunc="mean")
     return table
 

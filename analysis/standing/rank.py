@@ -23,6 +23,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import cluster_bootstrap, paired_bootstrap
+from commitbench.analysis.groups import group_positions
 
 CLUSTER = "commitment_type"
 PAIR_KEY: tuple[str, ...] = ("commitment_type", "event_style", "gap", "variant", "sample")
@@ -95,7 +96,8 @@ def rank_effect_table(
     out: list[RankEffect] = []
     if rows.empty:
         return out
-    for key, part in rows.groupby(list(GROUP), sort=True):
+    for key, positions in group_positions(rows, GROUP):
+        part = rows.iloc[positions]  # this group's rows only (a groupby copies the whole frame first)
         group = {col: str(val) for col, val in zip(GROUP, key, strict=True)}
         paired, unpaired = _pairs(part)
         if paired.empty:

@@ -124,7 +124,8 @@ def parties_table(rows: pd.DataFrame) -> list[PartiesCell]:
     """Per player, live arm and cell, the live parties' counts (empty for a run without live parties)."""
     if "party_voiced" not in rows.columns:
         return []
-    live = rows[rows["interventions"].astype(str).str.split("+").map(lambda names: LIVE_NAME in names)]
+    arms = rows["interventions"]
+    live = rows[arms.isin([arm for arm in arms.unique() if LIVE_NAME in str(arm).split("+")])]  # per arm, not per run
     out: list[PartiesCell] = []
     keys = ["agent", "interventions", "party_model", "cell"]
     for (agent, arm, party, cell), part in live.groupby(keys, sort=True, observed=True):

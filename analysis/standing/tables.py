@@ -25,6 +25,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.bootstrap import paired_bootstrap
+from commitbench.analysis.groups import group_positions
 from commitbench.analysis.standing.metrics import (
     METRIC_NAMES,
     METRICS,
@@ -163,7 +164,8 @@ def paired_table(
     out: list[PairedValue] = []
     if rows.empty:
         return out
-    for (agent, policy), part in rows.groupby(["agent", "policy"], sort=True):
+    for (agent, policy), positions in group_positions(rows, ["agent", "policy"]):
+        part = rows.iloc[positions]  # this group's rows only (a groupby copies the whole frame first)
         base = part[part["interventions"] == baseline]
         if base.empty:
             continue
@@ -208,10 +210,18 @@ def policy_table(
     if rows.empty:
         return out
     specs = {m.name: m for m in METRICS}
-    for (agent, arm), part in rows.groupby(["agent", "interventions"], sort=True):
-        explicit, silent = _shared_chats(part[part["policy"] == "explicit"], part[part["policy"] == "silent"])
-        if explicit.empty or silent.empty:
+    # Masks over the whole frame, then each group's rows by position: only the rows a pair compares are copied
+    # (a copy of each group, then of each policy's part of it, was most of what a standing report held).
+    counted = countable(rows).to_numpy(dtype=bool)
+    explicit_rows = (rows["policy"] == "explicit").to_numpy(dtype=bool) & counted
+    silent_rows = (rows["policy"] == "silent").to_numpy(dtype=bool) & counted
+    twin_columns = rows[list(TWIN_KEY)]
+    for (agent, arm), positions in group_positions(rows, ["agent", "interventions"]):
+        explicit_at, silent_at = _shared_chats(twin_columns, positions[explicit_rows[positions]],
+                                               positions[silent_rows[positions]])
+        if not len(explicit_at) or not len(silent_at):
             continue
+        explicit, silent = rows.iloc[explicit_at], rows.iloc[silent_at]
         twins = len(set(map(tuple, explicit[list(TWIN_KEY)].astype(str).to_numpy())))
         for metric in metrics:
             spec = specs[metric]
@@ -241,24 +251,23 @@ def policy_table(
     return out
 
 
-def _shared_chats(explicit: pd.DataFrame, silent: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of each policy whose chat (type, cell, gap, wording, sample) the other policy played and
-    counts (a run left out of the silent policy's metrics, a manager cell, is left out of both)."""
-    counted_explicit = explicit[countable(explicit)]
-    counted_silent = silent[countable(silent)]
+def _shared_chats(twins: pd.DataFrame, explicit: np.ndarray, silent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the counted rows of each policy (positions in ``twins``, the frame's :data:`TWIN_KEY` columns), those
+    whose chat (type, cell, gap, wording, sample) the other policy played and counts (a run left out of the
+    silent policy's metrics, a manager cell, is left out of both)."""
 
-    def keys(frame: pd.DataFrame) -> pd.Series:
-        parts = frame[list(TWIN_KEY)].astype(str)
+    def keys(at: np.ndarray) -> pd.Series:
+        parts = twins.iloc[at].astype(str)
         joined = parts[TWIN_KEY[0]]
         for name in TWIN_KEY[1:]:  # column by column: a Python call per row took seconds at 10,000 runs
             joined = joined + "|" + parts[name]
         return joined
 
-    if counted_explicit.empty or counted_silent.empty:
-        return counted_explicit.iloc[0:0], counted_silent.iloc[0:0]
-    shared = set(keys(counted_explicit)) & set(keys(counted_silent))
-    return (counted_explicit[keys(counted_explicit).isin(shared)],
-            counted_silent[keys(counted_silent).isin(shared)])
+    if not len(explicit) or not len(silent):
+        return explicit[:0], silent[:0]
+    explicit_keys, silent_keys = keys(explicit), keys(silent)
+    shared = set(explicit_keys) & set(silent_keys)
+    return explicit[explicit_keys.isin(shared).to_numpy()], silent[silent_keys.isin(shared).to_numpy()]
 
 
 # ----------------------------------------------------------------------------- table forms
