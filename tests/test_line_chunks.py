@@ -100,21 +100,6 @@ def test_labels_indexed_by_the_pool_are_those_indexed_at_once(tmp_path: Path, mo
     assert all(pooled[key] == alone[key] for key in alone)
 
 
-def test_a_bad_label_line_in_a_late_range_is_named_as_one_pass_names_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _small_ranges(monkeypatch)
-    lines = [_label(f"k{i}") for i in range(120)]
-    lines[97] = '{"run_key": "k97"}\n'
-    path = tmp_path / "labels-rules.jsonl"
-    path.write_text("".join(lines))
-    with pytest.raises(JsonlError) as alone:
-        list(_heads(path, LabelRecord, "labels record"))
-    with pytest.raises(JsonlError) as pooled:
-        StoredLabels(path, LabelRecord)
-    assert str(pooled.value) == str(alone.value) and "labels-rules.jsonl:98:" in str(pooled.value)
-
-
 def test_trace_lines_checked_by_the_pool_are_those_checked_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,16 +115,19 @@ def test_trace_lines_checked_by_the_pool_are_those_checked_at_once(
     assert pooled == scan_trace_file(path)
 
 
-def test_a_bad_trace_line_in_a_late_range_is_named_as_one_pass_names_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", ["labels", "traces"])
+def test_a_bad_line_in_a_late_range_is_named_as_one_pass_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     _small_ranges(monkeypatch)
-    lines = [_trace(f"r{i}") for i in range(60)]
-    lines[51] = '{"run_key": 5}\n'
-    path = tmp_path / "traces.jsonl"
+    labels = kind == "labels"
+    lines = [_label(f"k{i}") if labels else _trace(f"r{i}") for i in range(120)]
+    lines[97] = '{"run_key": "k97"}\n' if labels else '{"run_key": 5}\n'
+    path = tmp_path / f"{kind}.jsonl"
     path.write_text("".join(lines))
-    with pytest.raises(TraceFileError) as alone:
-        list(iter_trace_rows(path))
-    with pytest.raises(TraceFileError) as pooled:
-        scan_trace_file(path)
-    assert str(pooled.value) == str(alone.value) and "traces.jsonl:52:" in str(pooled.value)
+    error = JsonlError if labels else TraceFileError
+    with pytest.raises(error) as alone:
+        list(_heads(path, LabelRecord, "labels record") if labels else iter_trace_rows(path))
+    with pytest.raises(error) as pooled:
+        StoredLabels(path, LabelRecord) if labels else scan_trace_file(path)
+    assert str(pooled.value) == str(alone.value) and f"{kind}.jsonl:98:" in str(pooled.value)
