@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Generic, TypeVar
+
+import numpy as np
 
 from commitbench.jsonl import JsonlError, iter_lines_at, parse_line
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
@@ -75,6 +79,77 @@ def _heads_in_pool(path: Path, record_type: type[LabelRecord], what: str) -> Ite
             yield number + first - 1, offset, key, labeller, version
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")  # a run key as commitbench makes it: a SHA-256 in lowercase hex
+
+
+class _KeyEntries:
+    """Each run key's latest entry, in the order the keys were first seen, added a line at a time in file order.
+
+    While every key is a run key as commitbench makes it (64 lowercase hex digits), the keys are kept as their 32
+    bytes, sorted, with their entries beside them: about 50 bytes a key, where a dict of texts takes about 200.
+    The first other key turns the index into that dict (any text is a key there).
+    """
+
+    def __init__(self) -> None:
+        self._digests = bytearray()  # while adding: a key's 32 bytes a line
+        self._lines = array("q")  # while adding: a line's entry
+        self._dict: dict[str, int] | None = None
+        self._sorted = np.empty(0, dtype="S32")  # once finished: each key's bytes, sorted
+        self._latest = np.empty(0, dtype=np.int64)  # its latest entry
+        self._seen = np.empty(0, dtype=np.int64)  # positions in _sorted, in the order the keys were first seen
+
+    def add(self, key: str, entry: int) -> None:
+        if self._dict is None:
+            if _DIGEST.fullmatch(key):
+                self._digests += bytes.fromhex(key)
+                self._lines.append(entry)
+                return
+            self._dict = self._as_dict()
+        self._dict[key] = entry
+
+    def _as_dict(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for index, entry in enumerate(self._lines):
+            found[self._digests[32 * index:32 * index + 32].hex()] = entry
+        self._digests, self._lines = bytearray(), array("q")
+        return found
+
+    def finish(self) -> None:
+        """Sort the keys (once every line is added)."""
+        if self._dict is not None or not self._lines:
+            return
+        digests = np.frombuffer(self._digests, dtype="S32")  # fixed width: compared on all 32 bytes
+        order = np.argsort(digests, kind="stable")  # a key's lines together, in file order
+        ordered = digests[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        ends = np.append(starts[1:], len(ordered)) - 1
+        self._sorted = ordered[starts]
+        self._latest = np.frombuffer(self._lines, dtype=np.int64)[order[ends]].copy()
+        self._seen = np.argsort(order[starts], kind="stable")
+        self._digests, self._lines = bytearray(), array("q")
+
+    def get(self, key: str) -> int | None:
+        if self._dict is not None:
+            return self._dict.get(key)
+        if not _DIGEST.fullmatch(key) or not len(self._sorted):
+            return None
+        digest = bytes.fromhex(key)
+        at = int(np.searchsorted(self._sorted, digest))
+        if at < len(self._sorted) and self._sorted[at:at + 1].tobytes() == digest:
+            return int(self._latest[at])
+        return None
+
+    def __len__(self) -> int:
+        return len(self._dict) if self._dict is not None else len(self._sorted)
+
+    def __iter__(self) -> Iterator[str]:
+        if self._dict is not None:
+            yield from self._dict
+            return
+        for at in self._seen:
+            yield self._sorted[at:at + 1].tobytes().hex()
+
+
 class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
     """One labels file's latest record of each run key, read from the file when asked for (see the module doc)."""
 
@@ -82,7 +157,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         self.path = Path(path)
         self.record_type = record_type
         self.what = what
-        self._where: dict[str, int] = {}
+        self._where = _KeyEntries()
         self._version_of: dict[str, str] = {}  # run keys whose latest record is not of the first record's version
         self.first_version: str | None = None
         self.records_read = 0
@@ -93,7 +168,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
             self.path, record_type, what)
         for number, offset, key, labeller, version in heads:
             self.records_read += 1
-            self._where[key] = (offset << _NUMBER_BITS) | number
+            self._where.add(key, (offset << _NUMBER_BITS) | number)
             count, first = self.labellers.get(labeller, (0, self.records_read))
             self.labellers[labeller] = (count + 1, first)
             if self.first_version is None:
@@ -102,6 +177,8 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
                 self._version_of.pop(key, None)
             else:
                 self._version_of[key] = version
+
+        self._where.finish()
 
     def versions(self) -> Counter[str]:
         """The labeller versions of the latest records, with their counts."""
@@ -118,10 +195,12 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         return iter(self._where)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._where
+        return isinstance(key, str) and self._where.get(key) is not None
 
     def __getitem__(self, key: str) -> RecordT:
-        entry = self._where[key]
+        entry = self._where.get(key)
+        if entry is None:
+            raise KeyError(key)
         offset, number = entry >> _NUMBER_BITS, entry & ((1 << _NUMBER_BITS) - 1)
         handle = self._reader()
         handle.seek(offset)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import multiprocessing
+import random
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +153,33 @@ def test_the_labelling_loop_streams_its_traces_and_keeps_the_counts(tmp_path: Pa
     assert labeller.seen[0] <= 2 * 4 + 3  # the first label came after a window of 8 (and the 2 lines skipped)
     stored = StoredLabels(path, LabelRecord)
     assert len(stored) == 1 + 150 and stored["k1"].labeller_version == "v2" and "k7" not in stored
+
+
+def _hex(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("other", [None, "plain-key", "A" * 64])
+def test_run_keys_kept_as_bytes_behave_as_a_dict_of_the_latest_lines(tmp_path: Path, other: str | None) -> None:
+    """Keys as commitbench makes them (64 lowercase hex digits) are kept compactly; a key of any other shape, at any
+    line, turns the index into a dict: either way the mapping is the dict of each key's latest record."""
+    rng = random.Random(len(other or ""))
+    keys = [_hex(rng.randint(0, 40)) for _ in range(150)]
+    keys[0] = "00" * 32  # a key whose bytes are all zero: compared on all 32 of them
+    keys[1] = "00" * 31 + "01"
+    if other is not None:
+        keys[90] = other
+    lines = [_line(key, version="v1" if i % 11 == 0 else "v2", errors=i) for i, key in enumerate(keys)]
+    stored = StoredLabels(_write(tmp_path / "labels-rules.jsonl", lines), LabelRecord)
+    assert (stored._where._dict is None) == (other is None)  # compact only while every key is a digest
+    expected: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        expected[key] = i
+    assert list(stored) == list(expected) and len(stored) == len(expected)
+    assert {key: record.judge_errors for key, record in stored.items()} == expected
+    latest_versions = Counter("v1" if i % 11 == 0 else "v2" for i in expected.values())
+    assert stored.versions() == latest_versions
+    for missing in (_hex(999), "00" * 32 + "00", "zz", "", "00" * 30):
+        assert missing not in stored and stored.get(missing) is None
+    with pytest.raises(KeyError):
+        stored[_hex(999)]
