@@ -134,8 +134,9 @@ class _KeyEntries:
         if not _DIGEST.fullmatch(key) or not len(self._sorted):
             return None
         digest = bytes.fromhex(key)
-        at = int(np.searchsorted(self._sorted, digest))
-        if at < len(self._sorted) and self._sorted[at:at + 1].tobytes() == digest:
+        at = self._sorted.searchsorted(digest)
+        # An element reads back without its trailing zero bytes (all 32 are compared in the search and the sort).
+        if at < len(self._sorted) and self._sorted[at] == digest.rstrip(b"\0"):
             return int(self._latest[at])
         return None
 
