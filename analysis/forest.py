@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from commitbench.analysis.comparisons import Comparison
 
 MAX_ROWS = 120  # beyond this a forest plot stops being readable; the CSV holds everything
@@ -25,6 +22,10 @@ def forest_plot(comparisons: Sequence[Comparison], path: Path | str, title: str)
     if not rows:
         raise ValueError("no comparison with a defined difference to draw")
     height = max(2.5, 0.28 * len(rows) + 1.4)
+    # matplotlib is loaded by the drawing, not by every command that imports this module.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(9.0, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["interval_bars", "points"]
 
@@ -20,6 +22,10 @@ _PALETTE = ("#30638e", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#
 
 
 def _figure(panels: int, width: float, height: float) -> Figure:
+    # matplotlib is loaded by the first figure drawn, not by every command that imports the papers' tables.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     ncols = 1 if panels == 1 else 2
     nrows = (panels + ncols - 1) // ncols
     fig = Figure(figsize=(width * ncols, height * nrows), dpi=110, layout="constrained")

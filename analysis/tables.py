@@ -14,7 +14,8 @@ Everything here is shared by every suite, so each exists once:
 * the Markdown of a table: :meth:`TableView.markdown` (a data frame goes through
   :meth:`TableView.from_frame` first);
 * the files of a report: :func:`write_report_files` writes each :class:`ReportTable` under
-  ``RUN_DIR/report/`` as CSV (its data) and Markdown (its text), and draws each :class:`ReportFigure`.
+  ``RUN_DIR/report/`` as CSV (its data) and Markdown (its text), and draws each :class:`ReportFigure`
+  (one whose data is final may start sooner, drawn on another core: :func:`started_figure`).
 """
 
 from __future__ import annotations
@@ -156,6 +157,30 @@ class ReportFigure:
     name: str
     file: str
     draw: Callable[[Path], Path]
+
+
+def started_figure(figure: ReportFigure, out: Path) -> ReportFigure:
+    """``figure`` drawn at ``out/file`` from now on, in a forked process (:func:`commitbench.aside.aside`) while
+    this one goes on (computing the tables); the figure returned waits for that drawing and gives its path.
+
+    Start only a figure whose data is final: the drawing sees this process's memory as it is now.
+    """
+    from commitbench.aside import aside
+
+    path = out / figure.file
+
+    def draw() -> Path:
+        out.mkdir(parents=True, exist_ok=True)
+        return figure.draw(path)
+
+    drawing = aside(draw)
+
+    def drawn(at: Path) -> Path:
+        if at != path:
+            raise ValueError(f"figure {figure.name!r} was started at {path}, not {at}")
+        return drawing.result()
+
+    return ReportFigure(figure.name, figure.file, drawn)
 
 
 def write_report_files(

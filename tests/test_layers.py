@@ -40,6 +40,7 @@ BOTTOM = (
     "commitbench.processes",
     "commitbench.memory",
     "commitbench.linechunks",
+    "commitbench.aside",
     "commitbench.profiles",
     "commitbench.claimguard",
     "commitbench.yamlfile",

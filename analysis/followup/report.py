@@ -346,7 +346,11 @@ def report_title(kind: str) -> str:
 
 
 def _by(report: FollowupReport) -> str:
-    return f"labels by the {report.checker_kind}"
+    return _by_kind(report.checker_kind)
+
+
+def _by_kind(checker_kind: str) -> str:
+    return f"labels by the {checker_kind}"
 
 
 OUTCOME_COLUMNS = ("false_claim", "empty", "unanchored", "anchored", "done_now", "over_refusal", "deferral", "other")
@@ -650,19 +654,32 @@ def followup_report_tables(report: FollowupReport) -> list[ReportTable]:
     return out
 
 
+def outcome_figure(rows: Sequence[LabelledResponse] | pd.DataFrame, judge: str, checker_kind: str) -> ReportFigure:
+    """The outcome figure of a report's files (:data:`FIGURE_FILE`): outcome shares per setup, drawn from ``rows``
+    (or their frame). It needs no table of the report, so it may be started before them
+    (:func:`commitbench.analysis.tables.started_figure`)."""
+
+    def draw(path: Path) -> Path:
+        from commitbench.analysis.followup.figures import stacked_outcome_bars
+
+        frame = rows if isinstance(rows, pd.DataFrame) else to_frame(rows)
+        return stacked_outcome_bars(frame, path, title=f"Outcome shares per setup, {_by_kind(checker_kind)} ({judge})")
+
+    return ReportFigure("figure", FIGURE_FILE, draw)
+
+
 def write_followup_files(
-    report: FollowupReport, rows: Sequence[LabelledResponse] | pd.DataFrame, out: Path, figure: bool = True
+    report: FollowupReport, rows: Sequence[LabelledResponse] | pd.DataFrame, out: Path, figure: bool = True,
+    outcome: ReportFigure | None = None,
 ) -> dict[str, list[str]]:
     """Every table as CSV (each row names the checker) and Markdown (its heading does), and the figures (the
-    outcome figure drawn from ``rows``, or their frame)."""
+    outcome figure drawn from ``rows``, or their frame; ``outcome``: that figure already started,
+    :func:`outcome_figure`)."""
     figures: list[ReportFigure] = []
     if figure:
-        from commitbench.analysis.followup.figures import chain_bars, stacked_outcome_bars
+        from commitbench.analysis.followup.figures import chain_bars
 
-        title = f"Outcome shares per setup, {_by(report)} ({report.judge})"
-        frame = rows if isinstance(rows, pd.DataFrame) else to_frame(rows)
-        figures.append(ReportFigure("figure", FIGURE_FILE,
-                                    lambda path: stacked_outcome_bars(frame, path, title=title)))
+        figures.append(outcome or outcome_figure(rows, report.judge, report.checker_kind))
         if any(c.estimate is not None for c in report.comparisons):
             from commitbench.analysis.forest import forest_plot
 

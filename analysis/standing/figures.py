@@ -12,9 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
 
 from commitbench.analysis.standing.metrics import MetricValue
 from commitbench.analysis.standing.tables import cell_sort_key
@@ -36,6 +33,11 @@ def strict_heatmap(values: Sequence[MetricValue], path: Path | str, title: str =
     nrows = (n + ncols - 1) // ncols
     width = max(6.0, 0.55 * len(cells) + 2.5)
     height = max(2.0, 0.45 * len(arms) + 2.2)  # room for the rotated cell names under each panel
+    # matplotlib is loaded by the drawing, not by every command that imports this module.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width * ncols, height * nrows), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     cmap = ListedColormap(

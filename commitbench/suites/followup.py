@@ -29,12 +29,14 @@ from commitbench.analysis.followup.report import (
     build_followup_report,
     checker_kind,
     labeller_of,
+    outcome_figure,
     response_frame,
     response_row,
     write_followup_files,
 )
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
+from commitbench.analysis.tables import started_figure
 from commitbench.analysis.view.followup import RecordLookup, followup_record, followup_source
 from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.dataversion import hash_tree
@@ -235,6 +237,10 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
         frame, errors = response_frame((r for r in stored.values() if isinstance(r, FollowupLabelRecord)), judge)
         for _ in finished():
             pass
+    out = options.files_dir or Path(run_dir) / "report"
+    # The outcome figure needs only the frame: drawn on another core while the tables are computed.
+    outcome = started_figure(outcome_figure(frame, judge, kind), out) if options.write_files and options.figure \
+        else None
     costs = cost_frame_of(costs_store, cost_keys)
     cost = cost_table(costs, ("model", "arm"))
     players = sorted(set(frame["model"]))
@@ -243,8 +249,7 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
                                   profile=profile_of(run_dir), call_errors=call_errors.rows(),
                                   texts=texts_note(run_dir))
     if options.write_files:
-        built.files = write_followup_files(built, frame, options.files_dir or Path(run_dir) / "report",
-                                           figure=options.figure)
+        built.files = write_followup_files(built, frame, out, figure=options.figure, outcome=outcome)
     if options.paper_tables is not None:
         manifest = read_manifest(run_dir)
         outputs = followup_paper_tables(frame, load_setups(), dict(manifest.prompt_hashes) if manifest else {},
