@@ -75,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from commitbench.memory import freeze_startup_objects
+
+    freeze_startup_objects()  # the command's modules are imported: the collector need not walk them again
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from commitbench.analysis.followup.metrics import LabelledResponse
-from commitbench.analysis.followup.report import FIGURE_FILE, build_followup_report, outcome_figure, write_followup_files
+from commitbench.analysis.followup.report import (
+    FIGURE_FILE,
+    build_followup_report,
+    outcome_figure,
+    write_followup_files,
+)
 from commitbench.analysis.tables import ReportFigure, started_figure
 from commitbench.aside import aside, can_fork_aside
 

@@ -1,9 +1,11 @@
-"""Freed memory handed back to the system between a report's phases."""
+"""Freed memory handed back to the system between a report's phases; the collector kept off the imports' objects."""
 
 from __future__ import annotations
 
 import platform
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -31,3 +33,29 @@ def test_memory_freed_in_small_pieces_goes_back_to_the_system() -> None:
     assert release_freed_memory() is True
     assert grown - before > 60_000 and _rss_kib() < grown - 60_000, (before, grown, _rss_kib())
     assert len(kept) == 4_000
+
+
+def test_a_command_freezes_what_its_imports_made_once_and_later_objects_are_still_collected() -> None:
+    """In a fresh process (this one's collector is left as it is): the command line freezes the objects alive when
+    the command starts, a second freeze does nothing, and a cycle made afterwards is still collected."""
+    script = textwrap.dedent("""
+        import gc, weakref
+        from commitbench.cli import main
+        from commitbench.memory import freeze_startup_objects
+        assert gc.get_freeze_count() == 0
+        assert main(["plugins"]) == 0
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000, frozen
+        assert freeze_startup_objects() is False and gc.get_freeze_count() == frozen
+        class Node:
+            pass
+        node = Node(); node.self = node
+        gone = weakref.ref(node)
+        del node
+        gc.collect()
+        assert gone() is None
+        print("ok", frozen)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("ok ")
