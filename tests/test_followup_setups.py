@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,25 @@ def test_unknown_override_request_is_named() -> None:
     matrix = parse_doability(_raw_doability(), "doability.yaml")
     with pytest.raises(DoabilityFileError, match=r"overrides\.0\.request_id: unknown request 'rem-001'"):
         matrix.check_request_ids({"rem-002"}, "doability.yaml")
+
+
+def test_a_pages_setup_views_are_the_setups_tools_made_once_per_setup_and_persona() -> None:
+    from commitbench.analysis.view.followup import SetupViews
+
+    views = SetupViews(SETUPS)
+    for setup in SetupId:
+        for persona in Persona:
+            tools, persists = views.of(setup.value, persona.value)
+            expected = SETUPS.tool_definitions(setup, persona)
+            assert [t.name for t in tools] == [t.name for t in expected]
+            assert [t.write for t in tools] == [t.is_write for t in expected]
+            assert [t.description for t in tools] == [t.description.strip() for t in expected]
+            # The parameters read as json.dumps writes them with an indent, non-ASCII kept.
+            assert [t.parameters for t in tools] == [json.dumps(t.parameters, indent=2, ensure_ascii=False)
+                                                      for t in expected]
+            assert persists == SETUPS.stated_paragraph(setup)
+            assert views.of(setup.value, persona.value)[0] is tools  # made once
+    with pytest.raises(ValueError):
+        views.of("C9", "generic")
+    with pytest.raises(ValueError):
+        views.of("C1", "pirate")

@@ -10,7 +10,7 @@ rule that fired.
 
 from __future__ import annotations
 
-import json
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -37,6 +37,7 @@ from commitbench.analysis.view.model import (
 from commitbench.analysis.view.transcript import (
     chat_items,
     identity_facts,
+    indented_json,
     model_call_views,
     sample_group,
     search_text,
@@ -180,10 +181,32 @@ def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[
     return row, labelled is not None
 
 
+class SetupViews:
+    """What a page shows of its setup under its persona (the tools with their parameters, and what the stated
+    variant says persists), made once per setup and persona: every run of a pair shows the same."""
+
+    def __init__(self, setups: SuiteSetups) -> None:
+        self.setups = setups
+        self._made: dict[tuple[str, str], tuple[list[ToolView], str]] = {}
+
+    def of(self, setup: str, persona: str) -> tuple[list[ToolView], str]:
+        """The tools and the persisting paragraph (ValueError or KeyError: an unknown setup or persona)."""
+        found = self._made.get((setup, persona))
+        if found is None:
+            known, kind = SetupId(setup), Persona(persona)
+            tools = [ToolView(name=t.name, description=t.description.strip(), write=t.is_write,
+                              parameters=indented_json(t.parameters))
+                     for t in self.setups.tool_definitions(known, kind)]
+            found = self._made[(setup, persona)] = (tools, self.setups.stated_paragraph(known))
+        return found
+
+
 def followup_record(
-    trace: EpisodeTrace, records: Sequence[tuple[str, FollowupLabelRecord | None]], setups: SuiteSetups
+    trace: EpisodeTrace, records: Sequence[tuple[str, FollowupLabelRecord | None]], setups: SuiteSetups | SetupViews
 ) -> RunRecord:
-    """One run: its row (from the primary checker's record, the first of ``records``) and its page."""
+    """One run: its row (from the primary checker's record, the first of ``records``) and its page (``setups``:
+    the suite's setups, or their views made once for many runs)."""
+    views = setups if isinstance(setups, SetupViews) else SetupViews(setups)
     primary = records[0][1] if records else None
     row, _ = _row(trace, primary)
     turn = primary.turn if primary is not None else None
@@ -202,14 +225,8 @@ def followup_record(
         )
     tools: list[ToolView] = []
     persists = ""
-    try:
-        setup, persona = SetupId(row["setup"]), Persona(row["persona"])
-        tools = [ToolView(name=t.name, description=t.description.strip(), write=t.is_write,
-                          parameters=json.dumps(t.parameters, indent=2, ensure_ascii=False))
-                 for t in setups.tool_definitions(setup, persona)]
-        persists = setups.stated_paragraph(setup)
-    except (ValueError, KeyError):
-        pass
+    with contextlib.suppress(ValueError, KeyError):  # a run of an unknown setup or persona shows no tools
+        tools, persists = views.of(row["setup"], row["persona"])
     signals = [
         Signal(name="outcome", value=row["outcome"], description="The outcome label of the report's checker."),
         Signal(name="tool_calls", value=row["tool_calls"], description="Tool calls in the turn."),
@@ -255,8 +272,9 @@ _COUNT_TEXT = {
 def followup_records(
     traces: Iterable[EpisodeTrace], judges: Sequence[tuple[str, RecordLookup]], setups: SuiteSetups
 ) -> Iterator[RunRecord]:
+    views = SetupViews(setups)
     for trace in traces:
-        yield followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], setups)
+        yield followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
 
 def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:

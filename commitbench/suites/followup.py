@@ -37,7 +37,7 @@ from commitbench.analysis.followup.report import (
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
 from commitbench.analysis.tables import started_figure
-from commitbench.analysis.view.followup import RecordLookup, followup_record, followup_source
+from commitbench.analysis.view.followup import RecordLookup, SetupViews, followup_record, followup_source
 from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.dataversion import hash_tree
 from commitbench.envs import FOLLOWUP_ENV_ID
@@ -278,10 +278,11 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()
                   if name != judge)
     setups = load_setups()
+    views = SetupViews(setups)
 
     def record(trace: EpisodeTrace) -> RunRecord:
         """The run's record as :func:`followup_records` makes it, in whichever process read the trace."""
-        return followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], setups)
+        return followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
     return replace(followup_source((), judges, setups), records=site_records(run_dir, record))
 
