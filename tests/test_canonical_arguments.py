@@ -151,3 +151,18 @@ def test_canonical_form_takes_linear_time() -> None:
         started = time.perf_counter()
         canonical_argument(text)
         assert time.perf_counter() - started < 1.0, text[:20]
+
+
+def test_a_short_value_is_made_canonical_once_and_a_long_one_each_time_alike() -> None:
+    from commitbench.episodes.standing.outcome import _CACHED_LENGTH, _canonical, _canonical_short
+
+    _canonical_short.cache_clear()
+    short = "  Tues. 3:00 P.M. to 5pm "
+    assert canonical_argument(short) == _canonical(short) == "tuesday 15:00-17:00"
+    assert canonical_argument(short) == "tuesday 15:00-17:00" and _canonical_short.cache_info().hits == 1
+    long = "Room 4B, " * (_CACHED_LENGTH // 9 + 1)
+    assert len(long) > _CACHED_LENGTH
+    before = _canonical_short.cache_info().currsize
+    assert canonical_argument(long) == _canonical(long)
+    assert _canonical_short.cache_info().currsize == before  # a long text is not kept
+    assert canonical_argument(8) == canonical_argument("08") == canonical_argument(8.0) == "8"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from commitbench.calendar_words import full_name
 from commitbench.episodes.standing.episode import Episode
@@ -67,7 +68,20 @@ def canonical_argument(value: object) -> str:
     and "Tues." are "tuesday": :mod:`commitbench.calendar_words`); a number alone is written one way ("08",
     "8.0" and 8 are "8"). Linear time.
     """
-    text = str(value).lower().replace("#", "")
+    text = str(value)
+    return _canonical_short(text) if len(text) <= _CACHED_LENGTH else _canonical(text)
+
+
+_CACHED_LENGTH = 256  # a value this short keeps its canonical form (a long text is made canonical each time)
+
+
+@lru_cache(maxsize=4_096)  # arguments repeat across runs: the promised values, the usual spellings of them
+def _canonical_short(text: str) -> str:
+    return _canonical(text)
+
+
+def _canonical(text: str) -> str:
+    text = text.lower().replace("#", "")
     text = _SPACES.sub(" ", text).strip().strip(_QUOTES).strip()
     text = _DASHES.sub("-", text)
     text = _ZERO_SECONDS.sub(r"\1", text)
