@@ -4,8 +4,9 @@ are computed on the other core).
 :func:`aside` starts ``work()`` in a forked child (which sees this process's memory as it is now, so the
 work needs no pickling; only its result is pickled back) and returns at once; :meth:`Aside.result` waits for
 the result, or raises the error ``work()`` raised, as if it had run here. The child dies with this process,
-however it ends. Where a second process would not help (one core) or cannot be forked, ``work()`` runs here,
-at once, and :meth:`Aside.result` gives what it gave.
+however it ends. Where a second process would not help (one core) or cannot be forked (no ``fork``; a pool's
+worker, which may not have children), ``work()`` runs here, at once, and :meth:`Aside.result` gives what it
+gave.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ _OK, _ERROR = "ok", "error"
 
 
 def can_fork_aside() -> bool:
-    """Whether :func:`aside` forks: at least two cores this process may use, and ``fork`` available."""
+    """Whether :func:`aside` forks: at least two cores this process may use, ``fork`` available, and this process
+    not a daemonic one (a pool's worker, which multiprocessing forbids to have children)."""
     import multiprocessing
 
     from commitbench.traces import pool_workers
 
-    return pool_workers() >= 2 and "fork" in multiprocessing.get_all_start_methods()
+    return (pool_workers() >= 2 and "fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
 
 
 def _child(work: Callable[[], Any], writer: Connection, parent: int) -> None:

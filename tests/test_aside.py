@@ -137,3 +137,18 @@ def test_a_started_figure_asked_for_at_another_path_or_failing_raises(tmp_path: 
     failing = started_figure(ReportFigure("figure", "g.png", broken), tmp_path / "a")
     with pytest.raises(ValueError, match="no labelled responses to plot"):
         failing.draw(tmp_path / "a" / "g.png")
+
+
+def _in_a_pool_worker(_: int) -> tuple[bool, int, int]:
+    running = aside(os.getpid)
+    return running.forked, running.result(), os.getpid()
+
+
+def test_in_a_pools_worker_the_work_runs_in_place() -> None:
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork")
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        forked, pid, worker = pool.map(_in_a_pool_worker, [0])[0]
+    assert not forked and pid == worker  # a daemonic process may not have children: no error, no fork
