@@ -262,9 +262,10 @@ class _TraceHead(BaseModel):
 
 
 def count_latest_traces(path: Path | str, include_failed: bool = False) -> int:
-    """How many traces :func:`iter_latest_traces` yields (only each line's run key and error are read)."""
+    """How many traces :func:`iter_latest_traces` yields (only each line's run key and error are read, and not
+    again by the reads of the same file, unchanged, that follow in this process)."""
     try:
-        return len(latest_by_key(iter_models(_trace_file(path), _TraceHead, what="trace"), lambda _: 0, include_failed))
+        return _latest_lines(_trace_file(path)).count(include_failed)
     except JsonlError as exc:
         raise TraceFileError(str(exc)) from None
 
@@ -336,8 +337,9 @@ def file_state(path: Path | str) -> tuple[Any, ...]:
 
 
 def _latest_lines(file: Path) -> LatestLines:
-    """The lines that count: as the line check of this process found them when the file has not changed since,
-    else from a pass that reads only each line's run key and error."""
+    """The lines that count: as the last pass of this process over the file found them (the line check's, or
+    this function's) when the file has not changed since, else from a pass that reads only each line's run key
+    and error (remembered in turn)."""
     state = _file_state(file)
     known = _SCANNED.get(state)
     if known is not None:
@@ -347,7 +349,8 @@ def _latest_lines(file: Path) -> LatestLines:
         head = parse_line(file, _TraceHead, "trace", number, line)
         if head is not None:
             lines.add(number, offset, head.run_key, not head.infra_error)
-    return lines.finish()
+    remember_latest_lines(file, state, lines.finish())
+    return lines
 
 
 def _chosen(path: Path | str, include_failed: bool) -> tuple[Path, array[int], array[int]]:

@@ -18,7 +18,7 @@ from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view import site
-from commitbench.analysis.view.model import ColumnKind, Overview
+from commitbench.analysis.view.model import ColumnKind, Overview, TranscriptPage
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
@@ -244,6 +244,26 @@ def test_the_line_check_picks_the_traces_that_count_for_the_reads_after_it(run_d
             handle.truncate(size)
 
 
+def test_a_count_of_the_traces_that_count_serves_the_reads_after_it_until_the_file_changes(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    from commitbench import traces
+
+    file = tmp_path / "traces.jsonl"
+    file.write_bytes((run_dir / "traces.jsonl").read_bytes())
+    traces._SCANNED.clear()
+    expected = len(latest_by_key(iter_traces(file), lambda t: t, include_failed=True))
+    assert traces.count_latest_traces(file, include_failed=True) == expected
+    assert len(traces._SCANNED) == 1  # kept: the read that follows seeks the lines the count found
+    assert sorted(t.model_dump_json() for t in traces.iter_latest_traces(file, include_failed=True)) == sorted(
+        t.model_dump_json() for t in latest_by_key(iter_traces(file), lambda t: t, include_failed=True))
+    first = next(iter_traces(file))
+    append_traces(file, [first.model_copy(update={"run_key": "a-new-run"}),
+                         first.model_copy(update={"run_key": "a-failed-run", "infra_error": "x"})])
+    assert traces.count_latest_traces(file, include_failed=True) == expected + 2  # changed: counted afresh
+    assert traces.count_latest_traces(file) == len(latest_by_key(iter_traces(file), lambda t: t))
+
+
 def test_the_pools_processes_die_when_their_reader_is_killed(run_dir: Path, tmp_path: Path) -> None:
     import signal
     import subprocess
@@ -334,7 +354,12 @@ def test_the_run_index_written_in_pieces_is_the_index_as_one_json_document(
     assert n > 5 and index["n"] == n and index["keys"] == [r.key for r in records]
     assert len(index["off"]) == len(index["metrics"]) == len(index["differs"]) == len(index["episodes"]) == n
     names = index["offNames"]
-    assert [[names[i] for i in off] for off in index["off"]] == [site.off_expected(r.page.signals) for r in records]
+    runs = [site.site_run(r) for r in records]
+    pages = [TranscriptPage.model_validate_json(r.page) for r in runs]
+    assert [[names[i] for i in off] for off in index["off"]] == [site.off_expected(p.signals) for p in pages]
+    assert [list(r.off) for r in runs] == [site.off_expected(p.signals) for p in pages]
+    assert [r.verdict for r in runs] == [site.verdict(p.signals) for p in pages]
+    assert [r.speakers for r in runs] == [site.speakers(p.items) for p in pages]
     for column in source.columns:
         entry = index["columns"][column.name]
         assert len(entry["codes"]) == n

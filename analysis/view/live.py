@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import RunRecord, RunSource
-from commitbench.analysis.view.site import off_expected, speakers
+from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun
+from commitbench.analysis.view.site import site_run
 from commitbench.analysis.view.stamp import read_stamp
 from commitbench.traces import EpisodeTrace
 
@@ -104,7 +104,7 @@ class LiveRuns:
             body = b",".join(self.runs[max(0, start):])
             return b'{"watch":true,"total":' + str(len(self.runs)).encode() + b',"runs":[' + body + b"]}"
 
-    def _records(self, traces: list[EpisodeTrace]) -> list[RunRecord]:
+    def _records(self, traces: list[EpisodeTrace]) -> list[RunRecord | SiteRun]:
         if not traces:
             return []
         with tempfile.TemporaryDirectory(prefix="commitbench-live-") as scratch:
@@ -119,11 +119,10 @@ class LiveRuns:
         self.columns = columns
         return records
 
-    def _payload(self, record: RunRecord) -> bytes:
-        run = LiveRun(key=record.key, episode=record.episode, ok=record.ok,
-                      row={name: _plain(record.row.get(name)) for name in self.columns},
-                      page=json.loads(record.page.model_dump_json(exclude_defaults=True)), text=record.text,
-                      shared=record.shared_text,
-                      speakers=record.speakers if record.speakers is not None else speakers(record.page.items),
-                      off=off_expected(record.page.signals))
-        return run.model_dump_json().encode("utf-8")
+    def _payload(self, record: RunRecord | SiteRun) -> bytes:
+        run = site_run(record)
+        live = LiveRun(key=run.key, episode=run.episode, ok=run.ok,
+                       row={name: _plain(run.row.get(name)) for name in self.columns},
+                       page=json.loads(run.page), text=run.text, shared=run.shared_text, speakers=run.speakers,
+                       off=list(run.off))
+        return live.model_dump_json().encode("utf-8")

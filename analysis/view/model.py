@@ -273,9 +273,25 @@ class RunRecord:
     shared_text: str  # words every run of the episode shares (the script's messages), stored once
     page: TranscriptPage
     sample_group: str = ""  # the run less its sample (episode, player, arm, factors): its samples share it
-    # Who speaks in it, for search (analysis.view.site.speakers of the page's items); None: read from the page.
-    # Set where the page is written ahead (a worker process), whose items the site then no longer holds.
-    speakers: str | None = None
+
+
+@dataclass(frozen=True)
+class SiteRun:
+    """One run as the site stores it: what :class:`RunRecord` holds, its page written as JSON and what the site
+    reads of the page's items and signals taken out (``analysis.view.site.site_run``). Made in whichever process
+    read the trace, it pickles as text: the page's models do not travel between processes."""
+
+    key: str  # run key
+    episode: str  # episode id
+    row: dict[str, Any]  # the run's fields, named as in the report's rows
+    ok: bool  # finished without an infrastructure error
+    text: str  # the run's own words, for free-text search
+    shared_text: str  # words every run of the episode shares, stored once
+    page: bytes  # the transcript page, ``model_dump_json(exclude_defaults=True)`` as UTF-8
+    speakers: str  # who speaks in it, for search (``analysis.view.site.speakers``)
+    off: tuple[str, ...]  # the signals that differ from the cell's expectation (``analysis.view.site.off_expected``)
+    verdict: str  # what its samples are compared on (``analysis.view.site.verdict``)
+    sample_group: str = ""  # the run less its sample: its samples share it
 
 
 class MetricInfo(BaseModel):
@@ -300,7 +316,7 @@ class RunSource:
     judges: Sequence[str]
     columns: Sequence[Column]
     metrics: Sequence[MetricInfo]
-    records: Iterator[RunRecord]
+    records: Iterator[RunRecord | SiteRun]
     members: Callable[[list[dict[str, Any]]], dict[str, list[bool]]]
 
 

@@ -29,7 +29,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import ChatItem, ColumnKind, ItemKind, Overview, RunRecord, RunSource, Signal
+from commitbench.analysis.view.model import (
+    ChatItem,
+    ColumnKind,
+    ItemKind,
+    Overview,
+    RunRecord,
+    RunSource,
+    Signal,
+    SiteRun,
+)
 
 RUN_SHARD = 100
 MEMBER_BATCH = 2_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
@@ -76,6 +85,20 @@ def speakers(items: list[ChatItem]) -> str:
         if item.kind is ItemKind.MESSAGE and item.sender and item.sender not in seen:
             seen[item.sender] = " · ".join(p for p in (item.sender, item.title, item.party) if p)
     return "\n".join(seen.values())
+
+
+def site_run(record: RunRecord | SiteRun) -> SiteRun:
+    """The run as the site stores it: its page written, who speaks in it, its signals off the expectation and its
+    verdict taken out (a :class:`SiteRun` is returned as it is)."""
+    if isinstance(record, SiteRun):
+        return record
+    page = record.page
+    return SiteRun(
+        key=record.key, episode=record.episode, row=record.row, ok=record.ok, text=record.text,
+        shared_text=record.shared_text, page=page.model_dump_json(exclude_defaults=True).encode("utf-8"),
+        speakers=speakers(page.items), off=tuple(off_expected(page.signals)), verdict=verdict(page.signals),
+        sample_group=record.sample_group,
+    )
 
 
 def _script(call: str, *args: Any) -> str:
@@ -144,38 +167,39 @@ class _Shards:
         self.finished = 0
         self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
         self.ok_positions: list[int] = []
-        self.pages: list[str] = []
+        self.pages: list[bytes] = []
         self.texts: list[str] = []
         self.speakers: list[str] = []
         self.shared: dict[int, str] = {}
         self.run_shards = 0
         self.text_shards = 0
 
-    def add(self, record: RunRecord) -> list[SiteFile]:
+    def add(self, record: RunRecord | SiteRun) -> list[SiteFile]:
         """Take one run; returns the shard files it completed."""
+        run = site_run(record)
         position = len(self.keys)
-        self.keys.append(record.key)
+        self.keys.append(run.key)
         self.masks.append(0)
         for column in self.columns:
-            column.add(record.row.get(column.name))
-        if record.ok:
+            column.add(run.row.get(column.name))
+        if run.ok:
             self.finished += 1
-            self.ok_rows.append(record.row)
+            self.ok_rows.append(run.row)
             self.ok_positions.append(position)
-        episode = self.episodes.get(record.episode)
+        episode = self.episodes.get(run.episode)
         if episode is None:
-            episode = self.episodes[record.episode] = len(self.episodes)
-            self.shared[episode] = record.shared_text
+            episode = self.episodes[run.episode] = len(self.episodes)
+            self.shared[episode] = run.shared_text
         self.episode_codes.append(episode)
-        self.pages.append(record.page.model_dump_json(exclude_defaults=True))
-        self.texts.append(record.text)
-        self.speakers.append(record.speakers if record.speakers is not None else speakers(record.page.items))
-        off = off_expected(record.page.signals)
-        self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in off) if off else NO_OFF)
-        group = self.groups.setdefault(record.sample_group or record.key, len(self.groups))
+        self.pages.append(run.page)
+        self.texts.append(run.text)
+        self.speakers.append(run.speakers)
+        self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in run.off)
+                        if run.off else NO_OFF)
+        group = self.groups.setdefault(run.sample_group or run.key, len(self.groups))
         self.group_codes.append(group)
-        if record.ok:
-            self.group_verdicts.setdefault(group, set()).add(verdict(record.page.signals))
+        if run.ok:
+            self.group_verdicts.setdefault(group, set()).add(run.verdict)
         done = []
         if len(self.ok_rows) == MEMBER_BATCH:
             self.mark_members()
@@ -204,8 +228,8 @@ class _Shards:
     def flush_pages(self) -> list[SiteFile]:
         if not self.pages:
             return []
-        body = f"{REGISTRY}.runs({self.run_shards},[" + ",".join(self.pages) + "]);\n"
-        done = (f"data/runs/{self.run_shards:05d}.js", body.encode("utf-8"))
+        body = f"{REGISTRY}.runs({self.run_shards},[".encode() + b",".join(self.pages) + b"]);\n"
+        done = (f"data/runs/{self.run_shards:05d}.js", body)
         self.run_shards += 1
         self.pages = []
         return [done]
@@ -269,7 +293,7 @@ def assets() -> list[tuple[str, bytes]]:
 
 def site_files(
     source: RunSource, overview: Overview, report: dict[str, Any], facts: dict[str, Any] | None = None,
-    on_run: Callable[[RunRecord], None] | None = None,
+    on_run: Callable[[RunRecord | SiteRun], None] | None = None,
 ) -> Generator[SiteFile, None, SiteCounts]:
     """Every file of the site, streamed (figures aside); returns what the site holds.
 

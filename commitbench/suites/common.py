@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
-from commitbench.analysis.view.site import speakers
+from commitbench.analysis.view.site import site_run
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.judges.stored import Overlaid
@@ -17,7 +16,7 @@ from commitbench.rundir import read_manifest
 from commitbench.traces import EpisodeTrace, latest_traces, map_latest_traces
 
 if TYPE_CHECKING:
-    from commitbench.analysis.view.model import RunRecord
+    from commitbench.analysis.view.model import RunRecord, SiteRun
     from commitbench.suites import AnySuite
 
 
@@ -26,32 +25,11 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
     return latest_traces(run_dir)
 
 
-class _WrittenPage:
-    """A run's transcript page as the site writes it (``model_dump_json(exclude_defaults=True)``), written in the
-    process that read the trace: its text pickles in a fraction of the time the page's models take. Its signals
-    stay (a few small models: the site's filters read them); its items do not (the record says who speaks)."""
-
-    def __init__(self, text: str, signals: list[Any]) -> None:
-        self.text = text
-        self.signals = signals
-
-    def model_dump_json(self, *, exclude_defaults: bool = False) -> str:
-        if not exclude_defaults:
-            raise ValueError("this page was written with exclude_defaults=True only")
-        return self.text
-
-
-def site_records(run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord]) -> Iterator[RunRecord]:
-    """``record`` of every trace that counts, failed ones included, in file order, for the viewer's site: on a
-    large run made by a process per core (:func:`commitbench.traces.map_latest_traces`), each page written there
-    as the site writes it."""
-
-    def made(trace: EpisodeTrace) -> RunRecord:
-        run = record(trace)
-        written = _WrittenPage(run.page.model_dump_json(exclude_defaults=True), run.page.signals)
-        return replace(run, speakers=speakers(run.page.items), page=cast(Any, written))
-
-    return map_latest_traces(run_dir, made, include_failed=True)
+def site_records(run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord]) -> Iterator[SiteRun]:
+    """``record`` of every trace that counts, failed ones included, in file order, as the site stores it
+    (:func:`commitbench.analysis.view.site.site_run`): on a large run made by a process per core
+    (:func:`commitbench.traces.map_latest_traces`), each page written there, so only text comes back."""
+    return map_latest_traces(run_dir, lambda trace: site_run(record(trace)), include_failed=True)
 
 
 def labels_file(run_dir: Path | str, judge: str, labels_dir: Path | str | None = None) -> Path:
