@@ -203,13 +203,17 @@ def append_traces(path: Path | str, traces: Iterable[EpisodeTrace]) -> int:
     return append_lines(path, (t.model_dump_json() for t in traces))
 
 
-def _trace_file(path: Path | str) -> Path:
+def trace_file(path: Path | str) -> Path:
+    """The trace file of a run directory (FileNotFoundError when it has none), or ``path`` itself."""
     path = Path(path)
     if path.is_dir():
         if not (path / TRACES_FILE).exists():
             raise FileNotFoundError(f"{path / TRACES_FILE} does not exist; is {path} a run directory?")
         return path / TRACES_FILE
     return path
+
+
+_trace_file = trace_file
 
 
 def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
@@ -439,8 +443,30 @@ def map_latest_traces(
     the results are used), and only what ``convert`` returns comes back (so it must pickle, and should be
     small and cheap to pickle: a row, text, not the trace); elsewhere in this process, one trace at a time.
     ``convert`` sees the same traces in the same order either way, and an unreadable line raises the same
-    error.
+    error. Within a joint read (:mod:`commitbench.jointread`) of these traces, the host's call and a guest
+    thread's call share one read: each trace is converted by both functions where it was parsed.
     """
+    from commitbench.jointread import active_joint
+
+    joint = active_joint()
+    if joint is not None:
+        key = (str(_trace_file(path).resolve()), include_failed)
+        taken = joint.claim(key, convert)
+        if taken is not None:  # a guest: what the host's read converts for it
+            yield from taken
+            return
+        if joint.hosting(key):
+            both = joint.host_convert(convert)
+            if both is not None:
+                yield from joint.feed(_map_latest(path, both, include_failed, workers, threshold))
+                return
+    yield from _map_latest(path, convert, include_failed, workers, threshold)
+
+
+def _map_latest(
+    path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool, workers: int | None,
+    threshold: int | None,
+) -> Iterator[T]:
     import multiprocessing
 
     from commitbench.processes import die_with_parent

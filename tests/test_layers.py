@@ -41,6 +41,7 @@ BOTTOM = (
     "commitbench.memory",
     "commitbench.linechunks",
     "commitbench.aside",
+    "commitbench.jointread",
     "commitbench.profiles",
     "commitbench.claimguard",
     "commitbench.yamlfile",

@@ -13,6 +13,7 @@ never by the spelling of the cell's id, so a new cell enters every metric its ev
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,8 +64,28 @@ def twin_group(episode: Episode) -> str:
     return episode.id if episode.language is Language.EN else episode.twins.get(Language.EN.value, episode.id)
 
 
+# The last row made, with what it was made of (its trace by a weak reference: the row keeps no trace alive): the
+# viewer's page and the report's row of one trace are made one after the other in the process that parsed it
+# (commitbench.jointread), and the second asks for the same row.
+_last_row: tuple[weakref.ref[EpisodeTrace], Episode, list[MessageLabel], dict[str, Any]] | None = None
+
+
 def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -> dict[str, Any]:
-    """One row per run: identity, design factors, signals, judge aggregates and the strict grade."""
+    """One row per run: identity, design factors, signals, judge aggregates and the strict grade.
+
+    The row made last is made once more only when asked of another trace or episode object, or other labels
+    (a new dict each time: callers may add to it).
+    """
+    global _last_row
+    last = _last_row  # one read: another thread may replace it meanwhile
+    if last is not None and last[0]() is trace and last[1] is episode and last[2] == labels:
+        return dict(last[3])
+    row = _run_row(trace, episode, labels)
+    _last_row = (weakref.ref(trace), episode, list(labels), dict(row))
+    return row
+
+
+def _run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -> dict[str, Any]:
     signals = compute_signals(trace, episode)
     run_labels = aggregate(labels, episode, message_timing(trace, episode))
     return {

@@ -300,6 +300,15 @@ def site_files(
     ``report`` is the report document; ``facts`` extra plain data the page may show about the run;
     ``on_run`` is called after each run is taken (a progress display advances).
     """
+    return site_files_then(source, lambda: (overview, report), facts, on_run)
+
+
+def site_files_then(
+    source: RunSource, ending: Callable[[], tuple[Overview, dict[str, Any]]], facts: dict[str, Any] | None = None,
+    on_run: Callable[[RunRecord | SiteRun], None] | None = None,
+) -> Generator[SiteFile, None, SiteCounts]:
+    """:func:`site_files` with the overview and the report document asked of ``ending`` once every run is
+    taken (a report built while the runs are read: :mod:`commitbench.jointread`)."""
     yield from assets()
     shards = _Shards(source)
     for record in source.records:
@@ -310,6 +319,7 @@ def site_files(
     yield from shards.flush_pages()
     yield from shards.flush_texts()
     yield "data/index.js", _index_script(shards)
+    overview, report = ending()
     yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
     counts = SiteCounts(runs=len(shards.keys), finished=shards.finished, run_shards=shards.run_shards,
                         text_shards=shards.text_shards)

@@ -29,6 +29,7 @@ import functools
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -119,16 +120,18 @@ class _Building:
 
 
 def write_site(
-    out: Path, source: Any, overview: Any, report: dict[str, Any], figures: Sequence[Path] = (),
-    progress: Any = None, stamp: bytes | None = None, siblings: Sequence[dict[str, str]] = (),
+    out: Path, source: Any, ending: Any, progress: Any = None, stamp: bytes | None = None,
+    siblings: Sequence[dict[str, str]] = (),
 ) -> SiteSummary:
     """Write the site's files under ``out`` (an earlier site there is replaced) and copy the figures.
 
-    ``progress`` (a display of :mod:`commitbench.progress`) advances by one per run written; ``stamp`` is
-    written last as the site's stamp file (:mod:`commitbench.analysis.view.stamp`); ``siblings`` (name and
-    address of each run of a site of several runs) fill the page's run picker.
+    ``ending`` is called once every run is written, and returns the overview, the report document and the
+    report's figures (a report built while the runs are read is then done). ``progress`` (a display of
+    :mod:`commitbench.progress`) advances by one per run written; ``stamp`` is written last as the site's stamp
+    file (:mod:`commitbench.analysis.view.stamp`); ``siblings`` (name and address of each run of a site of
+    several runs) fill the page's run picker.
     """
-    from commitbench.analysis.view.site import site_files
+    from commitbench.analysis.view.site import site_files_then
     from commitbench.analysis.view.stamp import STAMP_FILE
 
     def taken(record: Any) -> None:
@@ -137,9 +140,16 @@ def write_site(
                 progress.source.failed += 1
             progress.advance()
 
+    figures: list[Path] = []
+
+    def ended() -> tuple[Any, dict[str, Any]]:
+        overview, document, drawn = ending()
+        figures.extend(drawn)
+        return overview, document
+
     _clear(out)
     written = 0
-    files = site_files(source, overview, report, facts={"siblings": list(siblings)}, on_run=taken)
+    files = site_files_then(source, ended, facts={"siblings": list(siblings)}, on_run=taken)
     while True:
         try:
             relative, data = next(files)
@@ -271,26 +281,23 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
            files_dir: Path | None, suite: Any, progress: Any, stamp: bytes,
            siblings: Sequence[dict[str, str]]) -> SiteSummary:
     from commitbench.analysis.view.model import Figure, Overview
-    from commitbench.memory import release_freed_memory
+    from commitbench.jointread import joint_read
     from commitbench.rundir import read_manifest
     from commitbench.suites import ReportOptions
     from commitbench.suites.kits import generic_view
+    from commitbench.traces import trace_file
 
     source = (suite.view or generic_view(suite))(run_dir, judge or suite.offline_labeller, labels_dir)
-    try:
-        report = suite.report(run_dir, ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir,
-                                                     files_dir=files_dir))
-    except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
-        report = None
-        reason = str(exc).strip("'\"")
+    options = ReportOptions(judge=judge, n_boot=n_boot, seed=seed, labels_dir=labels_dir, files_dir=files_dir)
     manifest = read_manifest(run_dir)
     title = f"{manifest.name if manifest else run_dir.name}: {suite.name} run"
-    if report is None:
-        document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
-        figures: list[Path] = []
-        overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
-                            summary=[f"No report: {reason}"], tables=[])
-    else:
+
+    def ending(report: Any, reason: str) -> tuple[Any, dict[str, Any], list[Path]]:
+        if report is None:
+            document: dict[str, Any] = {"suite": suite.name, "run_dir": str(run_dir), "error": reason}
+            overview = Overview(title=title, facts=_facts(run_dir, suite, {"judge": judge or "rules"}),
+                                summary=[f"No report: {reason}"], tables=[])
+            return overview, document, []
         document = report.model_dump(mode="json")
         figures = [Path(p) for key in FIGURE_KEYS for p in report.files.get(key, [])]
         if files_dir is not None:  # drawn in a scratch directory: the site's own copies are what remains
@@ -301,9 +308,44 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
             tables=report.views(detail=True),
             figures=[Figure(title=p.stem.replace("_", " "), file=f"img/{p.name}") for p in figures],
         )
-    del report
-    release_freed_memory()  # the processes that write the pages start from what is in use, not from the report's peak
-    return write_site(out, source, overview, document, figures, progress, stamp, siblings)
+        return overview, document, figures
+
+    # The report is built on another thread while the pages are written, from the same read of the traces.
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        reporter = _Reporter(suite, run_dir, options, joint)
+        reporter.start()
+        try:
+            return write_site(out, source, lambda: ending(*reporter.result()), progress, stamp, siblings)
+        finally:
+            joint.host_done()  # on an error, a report still waiting for traces stops (its thread is a daemon)
+
+
+class _Reporter(threading.Thread):
+    """The suite's report, built on a thread of its own (the guest of a joint read of the run's traces)."""
+
+    def __init__(self, suite: Any, run_dir: Path, options: Any, joint: Any) -> None:
+        super().__init__(name="commitbench-view-report", daemon=True)
+        self.suite, self.run_dir, self.options, self.joint = suite, run_dir, options, joint
+        self.report: Any = None
+        self.reason = ""
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.report = self.suite.report(self.run_dir, self.options)
+        except ValueError as exc:  # no finished or labelled run: the runs are still worth a look
+            self.reason = str(exc).strip("'\"")
+        except BaseException as exc:  # raised again where the result is asked for
+            self.error = exc
+        finally:
+            self.joint.guest_done()
+
+    def result(self) -> tuple[Any, str]:
+        """The report (None when the suite could not make one) and why not; the report's error, raised here."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.report, self.reason
 
 
 RUNS_FOLDER = "runs"

@@ -231,8 +231,20 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
             last[:] = [(trace, judge_rules.label(trace, episode))]
         return last[0][1]
 
+    read: list[tuple[EpisodeTrace, list[MessageLabel] | None]] = []
+
+    def primary_of(trace: EpisodeTrace) -> list[MessageLabel] | None:
+        """The primary judge's stored labels of a trace, read once though both the grade and the page ask."""
+        assert primary is not None
+        if not read or read[0][0] is not trace:
+            read[:] = [(trace, primary.get(trace.run_key))]
+        return read[0][1]
+
     def graded_with(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel]:
-        return rules(trace, episode) if primary is None else message_labels(trace, episode, primary, judge)
+        if primary is None:
+            return rules(trace, episode)
+        return message_labels(trace, episode, {trace.run_key: found} if (found := primary_of(trace)) is not None
+                              else {}, judge)
 
     def stored(records: Mapping[str, LabelRecord]) -> LabelLookup:
         def lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
@@ -244,7 +256,7 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     def primary_lookup(trace: EpisodeTrace, episode: Episode) -> list[MessageLabel] | None:
         if primary is None:
             return rules(trace, episode)
-        return primary.get(trace.run_key)
+        return primary_of(trace)
 
     judges: list[tuple[str, LabelLookup]] = [(judge, primary_lookup)]
     judges.extend((name, stored(records)) for name, records in stored_labels(SUITE, run_dir, labels_dir).items()

@@ -1,0 +1,226 @@
+"""One read of a run's traces for the viewer's pages and the report's rows (commitbench.jointread)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commitbench import jointread, traces
+from commitbench.config import ExperimentConfig
+from commitbench.envs import STANDING_ENV_ID
+from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.jointread import JointReadStopped, joint_read
+from commitbench.runner import run_experiment
+from commitbench.traces import EpisodeTrace, append_traces, iter_traces, map_latest_traces, trace_file
+
+SLICE = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.commitment_type in
+         ("deploy_service", "send_report")]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two reference agents on a slice of episodes, one cell whose last trace failed after a good one (the good one
+    counts), and one whose only trace failed (its failed trace counts where failed runs are read)."""
+    out = tmp_path_factory.mktemp("joint") / "run"
+    config = ExperimentConfig(env=STANDING_ENV_ID, agents=["creditor-rule", "rank-wins"],
+                              episodes={"ids": [e.id for e in SLICE]})
+    run_experiment(config, out)
+    first = next(iter_traces(out))
+    second = list(iter_traces(out))[1]
+    append_traces(out / "traces.jsonl", [first.model_copy(update={"infra_error": "timeout: a retry that failed"})])
+    lines = (out / "traces.jsonl").read_bytes().splitlines(keepends=True)
+    failed = second.model_copy(update={"infra_error": "timeout: every try failed"})
+    (out / "traces.jsonl").write_bytes(b"".join(
+        [line for line in lines if second.run_key.encode() not in line] + [failed.model_dump_json().encode() + b"\n"]))
+    return out
+
+
+@pytest.fixture(params=["here", "pool"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Read in this process, or by a pool of two processes with many short chunks."""
+    if request.param == "pool":
+        monkeypatch.setattr(traces, "POOL_THRESHOLD", 1)
+        monkeypatch.setattr(traces, "POOL_CHUNK", 7)
+        monkeypatch.setattr(traces, "pool_workers", lambda: 2)
+    return str(request.param)
+
+
+def host_item(trace: EpisodeTrace) -> tuple[str, int]:
+    return trace.run_key, os.getpid()
+
+
+def guest_item(trace: EpisodeTrace) -> tuple[str, int, bool]:
+    return trace.run_key, os.getpid(), bool(trace.infra_error)
+
+
+class Guest(threading.Thread):
+    """A reader on another thread, as the viewer's report is: it reads the traces when ``start_reading`` is set."""
+
+    def __init__(self, run_dir: Path, joint: jointread.JointRead, take: int | None = None,
+                 include_failed: bool = True, reads: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.run_dir, self.joint, self.take, self.include_failed = run_dir, joint, take, include_failed
+        self.reads = reads
+        self.start_reading = threading.Event()
+        self.items: list[Any] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.start_reading.wait()
+            if not self.reads:
+                return
+            for item in map_latest_traces(self.run_dir, guest_item, include_failed=self.include_failed):
+                self.items.append(item)
+                if self.take is not None and len(self.items) >= self.take:
+                    break
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.joint.guest_done()
+
+
+def alone(run_dir: Path, convert: Callable[[EpisodeTrace], Any], include_failed: bool = True) -> list[Any]:
+    return [convert(t)[:1] for t in traces.iter_latest_traces(run_dir, include_failed=include_failed)]
+
+
+def test_both_readers_get_what_they_would_read_alone_from_one_read(run_dir: Path, mode: str) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint)
+        guest.start()
+        guest.start_reading.set()
+        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        guest.join(timeout=60)
+    assert guest.error is None and joint.shared
+    assert [m[:1] for m in mine] == alone(run_dir, host_item)
+    assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
+    assert any(g[2] for g in guest.items)  # the failed run's trace came too
+    # Each trace was converted for both in the process that parsed it.
+    assert [m[1] for m in mine] == [g[1] for g in guest.items]
+    assert (set(m[1] for m in mine) == {os.getpid()}) == (mode == "here")
+
+
+def test_the_host_reads_alone_when_no_guest_comes(run_dir: Path) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint, reads=False)
+        guest.start()
+        guest.start_reading.set()  # it ends without reading, and says so
+        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+    assert not joint.shared and [m[:1] for m in mine] == alone(run_dir, host_item)
+
+
+def test_a_guest_that_comes_late_or_reads_other_traces_reads_alone(run_dir: Path) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        other = Guest(run_dir, joint, include_failed=False)  # not the traces the host reads
+        other.start()
+        other.start_reading.set()
+        other.join(timeout=60)
+        assert other.error is None and not joint.shared
+        assert [g[:1] for g in other.items] == alone(run_dir, guest_item, include_failed=False)
+        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        late = list(map_latest_traces(run_dir, guest_item, include_failed=True))  # the host's thread: alone
+    assert [m[:1] for m in mine] == alone(run_dir, host_item)
+    assert [g[:1] for g in late] == alone(run_dir, guest_item)
+
+
+def test_a_host_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str) -> None:
+    def failing(trace: EpisodeTrace) -> tuple[str, int]:
+        if trace.run_key == keys[20]:
+            raise RuntimeError("the page of this run failed")
+        return host_item(trace)
+
+    keys = [t.run_key for t in traces.iter_latest_traces(run_dir, include_failed=True)]
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint)
+        guest.start()
+        guest.start_reading.set()
+        with pytest.raises(RuntimeError, match="the page of this run failed"):
+            list(map_latest_traces(run_dir, failing, include_failed=True))
+        guest.join(timeout=60)
+    assert isinstance(guest.error, JointReadStopped), guest.error
+    assert "RuntimeError: the page of this run failed" in str(guest.error)
+    assert len(guest.items) <= 20
+
+
+def test_a_host_that_never_reads_stops_its_waiting_guest(run_dir: Path) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint)
+        guest.start()
+        guest.start_reading.set()
+        while joint._guest is None and guest.is_alive():  # the guest has handed its convert over
+            threading.Event().wait(0.01)
+    guest.join(timeout=60)
+    assert not guest.is_alive() and isinstance(guest.error, JointReadStopped) and guest.items == []
+
+
+def test_a_guest_that_stops_taking_never_holds_the_host_up(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jointread, "BATCH", 2)
+    monkeypatch.setattr(jointread, "QUEUED_BATCHES", 1)  # the queue is full after one batch
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint, take=3)
+        guest.start()
+        guest.start_reading.set()
+        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        guest.join(timeout=60)
+    assert guest.error is None and [g[:1] for g in guest.items] == alone(run_dir, guest_item)[:3]
+    assert [m[:1] for m in mine] == alone(run_dir, host_item)
+
+
+def test_one_joint_read_at_a_time(run_dir: Path) -> None:
+    file = trace_file(run_dir)
+    with joint_read(file, include_failed=True), pytest.raises(RuntimeError, match="already open"), \
+            joint_read(file, include_failed=True):
+        pass
+    assert jointread.active_joint() is None
+
+
+def test_the_viewer_parses_each_trace_once_for_its_pages_and_its_report(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from commitbench.commands.view_cmd import build_site
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.standing import report
+
+    count = len(list(traces.iter_latest_traces(run_dir, include_failed=True)))
+    parsed: list[int] = []
+    real = traces._parse_trace
+
+    def counted(file: Path, number: int, raw: bytes) -> EpisodeTrace | None:
+        parsed.append(number)
+        return real(file, number, raw)
+
+    monkeypatch.setattr(traces, "_parse_trace", counted)
+    summary = build_site(run_dir, tmp_path / "site", n_boot=50)
+    assert summary.runs == count and len(parsed) == count  # one parse a trace, not one for each reader
+    document = json.loads((tmp_path / "site" / "report.json").read_text())
+    alone_report = report(run_dir, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
+    assert {k: v for k, v in document.items() if k != "files"} == {
+        k: v for k, v in alone_report.items() if k != "files"}
+
+
+def test_a_row_asked_again_of_the_same_trace_is_the_same_row_in_a_new_dict(run_dir: Path) -> None:
+    from commitbench.analysis.standing import metrics
+    from commitbench.judges.standing.labels import MessageLabel
+    from commitbench.judges.standing.rules import RuleJudge
+    from commitbench.suites.standing import episodes_of_run
+
+    trace = next(t for t in iter_traces(run_dir) if not t.infra_error)
+    episode = episodes_of_run(run_dir)[trace.episode_id]
+    labels = RuleJudge().label(trace, episode)
+    first = metrics.run_row(trace, episode, labels)
+    first["status"] = "added by a caller"
+    again = metrics.run_row(trace, episode, [label.model_copy() for label in labels])  # equal labels
+    assert "status" not in again and again == metrics._run_row(trace, episode, labels)
+    unlabelled = [MessageLabel(message_index=label.message_index, step=label.step, error="not labelled",
+                               judge="rules") for label in labels]
+    other = metrics.run_row(trace, episode, unlabelled)
+    assert other == metrics._run_row(trace, episode, unlabelled) and other["judge_errors"] == len(labels) > 0
+    copy = trace.model_copy()  # another trace object: made anew, equal
+    assert metrics.run_row(copy, episode, labels) == again
