@@ -9,8 +9,11 @@ have read itself, in the same order. Each trace is converted by both readers' fu
 that parsed it (a pool's worker on a large run), so neither reader's code changes.
 
 The host's read waits until the guest has handed its ``convert`` over, or until the guest's thread says it
-will not (:meth:`JointRead.guest_done`); it then reads alone. A guest call that comes once the host's read
-has started, a second guest call, or one over other traces reads alone, as it would without a joint read.
+will not (:meth:`JointRead.guest_done`); it then reads alone. The guest's read ends when the host says so
+(:meth:`JointRead.host_done`), so the host can first let go of what its own read held: the viewer writes and
+drops its run index before the report computes its tables, and the two never hold their peaks at once.
+A guest call that comes once the host's read has started, a second guest call, or one over other traces
+reads alone, as it would without a joint read.
 Either side stopping early is seen by the other: a guest that stops taking makes the host drop what it
 would send; a host that stops (an error, the site abandoned) makes the guest's read raise
 :class:`JointReadStopped`. What waits between the two is bounded (:data:`QUEUED_BATCHES` batches of
@@ -64,6 +67,7 @@ class JointRead:
         self._settled = threading.Event()  # a guest handed its convert over, or none will
         self._gone = threading.Event()  # the guest stopped taking
         self._over = threading.Event()  # the host sends nothing more
+        self._complete = False  # the host's read reached its end (the guest's ends at host_done)
         self._items: queue.Queue[Any] = queue.Queue(maxsize=QUEUED_BATCHES)
         self.shared = False  # whether a read was shared
 
@@ -100,7 +104,8 @@ class JointRead:
         return _Both(convert, guest)
 
     def feed(self, pairs: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
-        """The host's items of ``pairs``, the guest's handed over a batch at a time as they come."""
+        """The host's items of ``pairs``, the guest's handed over a batch at a time as they come. The guest's read
+        ends when the host's thread calls :meth:`host_done` (having let go of what its own read held)."""
         batch: list[Any] = []
         try:
             for mine, theirs in pairs:
@@ -110,15 +115,19 @@ class JointRead:
                     batch = []
                 yield mine
             self._send(batch)
-            self._send(_END)
+            self._complete = True
         except BaseException as exc:  # the site abandoned, or an error: the guest must not wait for the rest
             self._send(_Stopped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
-            raise
-        finally:
             self._over.set()
+            raise
 
     def host_done(self) -> None:
-        """The host sends nothing more (its read ended, or never began): a guest waiting for items stops."""
+        """The host sends nothing more: after a complete read the guest's read ends; otherwise (a read that
+        never began, or stopped) a guest waiting for items raises :class:`JointReadStopped`."""
+        with self._lock:
+            complete, self._complete = self._complete, False
+        if complete:
+            self._send(_END)
         self._over.set()
 
     # ------------------------------------------------------------------ both sides

@@ -95,6 +95,9 @@ def test_both_readers_get_what_they_would_read_alone_from_one_read(run_dir: Path
         guest.start()
         guest.start_reading.set()
         mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        guest.join(timeout=0.2)
+        assert guest.is_alive()  # its read ends when the host says it is done (having let go of its own)
+        joint.host_done()
         guest.join(timeout=60)
     assert guest.error is None and joint.shared
     assert [m[:1] for m in mine] == alone(run_dir, host_item)
@@ -166,6 +169,7 @@ def test_a_guest_that_stops_taking_never_holds_the_host_up(run_dir: Path, monkey
         guest.start()
         guest.start_reading.set()
         mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        joint.host_done()
         guest.join(timeout=60)
     assert guest.error is None and [g[:1] for g in guest.items] == alone(run_dir, guest_item)[:3]
     assert [m[:1] for m in mine] == alone(run_dir, host_item)

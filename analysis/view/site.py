@@ -39,6 +39,7 @@ from commitbench.analysis.view.model import (
     Signal,
     SiteRun,
 )
+from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
 MEMBER_BATCH = 2_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
@@ -319,10 +320,12 @@ def site_files_then(
     yield from shards.flush_pages()
     yield from shards.flush_texts()
     yield "data/index.js", _index_script(shards)
-    overview, report = ending()
-    yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
     counts = SiteCounts(runs=len(shards.keys), finished=shards.finished, run_shards=shards.run_shards,
                         text_shards=shards.text_shards)
+    del shards  # the run index is written: what it held is let go before the report's tables are asked for
+    release_freed_memory()
+    overview, report = ending()
+    yield "report.json", json.dumps(report, indent=2, sort_keys=True).encode("utf-8")
     meta = {
         "suite": source.suite, "judge": source.judge, "judges": list(source.judges),
         "columns": [c.model_dump(mode="json") for c in source.columns],

@@ -314,8 +314,12 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
     with joint_read(trace_file(run_dir), include_failed=True) as joint:
         reporter = _Reporter(suite, run_dir, options, joint)
         reporter.start()
+        def finished() -> tuple[Any, dict[str, Any], list[Path]]:
+            joint.host_done()  # the pages and the run index are written: the report takes the rest of its read
+            return ending(*reporter.result())
+
         try:
-            return write_site(out, source, lambda: ending(*reporter.result()), progress, stamp, siblings)
+            return write_site(out, source, finished, progress, stamp, siblings)
         finally:
             joint.host_done()  # on an error, a report still waiting for traces stops (its thread is a daemon)
 
