@@ -151,6 +151,18 @@ class _KeyEntries:
             yield self._sorted[at:at + 1].tobytes().hex()
 
 
+def _file_state(path: Path) -> tuple[object, ...]:
+    """What tells one state of a file from another (an append, a rewrite, another file at the same path)."""
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+# The indexes of the last labels files read in this process, by the file's state, record type and name: the
+# viewer's labels and its report's read one file, unchanged, and share its index (read-only once made).
+_INDEXES: dict[tuple[object, ...], tuple[_KeyEntries, dict[str, str], str | None, int, dict[str, tuple[int, int]]]] = {}
+_INDEXES_KEPT = 4
+
+
 class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
     """One labels file's latest record of each run key, read from the file when asked for (see the module doc)."""
 
@@ -165,6 +177,11 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         # Every labeller of the file's records: (its records, the number of its first record, counting records).
         self.labellers: dict[str, tuple[int, int]] = {}
         self._handle: tuple[int, IO[bytes]] | None = None
+        state = _file_state(self.path)
+        known = _INDEXES.get((state, record_type, what))
+        if known is not None:  # indexed before in this process, and unchanged since: the index is shared
+            self._where, self._version_of, self.first_version, self.records_read, self.labellers = known
+            return
         heads = _heads_in_pool(self.path, record_type, what) if parallel_lines(self.path) else _heads(
             self.path, record_type, what)
         for number, offset, key, labeller, version in heads:
@@ -180,6 +197,10 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
                 self._version_of[key] = version
 
         self._where.finish()
+        if len(_INDEXES) >= _INDEXES_KEPT:
+            _INDEXES.pop(next(iter(_INDEXES)))
+        _INDEXES[(state, record_type, what)] = (self._where, self._version_of, self.first_version,
+                                                self.records_read, self.labellers)
 
     def versions(self) -> Counter[str]:
         """The labeller versions of the latest records, with their counts."""

@@ -183,3 +183,20 @@ def test_run_keys_kept_as_bytes_behave_as_a_dict_of_the_latest_lines(tmp_path: P
         assert missing not in stored and stored.get(missing) is None
     with pytest.raises(KeyError):
         stored[_hex(999)]
+
+
+def test_a_file_indexed_before_and_unchanged_shares_its_index_and_a_changed_one_is_indexed_again(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path / "labels-rules.jsonl", [_line("a"), _line("b", errors=1)])
+    first = StoredLabels(path, LabelRecord)
+    second = StoredLabels(path, LabelRecord)  # the viewer's labels and its report's: one index
+    assert second._where is first._where and dict(second.items()) == dict(first.items())
+    assert second._reader() is not first._reader()  # each reads through a handle of its own
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(_line("c", errors=2))
+    third = StoredLabels(path, LabelRecord)
+    assert third._where is not first._where and list(third) == ["a", "b", "c"] and third["c"].judge_errors == 2
+    assert list(first) == ["a", "b"]  # an index made before the append is as it was
+    other = StoredLabels(path, LabelRecord, what="another record")  # another kind of reading: its own index
+    assert other._where is not third._where
