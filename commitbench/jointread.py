@@ -45,14 +45,31 @@ class _Stopped:
         self.reason = reason
 
 
+_converting = threading.local()  # .trace, .shared: the trace both readers convert now on this thread, their dict
+
+
+def shared_work(trace: Any) -> dict[Any, Any] | None:
+    """While both readers of a joint read convert ``trace`` (one after the other, on this thread), a dict they
+    share, so the second can reuse what the first made of it; None at any other time."""
+    if getattr(_converting, "trace", None) is trace:
+        shared: dict[Any, Any] = _converting.shared
+        return shared
+    return None
+
+
 class _Both:
-    """The host's and the guest's conversion of one trace, made where the trace was parsed."""
+    """The host's and the guest's conversion of one trace, made where the trace was parsed (with a dict the two
+    share while they convert it: :func:`shared_work`)."""
 
     def __init__(self, host: Callable[[Any], Any], guest: Callable[[Any], Any]) -> None:
         self.host, self.guest = host, guest
 
     def __call__(self, trace: Any) -> tuple[Any, Any]:
-        return self.host(trace), self.guest(trace)
+        _converting.trace, _converting.shared = trace, {}
+        try:
+            return self.host(trace), self.guest(trace)
+        finally:
+            _converting.trace = _converting.shared = None
 
 
 class JointRead:

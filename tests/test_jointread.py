@@ -209,22 +209,41 @@ def test_the_viewer_parses_each_trace_once_for_its_pages_and_its_report(
         k: v for k, v in alone_report.items() if k != "files"}
 
 
-def test_a_row_asked_again_of_the_same_trace_is_the_same_row_in_a_new_dict(run_dir: Path) -> None:
+def test_a_row_asked_again_within_one_joint_conversion_is_made_once_and_elsewhere_each_time(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from commitbench.analysis.standing import metrics
-    from commitbench.judges.standing.labels import MessageLabel
     from commitbench.judges.standing.rules import RuleJudge
     from commitbench.suites.standing import episodes_of_run
 
     trace = next(t for t in iter_traces(run_dir) if not t.infra_error)
     episode = episodes_of_run(run_dir)[trace.episode_id]
     labels = RuleJudge().label(trace, episode)
-    first = metrics.run_row(trace, episode, labels)
-    first["status"] = "added by a caller"
-    again = metrics.run_row(trace, episode, [label.model_copy() for label in labels])  # equal labels
-    assert "status" not in again and again == metrics._run_row(trace, episode, labels)
-    unlabelled = [MessageLabel(message_index=label.message_index, step=label.step, error="not labelled",
-                               judge="rules") for label in labels]
-    other = metrics.run_row(trace, episode, unlabelled)
-    assert other == metrics._run_row(trace, episode, unlabelled) and other["judge_errors"] == len(labels) > 0
-    copy = trace.model_copy()  # another trace object: made anew, equal
-    assert metrics.run_row(copy, episode, labels) == again
+    made: list[str] = []
+    real = metrics._run_row
+
+    def counted(*args: Any) -> dict[str, Any]:
+        made.append(args[0].run_key)
+        return real(*args)
+
+    monkeypatch.setattr(metrics, "_run_row", counted)
+
+    def page(t: EpisodeTrace) -> dict[str, Any]:
+        row = metrics.run_row(t, episode, labels)
+        row["status"] = "added by the page"
+        return row
+
+    def report_row(t: EpisodeTrace) -> dict[str, Any]:
+        return metrics.run_row(t, episode, [label.model_copy() for label in labels])  # equal labels, parsed again
+
+    first, second = jointread._Both(page, report_row)(trace)
+    assert len(made) == 1 and "status" not in second and first == {**second, "status": "added by the page"}
+    assert jointread.shared_work(trace) is None  # only while both convert it
+    other = [label.model_copy(update={"error": "not labelled"}) for label in labels]
+    _, third = jointread._Both(page, lambda t: metrics.run_row(t, episode, other))(trace)  # other labels: made
+    assert len(made) == 3 and third["judge_errors"] == len(labels) > 0
+    # Elsewhere every call makes its row: a label changed in place is seen.
+    assert metrics.run_row(trace, episode, labels)["judge_errors"] == 0
+    for label in labels:
+        label.error = "not labelled"
+    assert metrics.run_row(trace, episode, labels)["judge_errors"] == len(labels) and len(made) == 5

@@ -13,7 +13,6 @@ never by the spelling of the cell's id, so a new cell enters every metric its ev
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from commitbench.analysis.groups import group_positions
 from commitbench.episodes.standing.episode import Episode
 from commitbench.episodes.standing.spec import Language
 from commitbench.identity import arm_label
+from commitbench.jointread import shared_work
 from commitbench.judges.standing.grading import strict_correct
 from commitbench.judges.standing.labels import MessageLabel, aggregate
 from commitbench.judges.standing.signals import compute_signals, message_timing
@@ -64,24 +64,24 @@ def twin_group(episode: Episode) -> str:
     return episode.id if episode.language is Language.EN else episode.twins.get(Language.EN.value, episode.id)
 
 
-# The last row made, with what it was made of (its trace by a weak reference: the row keeps no trace alive): the
-# viewer's page and the report's row of one trace are made one after the other in the process that parsed it
-# (commitbench.jointread), and the second asks for the same row.
-_last_row: tuple[weakref.ref[EpisodeTrace], Episode, list[MessageLabel], dict[str, Any]] | None = None
+_ROW_WORK = "standing run row"  # its key in a joint read's shared work
 
 
 def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -> dict[str, Any]:
     """One row per run: identity, design factors, signals, judge aggregates and the strict grade.
 
-    The row made last is made once more only when asked of another trace or episode object, or other labels
+    Within a joint read (:mod:`commitbench.jointread`: the viewer's page and the report's row of one trace made
+    one after the other where it was parsed), a row asked again of that trace, episode and labels is made once
     (a new dict each time: callers may add to it).
     """
-    global _last_row
-    last = _last_row  # one read: another thread may replace it meanwhile
-    if last is not None and last[0]() is trace and last[1] is episode and last[2] == labels:
-        return dict(last[3])
+    shared = shared_work(trace)
+    if shared is None:
+        return _run_row(trace, episode, labels)
+    made = shared.get(_ROW_WORK)
+    if made is not None and made[0] is episode and made[1] == labels:
+        return dict(made[2])
     row = _run_row(trace, episode, labels)
-    _last_row = (weakref.ref(trace), episode, list(labels), dict(row))
+    shared[_ROW_WORK] = (episode, [label.model_copy() for label in labels], dict(row))
     return row
 
 
