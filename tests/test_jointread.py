@@ -247,3 +247,45 @@ def test_a_row_asked_again_within_one_joint_conversion_is_made_once_and_elsewher
     for label in labels:
         label.error = "not labelled"
     assert metrics.run_row(trace, episode, labels)["judge_errors"] == len(labels) and len(made) == 5
+
+
+class CannedReply:
+    """A follow-up player without a model: a promise, a false claim or a question, picked by the request."""
+
+    REPLIES = ("I'll remind you tomorrow morning.", "Done: I have scheduled it for you.", "What time suits you?")
+
+    def begin(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
+        self.reply = self.REPLIES[len(str(sorted(observation))) % len(self.REPLIES)]
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> dict[str, str]:
+        return {"reply": self.reply}
+
+
+def test_the_follow_up_viewer_checks_each_reply_once_for_its_pages_and_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from commitbench.commands.view_cmd import build_site
+    from commitbench.judges.followup.rules import OfflineChecker
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.followup import report
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 30}})
+    run = tmp_path / "run"
+    run_experiment(config, run)
+    alone_report = report(run, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
+    checked: list[str] = []
+    real = OfflineChecker.check_now
+
+    def counted(self: OfflineChecker, turn: Any) -> Any:
+        checked.append(turn.request_id)
+        return real(self, turn)
+
+    monkeypatch.setattr(OfflineChecker, "check_now", counted)
+    summary = build_site(run, tmp_path / "site", n_boot=50)
+    assert summary.finished == 30 and len(checked) == 30  # one check a reply, not one for each reader
+    document = json.loads((tmp_path / "site" / "report.json").read_text())
+    assert {k: v for k, v in document.items() if k != "files"} == {
+        k: v for k, v in alone_report.items() if k != "files"}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import Field
 
 from commitbench.identity import arm_label
+from commitbench.jointread import shared_work
 from commitbench.judges.followup.llm import LLM_CHECKER_VERSION, CheckResult
 from commitbench.judges.followup.rules import OFFLINE_CHECKER_VERSION
 from commitbench.judges.followup.turn import FollowUpTurn, turn_from_trace
@@ -96,6 +97,9 @@ def make_checker(
     raise ValueError(f"unknown checker {kind!r} (rules or llm)")
 
 
+_RECORD_WORK = "follow-up checker record"  # its key in a joint read's shared work
+
+
 class CheckerLabeller:
     """A checker as a labeller (its name is the checker's: 'rules', or 'llm:<model>')."""
 
@@ -123,12 +127,26 @@ class CheckerLabeller:
         return self._record(trace, turn, await self.checker.check(turn))
 
     def label_now(self, trace: EpisodeTrace) -> FollowupLabelRecord:
-        """Label without an event loop; only for a checker that calls no model (the offline one)."""
+        """Label without an event loop; only for a checker that calls no model (the offline one).
+
+        Within a joint read (:mod:`commitbench.jointread`: the viewer's page and the report's row of one trace
+        made one after the other where it was parsed), a checker of the same class and settings asked again of
+        that trace returns the record made the first time (one object: its readers only read it).
+        """
         check_now = getattr(self.checker, "check_now", None)
         if check_now is None:
             raise TypeError(f"checker {self.name!r} calls a model; use label()")
+        shared = shared_work(trace)
+        asked = (type(self.checker), vars(self.checker), self.name, self.version)
+        if shared is not None:
+            made = shared.get(_RECORD_WORK)
+            if made is not None and made[0] == asked:
+                return made[1]
         turn = turn_from_trace(trace)
-        return self._record(trace, turn, check_now(turn))
+        record = self._record(trace, turn, check_now(turn))
+        if shared is not None:
+            shared[_RECORD_WORK] = (asked, record)
+        return record
 
     def _record(self, trace: EpisodeTrace, turn: FollowUpTurn, result: CheckResult) -> FollowupLabelRecord:
         ungraded = sum(1 for grade in result.follow_through or () if grade.grade is None)
