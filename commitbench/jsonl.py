@@ -29,6 +29,14 @@ class JsonlError(ValueError):
     """A line of a JSON-lines file could not be read; the message names the file and the line."""
 
 
+def file_state(path: Path | str) -> tuple[object, ...]:
+    """What tells one state of a file from another (an append, a rewrite, another file at the same path): a
+    reader that indexed the file in one state may reuse its index while the state is the same."""
+    path = Path(path)
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
 def append_lines(path: Path | str, lines: Iterable[str]) -> int:
     """Append ``lines`` (each without its newline) in one write, flushed and fsynced; returns the count.
 

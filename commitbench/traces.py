@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.bounds import clip
 from commitbench.jsonl import JsonlError, append_lines, iter_lines_at, iter_models, parse_line
+from commitbench.jsonl import file_state as jsonl_file_state
 from commitbench.ledger.models import AuditEvent
 from commitbench.llm.response import ModelResponse, reasoning_token_count
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
@@ -213,9 +214,6 @@ def trace_file(path: Path | str) -> Path:
     return path
 
 
-_trace_file = trace_file
-
-
 def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
     """Stream the traces of a JSONL file (or of a run directory's ``traces.jsonl``), one at a time.
 
@@ -223,7 +221,7 @@ def iter_traces(path: Path | str) -> Iterator[EpisodeTrace]:
     :class:`TraceFileError` naming the file and line.
     """
     try:
-        yield from iter_models(_trace_file(path), EpisodeTrace, what="trace")
+        yield from iter_models(trace_file(path), EpisodeTrace, what="trace")
     except JsonlError as exc:
         raise TraceFileError(f"{exc}; {REPAIR_HINT}") from None
 
@@ -269,7 +267,7 @@ def count_latest_traces(path: Path | str, include_failed: bool = False) -> int:
     """How many traces :func:`iter_latest_traces` yields (only each line's run key and error are read, and not
     again by the reads of the same file, unchanged, that follow in this process)."""
     try:
-        return _latest_lines(_trace_file(path)).count(include_failed)
+        return _latest_lines(trace_file(path)).count(include_failed)
     except JsonlError as exc:
         raise TraceFileError(str(exc)) from None
 
@@ -322,29 +320,24 @@ class LatestLines:
 _SCANNED: dict[tuple[Any, ...], LatestLines] = {}  # the last file whose lines were checked: its state -> its lines
 
 
-def _file_state(file: Path) -> tuple[Any, ...]:
-    """What tells one state of a file from another (an append, a rewrite, another file at the same path)."""
-    stat = file.stat()
-    return (str(file.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
-
 def remember_latest_lines(file: Path, state: tuple[Any, ...], lines: LatestLines) -> None:
     """Keep the lines that count of ``file``, as found by a pass that checked every line of it while it was in
-    ``state`` (:func:`_file_state`, taken before that pass), for the next read of the same file unchanged."""
+    ``state`` (:func:`commitbench.jsonl.file_state`, taken before that pass), for the next read of the same file
+    unchanged."""
     _SCANNED.clear()
     _SCANNED[state] = lines
 
 
 def file_state(path: Path | str) -> tuple[Any, ...]:
     """The state of a trace file (or a run directory's) to pass to :func:`remember_latest_lines`."""
-    return _file_state(_trace_file(path))
+    return jsonl_file_state(trace_file(path))
 
 
 def _latest_lines(file: Path) -> LatestLines:
     """The lines that count: as the last pass of this process over the file found them (the line check's, or
     this function's) when the file has not changed since, else from a pass that reads only each line's run key
     and error (remembered in turn)."""
-    state = _file_state(file)
+    state = jsonl_file_state(file)
     known = _SCANNED.get(state)
     if known is not None:
         return known
@@ -359,7 +352,7 @@ def _latest_lines(file: Path) -> LatestLines:
 
 def _chosen(path: Path | str, include_failed: bool) -> tuple[Path, array[int], array[int]]:
     """The trace file, and the byte offsets and line numbers of the lines that count."""
-    file = _trace_file(path)
+    file = trace_file(path)
     try:
         lines = _latest_lines(file)
     except JsonlError as exc:
@@ -450,7 +443,7 @@ def map_latest_traces(
 
     joint = active_joint()
     if joint is not None:
-        key = (str(_trace_file(path).resolve()), include_failed)
+        key = (str(trace_file(path).resolve()), include_failed)
         taken = joint.claim(key, convert)
         if taken is not None:  # a guest: what the host's read converts for it
             yield from taken

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
-from commitbench.jsonl import JsonlError, iter_lines_at, parse_line
+from commitbench.jsonl import JsonlError, file_state, iter_lines_at, parse_line
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
 
 if TYPE_CHECKING:
@@ -151,12 +151,6 @@ class _KeyEntries:
             yield self._sorted[at:at + 1].tobytes().hex()
 
 
-def _file_state(path: Path) -> tuple[object, ...]:
-    """What tells one state of a file from another (an append, a rewrite, another file at the same path)."""
-    stat = path.stat()
-    return (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
-
 # The indexes of the last labels files read in this process, by the file's state, record type and name: the
 # viewer's labels and its report's read one file, unchanged, and share its index (read-only once made).
 _INDEXES: dict[tuple[object, ...], tuple[_KeyEntries, dict[str, str], str | None, int, dict[str, tuple[int, int]]]] = {}
@@ -177,7 +171,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         # Every labeller of the file's records: (its records, the number of its first record, counting records).
         self.labellers: dict[str, tuple[int, int]] = {}
         self._handle: tuple[int, IO[bytes]] | None = None
-        state = _file_state(self.path)
+        state = file_state(self.path)
         known = _INDEXES.get((state, record_type, what))
         if known is not None:  # indexed before in this process, and unchanged since: the index is shared
             self._where, self._version_of, self.first_version, self.records_read, self.labellers = known

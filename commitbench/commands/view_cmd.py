@@ -314,6 +314,7 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
     with joint_read(trace_file(run_dir), include_failed=True) as joint:
         reporter = _Reporter(suite, run_dir, options, joint)
         reporter.start()
+
         def finished() -> tuple[Any, dict[str, Any], list[Path]]:
             joint.host_done()  # the pages and the run index are written: the report takes the rest of its read
             return ending(*reporter.result())
