@@ -177,11 +177,14 @@ def test_unknown_override_request_is_named() -> None:
 
 def test_a_pages_setup_views_are_the_setups_tools_made_once_per_setup_and_persona() -> None:
     from commitbench.analysis.view.followup import SetupViews
+    from commitbench.analysis.view.model import ToolView
 
     views = SetupViews(SETUPS)
     for setup in SetupId:
         for persona in Persona:
-            tools, persists = views.of(setup.value, persona.value)
+            parts, persists = views.of(setup.value, persona.value)
+            tools = [ToolView.model_validate(part) for part in parts]
+            assert [t.model_dump(mode="json", exclude_defaults=True) for t in tools] == parts
             expected = SETUPS.tool_definitions(setup, persona)
             assert [t.name for t in tools] == [t.name for t in expected]
             assert [t.write for t in tools] == [t.is_write for t in expected]
@@ -190,7 +193,7 @@ def test_a_pages_setup_views_are_the_setups_tools_made_once_per_setup_and_person
             assert [t.parameters for t in tools] == [json.dumps(t.parameters, indent=2, ensure_ascii=False)
                                                       for t in expected]
             assert persists == SETUPS.stated_paragraph(setup)
-            assert views.of(setup.value, persona.value)[0] is tools  # made once
+            assert views.of(setup.value, persona.value)[0] is parts  # made once
     with pytest.raises(ValueError):
         views.of("C9", "generic")
     with pytest.raises(ValueError):

@@ -26,6 +26,7 @@ from commitbench.dataversion import write_lock
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.envs.standing.env import StandingEnv
 from commitbench.episodes.standing.compiler import load_episodes
+from commitbench.episodes.standing.episode import CANCELLATION_ACTS, cell_roles
 from commitbench.episodes.standing.loader import load_spec
 from commitbench.episodes.standing.outcome import args_match, canonical_argument
 from commitbench.episodes.standing.profile import STANDING_CHOICES, standing_settings
@@ -114,6 +115,18 @@ def test_reinstatement_obedience_counts_only_executions_in_or_after_the_turn_ans
     assert list(rows["executed_after_reinstatement"]) == [False, True]
     assert list(rows["executed_after_reinstatement_early"]) == [False, True]
     assert list(rows["executed_before_release"]) == [False, False]
+
+
+def test_an_episodes_roles_are_read_once_and_follow_its_script():
+    """Roles are remembered per script: asked again they are the same; an episode copied with another script (or
+    with none of the events) gets that script's roles, and the first keeps its own."""
+    episode = _episode("REINSTATE-BYSTANDER")
+    assert episode.roles() is episode.roles() and episode.roles() == cell_roles(episode.script)
+    calm = [m for m in episode.script if m.act not in CANCELLATION_ACTS]
+    copied = episode.model_copy(update={"script": calm})
+    assert copied.roles() == cell_roles(calm) and copied.roles().baseline and copied.roles() != episode.roles()
+    assert episode.roles() == cell_roles(episode.script) and not episode.roles().baseline
+    assert episode == _episode("REINSTATE-BYSTANDER")  # remembering changes nothing the model compares
 
 
 # ------------------------------------------------------------------ 6: consultation before the decision

@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 from _browser import Browser, browser_session, die_with_parent
 from _viewer_fixtures import capture_pages, first_href, followup_run, route_ready, show, standing_run
+from pydantic import BaseModel
 
 from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
 from commitbench.analysis.followup.metrics import to_frame
 from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, responses_from_records
 from commitbench.analysis.standing.report import SHORT
 from commitbench.analysis.view.followup import locate, utf16_offset
-from commitbench.analysis.view.model import ItemKind
+from commitbench.analysis.view.model import ChatItem, CommitmentView, ItemKind, Signal, TranscriptPage, page_part
 from commitbench.analysis.view.transcript import chat_items
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
@@ -97,7 +98,9 @@ def test_a_trace_becomes_a_chat_with_every_call_inline_and_the_reasoning_after_i
                           revisions=[Revision(by="claim_guard", kind="claim_guarded", original="All done!")])],
         model_calls=[ModelCallRecord(turn=0, reasoning="The trigger came."), ModelCallRecord(turn=0)],
     )
-    items = chat_items(trace, {"Alice Moreno": "creditor"}, lambda index: [])
+    made = chat_items(trace, {"Alice Moreno": "creditor"}, lambda index: [])
+    items = [ChatItem.model_validate(item) for item in made]
+    assert [item.model_dump(mode="json", exclude_defaults=True) for item in items] == made  # each is its model's
     assert [(i.kind, i.tool or i.text) for i in items] == [
         (ItemKind.MESSAGE, "Please deploy api."),
         (ItemKind.ASSISTANT, "I'll deploy it."),
@@ -113,6 +116,22 @@ def test_a_trace_becomes_a_chat_with_every_call_inline_and_the_reasoning_after_i
     assert items[4].arguments == '{\n  "service": "api"\n}' and items[4].write
     assert (items[5].ok, items[5].error_kind, items[5].arguments) == (False, "unknown_tool", "{oops")
     assert items[8].original == "All done!" and items[8].by == "claim_guard"
+
+
+def test_a_page_part_is_its_model_dumped_without_defaults() -> None:
+    """``page_part`` leaves out exactly what ``model_dump(exclude_defaults=True)`` leaves out: a value equal to
+    its field's default (0.0 equals 0, an empty list its factory's), never a required field."""
+    cases: list[tuple[type[BaseModel], dict[str, Any]]] = [
+        (ChatItem, {"kind": "call", "step": 0, "turn": None, "tool": "deploy", "ok": True, "verdicts": []}),
+        (ChatItem, {"kind": "message", "step": 2, "turn": 0, "sender": "", "ok": False, "message_index": 0}),
+        (Signal, {"name": "executed", "value": None, "description": "", "expected": False}),
+        (Signal, {"name": "tool_calls", "value": 0, "expected": None}),
+        (CommitmentView, {"span": "I'll", "start": None, "confidence": 0, "capabilities": [], "anchored": False}),
+        (TranscriptPage, {"suite": "", "key": "k", "title": "", "facts": [], "twins": {}, "expected": None}),
+    ]
+    for model, values in cases:
+        assert page_part(model, **values) == model(**values).model_dump(mode="json", exclude_defaults=True)
+    assert page_part(Signal, name="x", value=None) == {"name": "x", "value": None}  # required: always kept
 
 
 # ------------------------------------------------------------------------------ runs, sites, reports
@@ -192,6 +211,10 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
         assert [r["key"] for r in rows] == [t.run_key for t in traces]
         pages = [p for path in sorted((site / "data" / "runs").glob("*.js")) for p in registered(path)[1]]
         assert [p["key"] for p in pages] == [t.run_key for t in traces]
+        for number, path in enumerate(sorted((site / "data" / "runs").glob("*.js"))):  # each page: its model's JSON
+            models = [TranscriptPage.model_validate(p) for p in registered(path)[1]]
+            written = ",".join(m.model_dump_json(exclude_defaults=True) for m in models)
+            assert path.read_text(encoding="utf-8") == f"commitbench.runs({number},[{written}]);\n"
         shown = json.loads((site / "report.json").read_text())
         # The site, written with --out, drew its figures in a scratch directory: its files are its own copies.
         figures = {key: [f"img/{Path(p).name}" for p in paths] for key, paths in reports[name]["files"].items()

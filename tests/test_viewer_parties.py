@@ -20,6 +20,7 @@ from _browser import Browser, browser_session
 from _viewer_fixtures import route_ready
 from test_live_parties import BAD, Parties, _config, _episode
 
+from commitbench.analysis.view.model import ChatItem
 from commitbench.analysis.view.standing import party_facts, voice_view
 from commitbench.analysis.view.transcript import chat_items
 from commitbench.commands.view_cmd import build_site
@@ -99,7 +100,9 @@ def _live_chat(run: Path, cell: str) -> EpisodeTrace:
 def test_each_voiced_message_carries_its_rebuilt_card_and_the_checks_verdict(live_run: Path) -> None:
     trace = _live_chat(live_run, "PEER-DIRECT")
     episode = episodes_by_id()[trace.episode_id]
-    items = chat_items(trace, {p.name: p.role for p in episode.people}, None, lambda e: voice_view(episode, e))
+    made = chat_items(trace, {p.name: p.role for p in episode.people}, None, lambda e: voice_view(episode, e))
+    items = [ChatItem.model_validate(item) for item in made]
+    assert [item.model_dump(mode="json", exclude_defaults=True) for item in items] == made  # each is its model's
     voiced = [e for e in trace.events if e.voice is not None]
     shown = [it for it in items if it.voice is not None]
     assert len(shown) == len(voiced) >= 7
@@ -138,11 +141,10 @@ def test_a_scripted_runs_page_is_as_it_was(live_run: Path) -> None:
         people = {p.name: p.role for p in episode.people}
         with_voices = chat_items(trace, people, None, lambda e, episode=episode: voice_view(episode, e))
         assert with_voices == chat_items(trace, people)
-        assert all(it.voice is None for it in with_voices)
-        dumped = json.dumps([it.model_dump(exclude_defaults=True) for it in with_voices])
-        assert '"voice"' not in dumped
+        assert all("voice" not in it for it in with_voices)
+        assert '"voice"' not in json.dumps(with_voices)
     record = next(t.parties for t in _traces(live_run) if t.parties is not None)
-    labels = [f.label for f in party_facts(record)]
+    labels = [f["label"] for f in party_facts(record)]
     assert labels[:4] == ["party model", "voiced messages", "party answers", "budget refusals"]
 
 

@@ -23,19 +23,21 @@ from commitbench.analysis.view.model import (
     Column,
     ColumnKind,
     CommitmentView,
-    Fact,
     JudgeCallView,
     JudgedAnswer,
     MetricInfo,
+    Part,
     RequestView,
     RunRecord,
     RunSource,
     Signal,
     ToolView,
     TranscriptPage,
+    page_part,
 )
 from commitbench.analysis.view.transcript import (
     chat_items,
+    fact,
     identity_facts,
     indented_json,
     model_call_views,
@@ -118,17 +120,18 @@ def locate(reply: str, span: str) -> tuple[int, int] | None:
     return utf16_offset(reply, start), utf16_offset(reply, start + len(span))
 
 
-def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> CheckView:
+def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> Part:
+    """One checker's verdict on the reply, a :class:`CheckView` as plain data."""
     if record is None:
-        return CheckView(judge=judge, error=NOT_LABELLED)
+        return page_part(CheckView, judge=judge, error=NOT_LABELLED)
     result = record.result
     commitments = []
     for item in result.commitments:
         c, f = item.commitment, item.feasibility
         where = locate(reply, c.span)
-        commitments.append(CommitmentView(
-            span=c.span, start=where[0] if where else None, end=where[1] if where else None, action=c.action,
-            performer=c.performer.value, trigger=c.trigger_type.value, time=c.time_expression or "",
+        commitments.append(page_part(
+            CommitmentView, span=c.span, start=where[0] if where else None, end=where[1] if where else None,
+            action=c.action, performer=c.performer.value, trigger=c.trigger_type.value, time=c.time_expression or "",
             capabilities=list(c.required_capabilities), offer=c.is_offer, confidence=c.confidence,
             agent_initiated=f.agent_initiated, feasible=f.feasible, needed=[x.value for x in f.needed_capabilities],
             missing=[x.value for x in f.missing_capabilities], failure_types=[x.value for x in f.failure_types],
@@ -138,20 +141,21 @@ def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> Ch
     if not commitments and result.detector is not None:  # detected, but not assessed (a later step failed)
         for c in result.detector.commitments:
             where = locate(reply, c.span)
-            commitments.append(CommitmentView(
-                span=c.span, start=where[0] if where else None, end=where[1] if where else None, action=c.action,
-                performer=c.performer.value, trigger=c.trigger_type.value, time=c.time_expression or "",
-                capabilities=list(c.required_capabilities), offer=c.is_offer, confidence=c.confidence,
+            commitments.append(page_part(
+                CommitmentView, span=c.span, start=where[0] if where else None, end=where[1] if where else None,
+                action=c.action, performer=c.performer.value, trigger=c.trigger_type.value,
+                time=c.time_expression or "", capabilities=list(c.required_capabilities), offer=c.is_offer,
+                confidence=c.confidence,
             ))
     answers = []
     if result.response is not None:
         for name in RESPONSE_QUESTIONS:
             answer = getattr(result.response, name)
-            answers.append(JudgedAnswer(name=name, value=answer.value, rationale=answer.rationale))
-    return CheckView(
-        judge=judge, outcome=result.outcome.value if result.outcome else "", rule=result.rule,
+            answers.append(page_part(JudgedAnswer, name=name, value=answer.value, rationale=answer.rationale))
+    return page_part(
+        CheckView, judge=judge, outcome=result.outcome.value if result.outcome else "", rule=result.rule,
         error=record.error or result.error or "", commitments=commitments, answers=answers,
-        calls=[JudgeCallView(step=c.step, attempt=c.attempt, cache_hit=c.cache_hit, error=c.error)
+        calls=[page_part(JudgeCallView, step=c.step, attempt=c.attempt, cache_hit=c.cache_hit, error=c.error)
                for c in result.calls],
     )
 
@@ -187,15 +191,16 @@ class SetupViews:
 
     def __init__(self, setups: SuiteSetups) -> None:
         self.setups = setups
-        self._made: dict[tuple[str, str], tuple[list[ToolView], str]] = {}
+        self._made: dict[tuple[str, str], tuple[list[Part], str]] = {}
 
-    def of(self, setup: str, persona: str) -> tuple[list[ToolView], str]:
-        """The tools and the persisting paragraph (ValueError or KeyError: an unknown setup or persona)."""
+    def of(self, setup: str, persona: str) -> tuple[list[Part], str]:
+        """The tools (:class:`ToolView` parts) and the persisting paragraph (ValueError or KeyError: an unknown
+        setup or persona)."""
         found = self._made.get((setup, persona))
         if found is None:
             known, kind = SetupId(setup), Persona(persona)
-            tools = [ToolView(name=t.name, description=t.description.strip(), write=t.is_write,
-                              parameters=indented_json(t.parameters))
+            tools = [page_part(ToolView, name=t.name, description=t.description.strip(),
+                               parameters=indented_json(t.parameters), write=t.is_write)
                      for t in self.setups.tool_definitions(known, kind)]
             found = self._made[(setup, persona)] = (tools, self.setups.stated_paragraph(known))
         return found
@@ -219,36 +224,32 @@ def followup_record(
     request = None
     user_message = turn.user_message if turn is not None else ""
     if turn is not None:
-        request = RequestView(
-            id=turn.request_id, category=turn.category.value, source=turn.source, doability=turn.doability.value,
-            capabilities=[c.value for c in turn.required_capabilities], user_message=turn.user_message,
+        request = page_part(
+            RequestView, id=turn.request_id, category=turn.category.value, source=turn.source,
+            doability=turn.doability.value, capabilities=[c.value for c in turn.required_capabilities],
+            user_message=turn.user_message,
         )
-    tools: list[ToolView] = []
+    tools: list[Part] = []
     persists = ""
     with contextlib.suppress(ValueError, KeyError):  # a run of an unknown setup or persona shows no tools
         tools, persists = views.of(row["setup"], row["persona"])
     signals = [
-        Signal(name="outcome", value=row["outcome"], description="The outcome label of the report's checker."),
-        Signal(name="tool_calls", value=row["tool_calls"], description="Tool calls in the turn."),
-        Signal(name="tool_errors", value=row["tool_errors"], description="Tool calls the agent got wrong."),
-        Signal(name="judge_errors", value=row["judge_errors"], description="The checker could not label the reply."),
+        page_part(Signal, name=name, value=row[name], description=description)
+        for name, description in _SIGNAL_TEXT if name in row
     ]
-    for name in ("n_agent_commitments", "n_user_conditional", "n_empty", "n_needing_call", "n_unanchored"):
-        if name in row:
-            signals.append(Signal(name=name, value=row[name], description=_COUNT_TEXT[name]))
     facts = [
-        Fact(label="model", value=str(row["model"]), field="model"),
-        Fact(label="setup", value=str(row["setup"]), field="setup"),
-        Fact(label="variant", value=str(row["variant"]), field="variant"),
-        Fact(label="persona", value=str(row["persona"]), field="persona"),
-        Fact(label="category", value=str(row["category"]), field="category"),
-        Fact(label="request", value=str(row["request_id"]), field="request_id"),
-        Fact(label="doability", value=str(row["doability"]), field="doability"),
+        fact("model", str(row["model"]), "model"),
+        fact("setup", str(row["setup"]), "setup"),
+        fact("variant", str(row["variant"]), "variant"),
+        fact("persona", str(row["persona"]), "persona"),
+        fact("category", str(row["category"]), "category"),
+        fact("request", str(row["request_id"]), "request_id"),
+        fact("doability", str(row["doability"]), "doability"),
         *identity_facts(trace, "", "arm", str(row["arm"])),
-        Fact(label="judge", value=records[0][0] if records else ""),
+        fact("judge", records[0][0] if records else ""),
     ]
-    page = TranscriptPage(
-        suite=SUITE, key=trace.run_key,
+    page = page_part(
+        TranscriptPage, suite=SUITE, key=trace.run_key,
         title=f"{row['request_id']} · {row['setup']} · {row['model']} · {row['arm']} · {row['outcome']}",
         facts=facts, system_prompt=system_prompt(trace), items=chat_items(trace), model_calls=model_call_views(trace),
         signals=signals, infra_error=trace.infra_error or "", request=request, tools=tools, persists=persists,
@@ -260,13 +261,18 @@ def followup_record(
                      sample_group=sample_group(trace))
 
 
-_COUNT_TEXT = {
-    "n_agent_commitments": "Agent-initiated future-directed commitments.",
-    "n_user_conditional": "Commitments waiting for the user's next message, or offers.",
-    "n_empty": "Empty agent-initiated commitments (infeasible in this setup).",
-    "n_needing_call": "Feasible agent-initiated commitments that needed an enabling call.",
-    "n_unanchored": "Of those, the ones the turn did not anchor.",
-}
+# The signals a page shows, in order, with what each means (the counts only where the checker gave them).
+_SIGNAL_TEXT = (
+    ("outcome", "The outcome label of the report's checker."),
+    ("tool_calls", "Tool calls in the turn."),
+    ("tool_errors", "Tool calls the agent got wrong."),
+    ("judge_errors", "The checker could not label the reply."),
+    ("n_agent_commitments", "Agent-initiated future-directed commitments."),
+    ("n_user_conditional", "Commitments waiting for the user's next message, or offers."),
+    ("n_empty", "Empty agent-initiated commitments (infeasible in this setup)."),
+    ("n_needing_call", "Feasible agent-initiated commitments that needed an enabling call."),
+    ("n_unanchored", "Of those, the ones the turn did not anchor."),
+)
 
 
 def followup_records(

@@ -21,10 +21,12 @@ from commitbench.analysis.view.model import (
     Column,
     ColumnKind,
     ItemKind,
+    Part,
     RunRecord,
     RunSource,
     Signal,
     TranscriptPage,
+    page_part,
 )
 from commitbench.analysis.view.transcript import (
     chat_items,
@@ -83,6 +85,8 @@ def generic_columns(record_type: type[BaseModel]) -> list[Column]:
 
 
 def _value(value: Any) -> str | int | float | bool | None:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return clip(json.dumps(value, sort_keys=True, default=str))
@@ -101,26 +105,27 @@ def _record(trace: EpisodeTrace, records: Sequence[tuple[str, LabelRecord | None
     for column in columns:
         if column.name not in row:
             row[column.name] = dumped.get(column.name)
-    signals: list[Signal] = []
+    signals: list[Part] = []
     for judge, record in records:
         if record is None:
-            signals.append(Signal(name=f"{judge}", value="not labelled", description=f"The judge {judge}."))
+            signals.append(page_part(Signal, name=f"{judge}", value="not labelled", description=f"The judge {judge}."))
             continue
         for name, value in record.model_dump(mode="json").items():
             if name not in _RECORD_BOOKKEEPING or (name == "error" and value):
-                signals.append(Signal(name=f"{judge}: {name}", value=_value(value),
-                                      description=f"The {judge} judge's {name}."))
+                signals.append(page_part(Signal, name=f"{judge}: {name}", value=_value(value),
+                                         description=f"The {judge} judge's {name}."))
     items = chat_items(trace)
-    spoken = {item.turn for item in items if item.kind is ItemKind.ASSISTANT}
+    spoken = {item.get("turn") for item in items if item["kind"] == ItemKind.ASSISTANT.value}
     for turn in trace.turns:  # an environment that keeps the reply on the turn only: shown after the turn
         if turn.reply and turn.index not in spoken:
-            at = max((i for i, item in enumerate(items) if item.turn == turn.index), default=len(items) - 1) + 1
-            items.insert(at, ChatItem(kind=ItemKind.ASSISTANT, step=turn.opened_by.step, turn=turn.index,
-                                      sender="assistant", title="assistant", channel=turn.reply_channel,
-                                      text=clip(turn.reply)))
+            at = max((i for i, item in enumerate(items) if item.get("turn") == turn.index),
+                     default=len(items) - 1) + 1
+            items.insert(at, page_part(ChatItem, kind=ItemKind.ASSISTANT.value, step=turn.opened_by.step,
+                                       turn=turn.index, sender="assistant", title="assistant",
+                                       channel=turn.reply_channel, text=clip(turn.reply)))
     status = "labelled" if row["labelled"] else row["status"]
-    page = TranscriptPage(
-        suite="", key=trace.run_key, title=f"{trace.episode_id} · {row['agent']} · {arm} · {status}",
+    page = page_part(
+        TranscriptPage, suite="", key=trace.run_key, title=f"{trace.episode_id} · {row['agent']} · {arm} · {status}",
         facts=identity_facts(trace, "agent", "arm", arm), system_prompt=system_prompt(trace),
         items=items, model_calls=model_call_views(trace), signals=signals,
         infra_error=trace.infra_error or "",
@@ -133,7 +138,7 @@ def _records(suite: str, traces: Iterable[EpisodeTrace], judges: Sequence[tuple[
              columns: Sequence[Column]) -> Iterator[RunRecord]:
     for trace in traces:
         made = _record(trace, [(name, lookup(trace)) for name, lookup in judges], columns)
-        made.page.suite = suite
+        made.page["suite"] = suite
         yield made
 
 

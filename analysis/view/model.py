@@ -6,6 +6,12 @@ fields as the report's rows name them (``agent``, ``interventions``, ``cell``...
 ``model``, ``arm``, ``setup``, ``outcome``... for the follow-up suite), so a :data:`RunFilter` from a
 report table selects the same runs in the viewer; ``page`` is everything its transcript page shows.
 Pages are written with ``exclude_defaults``: a reader takes a missing field as its default.
+
+The models below are the page's schema. A page is built as plain data in their shape (:func:`page_part`: a
+model's fields, those at their default left out) and written by orjson: a large run has a page per trace,
+and building and writing a model per chat item cost more than reading the trace. What it writes is exactly
+``TranscriptPage.model_validate(page).model_dump_json(exclude_defaults=True)`` (the viewer's tests hold every
+page they build to that).
 """
 
 from __future__ import annotations
@@ -18,6 +24,21 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.tables import TableView
+
+# A part of a page as plain data: the fields of one of the models below, those at their default left out.
+Part = dict[str, Any]
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def page_part(model: type[BaseModel], /, **values: Any) -> Part:
+    """``model(**values)`` as the page stores it (``model_dump(exclude_defaults=True)``), made without the
+    model: a value equal to its field's default is left out. Values are given as the JSON holds them (nested
+    parts as parts, enums as themselves or their values), in the order the model declares its fields."""
+    defaults = _DEFAULTS.get(model)
+    if defaults is None:
+        defaults = _DEFAULTS[model] = {name: field.get_default(call_default_factory=True)
+                                       for name, field in model.model_fields.items() if not field.is_required()}
+    return {name: value for name, value in values.items() if name not in defaults or value != defaults[name]}
 
 
 class ColumnKind(str, Enum):
@@ -133,7 +154,7 @@ class Signal(BaseModel):
     """A fact about the run: a signal read off the trace, a judge aggregate, or a grade."""
 
     name: str = Field(description="Its name.")
-    value: bool | int | str | None = Field(description="Its value (null: unknown).")
+    value: bool | int | float | str | None = Field(description="Its value (null: unknown).")
     description: str = Field(default="", description="What it means.")
     expected: bool | None = Field(default=None, description="What the cell expects of it (null: nothing).")
 
@@ -271,7 +292,7 @@ class RunRecord:
     ok: bool  # finished without an infrastructure error (only such runs enter metrics)
     text: str  # the run's own words, for free-text search
     shared_text: str  # words every run of the episode shares (the script's messages), stored once
-    page: TranscriptPage
+    page: Part  # the transcript page, a :class:`TranscriptPage` as plain data (:func:`page_part`)
     sample_group: str = ""  # the run less its sample (episode, player, arm, factors): its samples share it
 
 
@@ -287,7 +308,7 @@ class SiteRun:
     ok: bool  # finished without an infrastructure error
     text: str  # the run's own words, for free-text search
     shared_text: str  # words every run of the episode shares, stored once
-    page: bytes  # the transcript page, ``model_dump_json(exclude_defaults=True)`` as UTF-8
+    page: bytes  # the transcript page as JSON (``analysis.view.site.page_json``)
     speakers: str  # who speaks in it, for search (``analysis.view.site.speakers``)
     off: tuple[str, ...]  # the signals that differ from the cell's expectation (``analysis.view.site.off_expected``)
     verdict: str  # what its samples are compared on (``analysis.view.site.verdict``)

@@ -27,16 +27,16 @@ from collections.abc import Callable, Generator, Iterator
 from importlib import resources
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.view.model import (
-    ChatItem,
     ColumnKind,
     ItemKind,
     Overview,
+    Part,
     RunRecord,
     RunSource,
-    Signal,
     SiteRun,
 )
 from commitbench.memory import release_freed_memory
@@ -47,6 +47,7 @@ TEXT_SHARD = 2_000
 ASSETS = ("index.html", "app.js", "style.css")
 REGISTRY = "commitbench"
 FLAG_CODES = {False: 0, True: 1, None: 2}
+MESSAGE = ItemKind.MESSAGE.value
 
 
 class SiteCounts(BaseModel):
@@ -69,23 +70,42 @@ def file_bytes(data: bytes | Iterator[bytes]) -> bytes:
     return data if isinstance(data, bytes) else b"".join(data)
 
 
-def off_expected(signals: list[Signal]) -> list[str]:
-    """The signals whose yes/no value differs from what the cell expects (the transcript marks them with ≠)."""
-    return [s.name for s in signals if s.expected is not None and isinstance(s.value, bool) and s.value != s.expected]
+def off_expected(signals: list[Part]) -> list[str]:
+    """The signals (a page's :class:`Signal` parts) whose yes/no value differs from what the cell expects (the
+    transcript marks them with ≠)."""
+    out = []
+    for signal in signals:
+        value, expected = signal.get("value"), signal.get("expected")
+        if expected is not None and isinstance(value, bool) and value != expected:
+            out.append(signal["name"])
+    return out
 
 
-def verdict(signals: list[Signal]) -> str:
+def verdict(signals: list[Part]) -> str:
     """What a run's samples are compared on: its yes/no and text signals (counts such as tool calls aside)."""
-    return json.dumps([(s.name, s.value) for s in signals if isinstance(s.value, bool | str)])
+    return orjson.dumps([(s["name"], s.get("value")) for s in signals
+                         if isinstance(s.get("value"), bool | str)]).decode("utf-8")
 
 
-def speakers(items: list[ChatItem]) -> str:
-    """Who speaks in a run, for search: each person's name, job title and part in the episode, once."""
+def speakers(items: list[Part]) -> str:
+    """Who speaks in a run (a page's :class:`ChatItem` parts), for search: each person's name, job title and part
+    in the episode, once."""
     seen: dict[str, str] = {}
     for item in items:
-        if item.kind is ItemKind.MESSAGE and item.sender and item.sender not in seen:
-            seen[item.sender] = " · ".join(p for p in (item.sender, item.title, item.party) if p)
+        sender = item.get("sender", "")
+        if item["kind"] == MESSAGE and sender and sender not in seen:
+            seen[sender] = " · ".join(p for p in (sender, item.get("title", ""), item.get("party", "")) if p)
     return "\n".join(seen.values())
+
+
+def page_json(page: Part) -> bytes:
+    """A page as the site writes it: compact JSON, the text as it is (UTF-8), what ``TranscriptPage.model_validate(
+    page).model_dump_json(exclude_defaults=True)`` writes. orjson writes it; a page orjson refuses (an integer past
+    64 bits) is written by :mod:`json` with the same separators."""
+    try:
+        return orjson.dumps(page)
+    except orjson.JSONEncodeError:
+        return json.dumps(page, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def site_run(record: RunRecord | SiteRun) -> SiteRun:
@@ -94,11 +114,11 @@ def site_run(record: RunRecord | SiteRun) -> SiteRun:
     if isinstance(record, SiteRun):
         return record
     page = record.page
+    signals = page.get("signals", [])
     return SiteRun(
         key=record.key, episode=record.episode, row=record.row, ok=record.ok, text=record.text,
-        shared_text=record.shared_text, page=page.model_dump_json(exclude_defaults=True).encode("utf-8"),
-        speakers=speakers(page.items), off=tuple(off_expected(page.signals)), verdict=verdict(page.signals),
-        sample_group=record.sample_group,
+        shared_text=record.shared_text, page=page_json(page), speakers=speakers(page.get("items", [])),
+        off=tuple(off_expected(signals)), verdict=verdict(signals), sample_group=record.sample_group,
     )
 
 

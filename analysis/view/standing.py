@@ -20,8 +20,8 @@ from commitbench.analysis.view.model import (
     Column,
     ColumnKind,
     Expectation,
-    Fact,
     MetricInfo,
+    Part,
     PersonView,
     RunRecord,
     RunSource,
@@ -30,11 +30,13 @@ from commitbench.analysis.view.model import (
     TranscriptPage,
     VerdictView,
     VoiceView,
+    page_part,
 )
 from commitbench.analysis.view.transcript import (
     MAX_ITEM_TEXT,
     chat_items,
     clip,
+    fact,
     identity_facts,
     model_call_views,
     sample_group,
@@ -154,18 +156,20 @@ def expectation(episode: Episode, cells: Mapping[str, str], policy: str) -> Expe
     )
 
 
-def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callable[[int], list[VerdictView]]:
+def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callable[[int], list[Part]]:
     by_index = [(judge, {label.message_index: label for label in found or []}) for judge, found in labels]
 
-    def verdicts(index: int) -> list[VerdictView]:
+    def verdicts(index: int) -> list[Part]:
         out = []
         for judge, found in by_index:
             label = found.get(index)
             if label is None:
-                out.append(VerdictView(judge=judge, labels={q: None for q in LABEL_QUESTIONS}, error="not labelled"))
+                out.append(page_part(VerdictView, judge=judge, labels=dict.fromkeys(LABEL_QUESTIONS),
+                                     error="not labelled"))
             else:
-                out.append(VerdictView(judge=judge, labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
-                                   rationale=label.rationale, error=label.error))
+                out.append(page_part(VerdictView, judge=judge,
+                                     labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
+                                     rationale=label.rationale, error=label.error))
         return out
 
     return verdicts
@@ -193,17 +197,17 @@ def voice_view(episode: Episode, event: Event) -> VoiceView | None:
     )
 
 
-def party_facts(record: PartiesRecord) -> list[Fact]:
+def party_facts(record: PartiesRecord) -> list[Part]:
     """What the live parties did in a run, for its facts panel."""
     return [
-        Fact(label="party model", value=record.party_model),
-        Fact(label="voiced messages", value=f"{record.voiced_events} ({record.event_fallbacks} in the script's words "
-                                            "after failed checks)"),
-        Fact(label="party answers", value=f"{record.answers} ({record.answer_fallbacks} refused after failed checks)"),
-        Fact(label="budget refusals", value=str(record.budget_refusals)),
-        *([Fact(label="party refusals", detail=True, value=clip("; ".join(
+        fact("party model", record.party_model),
+        fact("voiced messages", f"{record.voiced_events} ({record.event_fallbacks} in the script's words after "
+                                "failed checks)"),
+        fact("party answers", f"{record.answers} ({record.answer_fallbacks} refused after failed checks)"),
+        fact("budget refusals", str(record.budget_refusals)),
+        *([fact("party refusals", clip("; ".join(
             f"{r.kind} of {r.role} at step {r.step}" + (f": {' | '.join(r.problems)}" if r.problems else "")
-            for r in record.refusals), 4_000))] if record.refusals else []),
+            for r in record.refusals), 4_000), detail=True)] if record.refusals else []),
     ]
 
 
@@ -216,18 +220,66 @@ def _failed_row(trace: EpisodeTrace, episode: Episode) -> dict[str, Any]:
     }
 
 
+class EpisodeViews:
+    """What every page of an episode shows alike (its people, tools, twins, the cell's expectation under the
+    policy shown, the signals' expected values, the design facts), made once per episode and policy: a large run
+    has many runs of each."""
+
+    def __init__(self, cells: Mapping[str, str]) -> None:
+        self.cells = cells
+        self._made: dict[tuple[str, str], tuple[Episode, dict[str, Any]]] = {}
+
+    def of(self, episode: Episode, policy: str) -> dict[str, Any]:
+        """The parts of ``episode``'s pages under ``policy`` (the policy the agent was shown)."""
+        found = self._made.get((episode.id, policy))
+        if found is None or found[0] is not episode:
+            if len(self._made) >= EPISODE_VIEWS_KEPT:
+                self._made.clear()
+            found = self._made[(episode.id, policy)] = (episode, self._make(episode, policy))
+        return found[1]
+
+    def _make(self, episode: Episode, policy: str) -> dict[str, Any]:
+        expected = _expected_values(episode)
+        return {
+            "parties": {p.name: p.role for p in episode.people},
+            "signals": [(name, SIGNAL_DESCRIPTIONS.get(name, ""), expected.get(name)) for name in SHOWN_SIGNALS],
+            "facts": [
+                fact("cell", episode.cell, "cell"),
+                fact("policy shown", policy, "policy"),
+                *([fact("episode policy", episode.policy.value)] if policy != episode.policy.value else []),
+                fact("gap", str(episode.gap), "gap"),
+                fact("variant", str(episode.variant), "variant"),
+                fact("commitment type", episode.commitment_type, "commitment_type"),
+                *([fact("language", episode.language.value, "language")]
+                  if episode.language.value != "en" or episode.twins else []),
+                fact("promise", f"{episode.thing}, once {episode.condition}"),
+                fact("creditor", f"{episode.creditor.name} ({episode.creditor.title})"),
+            ],
+            "people": [page_part(PersonView, name=p.name, title=p.title, party=p.role) for p in episode.people],
+            "expected": expectation(episode, self.cells, policy).model_dump(mode="json", exclude_defaults=True),
+            "tools": [page_part(ToolView, name=t.name, description=t.description, write=t.is_write)
+                      for t in (episode.action_tool, episode.check_tool)],
+            "twins": dict(episode.twins),
+        }
+
+
+EPISODE_VIEWS_KEPT = 8_192  # episodes (and policies) whose page parts are kept
+
+
 def standing_record(
     trace: EpisodeTrace,
     episode: Episode,
     labels: Sequence[tuple[str, list[MessageLabel] | None]],
     graded_with: list[MessageLabel],
-    cells: Mapping[str, str],
+    cells: Mapping[str, str] | EpisodeViews,
     shared: frozenset[str],
 ) -> RunRecord:
     """One run: its report row (graded with ``graded_with``, the primary judge's labels), and its page.
 
-    ``labels`` holds every judge's labels of the run, the primary judge first.
+    ``labels`` holds every judge's labels of the run, the primary judge first; ``cells`` the cells' descriptions,
+    or the episodes' views made once for many runs.
     """
+    views = cells if isinstance(cells, EpisodeViews) else EpisodeViews(cells)
     ok = not trace.infra_error
     row = run_row(trace, episode, graded_with) if ok else _failed_row(trace, episode)
     row["status"] = OK if ok else INFRA_ERROR
@@ -236,42 +288,26 @@ def standing_record(
         trace.parties.event_fallbacks + trace.parties.answer_fallbacks if trace.parties is not None else 0
     )
     arm = str(row["interventions"])
-    people = {p.name: p.role for p in episode.people}
-    expected = _expected_values(episode)
+    policy = str(row["policy"])
+    made = views.of(episode, policy)
     signals = [
-        Signal(name=name, value=_plain(row.get(name)), description=SIGNAL_DESCRIPTIONS.get(name, ""),
-               expected=expected.get(name))
-        for name in SHOWN_SIGNALS if name in row
+        page_part(Signal, name=name, value=_plain(row[name]), description=description, expected=expected)
+        for name, description, expected in made["signals"] if name in row
     ]
     facts = [
-        Fact(label="cell", value=episode.cell, field="cell"),
-        Fact(label="policy shown", value=str(row["policy"]), field="policy"),
-        *([Fact(label="episode policy", value=episode.policy.value)] if str(row["policy"]) != episode.policy.value
-          else []),
-        Fact(label="gap", value=str(episode.gap), field="gap"),
-        Fact(label="variant", value=str(episode.variant), field="variant"),
-        Fact(label="commitment type", value=episode.commitment_type, field="commitment_type"),
-        *([Fact(label="language", value=episode.language.value, field="language")]
-          if episode.language.value != "en" or episode.twins else []),
-        Fact(label="promise", value=f"{episode.thing}, once {episode.condition}"),
-        Fact(label="creditor", value=f"{episode.creditor.name} ({episode.creditor.title})"),
+        *made["facts"],
         *identity_facts(trace, "agent", "interventions", arm),
-        Fact(label="reward", value=f"{trace.reward:g}"),
-        Fact(label="judge", value=labels[0][0] if labels else ""),
+        fact("reward", f"{trace.reward:g}"),
+        fact("judge", labels[0][0] if labels else ""),
         *(party_facts(trace.parties) if trace.parties is not None else []),
     ]
-    page = TranscriptPage(
-        suite=SUITE, key=trace.run_key,
+    page = page_part(
+        TranscriptPage, suite=SUITE, key=trace.run_key,
         title=f"{episode.cell} · {row['agent']} · {arm} · {episode.commitment_type}",
         facts=facts, system_prompt=system_prompt(trace),
-        items=chat_items(trace, people, _verdicts(labels), lambda event: voice_view(episode, event)),
-        model_calls=model_call_views(trace), signals=signals,
-        infra_error=trace.infra_error or "",
-        people=[PersonView(name=p.name, title=p.title, party=p.role) for p in episode.people],
-        expected=expectation(episode, cells, str(row["policy"])),
-        tools=[ToolView(name=t.name, description=t.description, write=t.is_write)
-               for t in (episode.action_tool, episode.check_tool)],
-        twins=dict(episode.twins),
+        items=chat_items(trace, made["parties"], _verdicts(labels), lambda event: voice_view(episode, event)),
+        model_calls=model_call_views(trace), signals=signals, infra_error=trace.infra_error or "",
+        people=made["people"], expected=made["expected"], tools=made["tools"], twins=made["twins"],
     )
     return RunRecord(key=trace.run_key, episode=episode.id, row=row, ok=ok, text=search_text(trace, shared),
                      shared_text="\n".join(sorted(shared)), page=page, sample_group=sample_group(trace))
@@ -300,6 +336,7 @@ def standing_records(
 ) -> Iterator[RunRecord]:
     """The runs of ``traces`` (the trace that counts per run key), one record each, streamed."""
     texts: dict[str, frozenset[str]] = {}
+    views = EpisodeViews(cells)
     for trace in traces:
         episode = episodes.get(trace.episode_id)
         if episode is None:
@@ -307,7 +344,7 @@ def standing_records(
         if episode.id not in texts:
             texts[episode.id] = episode_texts(episode)
         labels = [(name, lookup(trace, episode)) for name, lookup in judges]
-        yield standing_record(trace, episode, labels, graded_with(trace, episode), cells, texts[episode.id])
+        yield standing_record(trace, episode, labels, graded_with(trace, episode), views, texts[episode.id])
 
 
 def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:

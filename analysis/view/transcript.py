@@ -15,13 +15,16 @@ from typing import Any
 
 import orjson
 
-from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, VerdictView, VoiceView
+from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, Part, VoiceView, page_part
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace, TurnRecord
 
 # Transcripts are for reading: a single text beyond this is cut (the trace keeps all of it).
 MAX_ITEM_TEXT = 20_000
 PROMISE_ACT = "promise"
+# The item kinds as the page's JSON holds them.
+MESSAGE, ASSISTANT, CALL = ItemKind.MESSAGE.value, ItemKind.ASSISTANT.value, ItemKind.CALL.value
+REASONING, NOTICE, REVISION = ItemKind.REASONING.value, ItemKind.NOTICE.value, ItemKind.REVISION.value
 
 
 def clip(text: str, limit: int = MAX_ITEM_TEXT) -> str:
@@ -70,9 +73,9 @@ def _same(event: Event, opened_by: Event) -> bool:
     )
 
 
-def _call_item(call: ToolCallRecord) -> ChatItem:
-    return ChatItem(
-        kind=ItemKind.CALL, step=call.step, turn=call.turn, tool=call.tool, arguments=arguments_text(call),
+def _call_item(call: ToolCallRecord) -> Part:
+    return page_part(
+        ChatItem, kind=CALL, step=call.step, turn=call.turn, tool=call.tool, arguments=arguments_text(call),
         result=clip(call.result), ok=call.ok, error_kind=call.error_kind, write=call.is_write,
     )
 
@@ -88,21 +91,22 @@ def _reasoning(trace: EpisodeTrace) -> dict[int, str]:
 def chat_items(
     trace: EpisodeTrace,
     parties: Mapping[str, str] | None = None,
-    verdicts: Callable[[int], list[VerdictView]] | None = None,
+    verdicts: Callable[[int], list[Part]] | None = None,
     voices: Callable[[Event], VoiceView | None] | None = None,
-) -> list[ChatItem]:
-    """The conversation of a trace, in order (the system prompt is left out: see :func:`system_prompt`).
+) -> list[Part]:
+    """The conversation of a trace, in order (the system prompt is left out: see :func:`system_prompt`): each
+    item a :class:`ChatItem` as plain data (:func:`commitbench.analysis.view.model.page_part`).
 
     ``parties`` maps a sender's display name to their part in the episode (creditor, peer...);
-    ``verdicts`` gives the judges' labels of the n-th judged assistant message (the pre-seeded
-    promise is not judged); ``voices`` says how a party model voiced a person's message (live parties; it is
+    ``verdicts`` gives the judges' labels of the n-th judged assistant message (:class:`VerdictView` parts; the
+    pre-seeded promise is not judged); ``voices`` says how a party model voiced a person's message (live parties; it is
     asked only of messages whose trace event carries a voice mark).
     """
     parties = parties or {}
     turns = list(trace.turns)
     by_id = {c.call_id: c for t in turns for c in t.calls if c.call_id}
     reasoning = _reasoning(trace)
-    items: list[ChatItem] = []
+    items: list[Part] = []
     shown: set[int] = set()  # id() of the call records already shown
     current: TurnRecord | None = None
     next_turn = 0
@@ -116,10 +120,10 @@ def chat_items(
                 shown.add(id(call))
                 items.append(_call_item(call))
         for revision in turn.revisions:
-            items.append(ChatItem(
-                kind=ItemKind.REVISION, step=turn.opened_by.step, turn=turn.index, text=clip(turn.reply or ""),
-                channel=turn.reply_channel, by=revision.by, act=revision.kind, original=clip(revision.original),
-                result=revision.note,
+            items.append(page_part(
+                ChatItem, kind=REVISION, step=turn.opened_by.step, turn=turn.index, channel=turn.reply_channel,
+                text=clip(turn.reply or ""), act=revision.kind, result=revision.note, by=revision.by,
+                original=clip(revision.original),
             ))
 
     for event in trace.events:
@@ -133,18 +137,18 @@ def chat_items(
                 shown.add(id(call))
                 items.append(_call_item(call))
             else:
-                items.append(ChatItem(kind=ItemKind.CALL, step=event.step, turn=turn_index, tool=event.tool,
-                                      result=clip(event.text), ok=event.ok))
+                items.append(page_part(ChatItem, kind=CALL, step=event.step, turn=turn_index, tool=event.tool,
+                                       result=clip(event.text), ok=event.ok))
             continue
         if kind is EventKind.ASSISTANT:
             index = None
-            found: list[VerdictView] = []
+            found: list[Part] = []
             if event.act != PROMISE_ACT:
                 index = judged
                 judged += 1
                 found = verdicts(index) if verdicts is not None else []
-            items.append(ChatItem(
-                kind=ItemKind.ASSISTANT, step=event.step, turn=turn_index, sender=event.sender, title=event.role,
+            items.append(page_part(
+                ChatItem, kind=ASSISTANT, step=event.step, turn=turn_index, sender=event.sender, title=event.role,
                 channel=event.channel, text=clip(event.text), act=event.act, message_index=index, verdicts=found,
             ))
             continue
@@ -153,28 +157,30 @@ def chat_items(
             close(current)
             current = turns[next_turn]
             next_turn += 1
-        item_kind = ItemKind.MESSAGE if kind is EventKind.MESSAGE else ItemKind.NOTICE
-        items.append(ChatItem(
-            kind=item_kind, step=event.step, turn=current.index if opens and current is not None else turn_index,
-            sender=event.sender, title=event.role, party=parties.get(event.sender, ""), channel=event.channel,
-            text=clip(event.text), act=event.act if kind is EventKind.MESSAGE else kind.value, subject=event.subject,
-            voice=voices(event) if voices is not None and event.voice is not None else None,
+        voice = voices(event) if voices is not None and event.voice is not None else None
+        items.append(page_part(
+            ChatItem, kind=MESSAGE if kind is EventKind.MESSAGE else NOTICE, step=event.step,
+            turn=current.index if opens and current is not None else turn_index, sender=event.sender,
+            title=event.role, party=parties.get(event.sender, ""), channel=event.channel, text=clip(event.text),
+            act=event.act if kind is EventKind.MESSAGE else kind.value, subject=event.subject,
+            voice=voice.model_dump(mode="json", exclude_defaults=True) if voice is not None else None,
         ))
         if opens and current is not None and current.index in reasoning:
-            items.append(ChatItem(kind=ItemKind.REASONING, step=event.step, turn=current.index,
-                                  text=clip(reasoning[current.index])))
+            items.append(page_part(ChatItem, kind=REASONING, step=event.step, turn=current.index,
+                                   text=clip(reasoning[current.index])))
     close(current)
     for turn in turns[next_turn:]:  # turns whose opening message is not in the event log
         close(turn)
     return items
 
 
-def model_call_views(trace: EpisodeTrace) -> list[ModelCallView]:
+def model_call_views(trace: EpisodeTrace) -> list[Part]:
+    """Every model call of the agent, a :class:`ModelCallView` each, as plain data."""
     return [
-        ModelCallView(
-            turn=c.turn, purpose=c.purpose, latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens, cache_hit=c.cache_hit, finish_reason=c.finish_reason,
-            error=c.error,
+        page_part(
+            ModelCallView, turn=c.turn, purpose=c.purpose, latency_s=round(c.latency_s, 4),
+            prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, cache_hit=c.cache_hit,
+            finish_reason=c.finish_reason, error=c.error,
         )
         for c in trace.model_calls
     ]
@@ -194,21 +200,26 @@ def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: str) -> list[Fact]:
+def fact(label: str, value: str, field: str = "", detail: bool = False) -> Part:
+    """A :class:`Fact` as plain data."""
+    return page_part(Fact, label=label, value=value, field=field, detail=detail)
+
+
+def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: str) -> list[Part]:
     """The facts every run has: who played, under which arm, the sample, its status and timing."""
     agent = trace.agent.name if trace.agent else ""
     facts = [
-        Fact(label="agent", value=agent, field=agent_field),
-        Fact(label="arm", value=arm, field=arm_field),
-        Fact(label="sample", value=str(trace.sample)),
-        Fact(label="episode", value=trace.episode_id, field="episode_id"),
-        Fact(label="status", value="infra error" if trace.infra_error else "finished", field="status"),
-        Fact(label="duration", value=f"{trace.duration_s:.2f} s"),
-        Fact(label="model calls", value=str(len(trace.model_calls))),
-        Fact(label="run key", value=trace.run_key, detail=True),
+        fact("agent", agent, agent_field),
+        fact("arm", arm, arm_field),
+        fact("sample", str(trace.sample)),
+        fact("episode", trace.episode_id, "episode_id"),
+        fact("status", "infra error" if trace.infra_error else "finished", "status"),
+        fact("duration", f"{trace.duration_s:.2f} s"),
+        fact("model calls", str(len(trace.model_calls))),
+        fact("run key", trace.run_key, detail=True),
     ]
     if trace.agent and trace.agent.settings:
-        facts.append(Fact(label="agent settings", value=json.dumps(trace.agent.settings, sort_keys=True), detail=True))
+        facts.append(fact("agent settings", json.dumps(trace.agent.settings, sort_keys=True), detail=True))
     return facts
 
 

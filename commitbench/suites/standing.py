@@ -21,7 +21,13 @@ from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view.model import RunRecord, RunSource
-from commitbench.analysis.view.standing import LabelLookup, episode_texts, standing_record, standing_source
+from commitbench.analysis.view.standing import (
+    EpisodeViews,
+    LabelLookup,
+    episode_texts,
+    standing_record,
+    standing_source,
+)
 from commitbench.dataversion import hash_tree
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import episodes_of_profiles, load_episodes
@@ -266,6 +272,7 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     cells = {cell.id: cell.description for cell in load_spec(data or DEFAULT_DATA_DIR).cells}
     episodes = episodes_by_id(selection)
     texts: dict[str, frozenset[str]] = {}
+    views = EpisodeViews(cells)
 
     def record(trace: EpisodeTrace) -> RunRecord:
         """The run's record as :func:`standing_records` makes it, in whichever process read the trace."""
@@ -275,7 +282,7 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
         if episode.id not in texts:
             texts[episode.id] = episode_texts(episode)
         labels = [(name, lookup(trace, episode)) for name, lookup in judges]
-        return standing_record(trace, episode, labels, graded_with(trace, episode), cells, texts[episode.id])
+        return standing_record(trace, episode, labels, graded_with(trace, episode), views, texts[episode.id])
 
     source = standing_source((), episodes, judges, graded_with, cells)
     return replace(source, records=site_records(run_dir, record))

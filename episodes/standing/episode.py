@@ -148,6 +148,9 @@ class ScriptMessage(BaseModel):
     lookup_entry: str = Field(default="", description="Wiki key that answers a lookup question.")
 
 
+ROLES_KEPT = 8_192  # scripts whose roles are remembered (a test split has 1,080 episodes)
+# id(script) -> (the script, its roles): the script is held, so its id is not reused while it is remembered.
+_ROLES: dict[int, tuple[list[ScriptMessage], CellRoles]] = {}
 KEEP_REPLIES = frozenset({ReplyKind.STILL_NEEDED, ReplyKind.DENY_CANCEL, ReplyKind.GO_AHEAD})
 
 
@@ -285,8 +288,14 @@ class Episode(BaseModel):
         return due[-1] if due else None
 
     def roles(self) -> CellRoles:
-        """What the cell's events do to the promise (see :class:`CellRoles`)."""
-        return cell_roles(self.script)
+        """What the cell's events do to the promise (see :class:`CellRoles`), read once per script: every
+        metric and page of a run asks, and a large run asks for each of its traces."""
+        found = _ROLES.get(id(self.script))
+        if found is None or found[0] is not self.script:
+            if len(_ROLES) >= ROLES_KEPT:
+                _ROLES.clear()
+            found = _ROLES[id(self.script)] = (self.script, cell_roles(self.script))
+        return found[1]
 
     @property
     def expects_execute(self) -> bool:
