@@ -57,6 +57,14 @@ def shared_work(trace: Any) -> dict[Any, Any] | None:
     return None
 
 
+def conversion_work() -> dict[Any, Any] | None:
+    """The dict of :func:`shared_work` for whichever trace both readers convert now on this thread (None outside
+    a joint conversion): for work keyed by something other than the trace (a stored labels record by its file
+    and run key)."""
+    shared: dict[Any, Any] | None = getattr(_converting, "shared", None)
+    return shared
+
+
 class _Both:
     """The host's and the guest's conversion of one trace, made where the trace was parsed (with a dict the two
     share while they convert it: :func:`shared_work`)."""

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
+from commitbench.jointread import conversion_work
 from commitbench.jsonl import JsonlError, file_state, iter_lines_at, parse_line
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
 
@@ -35,6 +36,7 @@ RecordT = TypeVar("RecordT", bound="LabelRecord")
 
 __all__ = ["Overlaid", "Projected", "StoredLabels"]
 
+_RECORD_WORK = "stored labels record"  # a record's key in a joint read's shared work (with its file and run key)
 _NUMBER_BITS = 32  # a line's number in the low bits of its entry, its byte offset above them
 
 
@@ -172,6 +174,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         self.labellers: dict[str, tuple[int, int]] = {}
         self._handle: tuple[int, IO[bytes]] | None = None
         state = file_state(self.path)
+        self._index_key = (state, record_type, what)
         known = _INDEXES.get((state, record_type, what))
         if known is not None:  # indexed before in this process, and unchanged since: the index is shared
             self._where, self._version_of, self.first_version, self.records_read, self.labellers = known
@@ -214,9 +217,23 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         return isinstance(key, str) and self._where.get(key) is not None
 
     def __getitem__(self, key: str) -> RecordT:
+        """The latest record of ``key``, read from the file. While both readers of a joint read convert one trace
+        (:mod:`commitbench.jointread`), a record the first read of this file (unchanged since it was indexed) is
+        handed to the second as it is: neither changes it."""
         entry = self._where.get(key)
         if entry is None:
             raise KeyError(key)
+        shared = conversion_work()
+        if shared is not None:
+            found = shared.get((_RECORD_WORK, self._index_key, key))
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        record = self._read(key, entry)
+        if shared is not None:
+            shared[(_RECORD_WORK, self._index_key, key)] = record
+        return record
+
+    def _read(self, key: str, entry: int) -> RecordT:
         offset, number = entry >> _NUMBER_BITS, entry & ((1 << _NUMBER_BITS) - 1)
         handle = self._reader()
         handle.seek(offset)

@@ -289,3 +289,45 @@ def test_the_follow_up_viewer_checks_each_reply_once_for_its_pages_and_its_repor
     document = json.loads((tmp_path / "site" / "report.json").read_text())
     assert {k: v for k, v in document.items() if k != "files"} == {
         k: v for k, v in alone_report.items() if k != "files"}
+
+
+def test_a_stored_labels_record_is_read_once_for_the_pages_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from commitbench.cli import main
+    from commitbench.commands.view_cmd import build_site
+    from commitbench.judges.followup.labellers import FollowupLabelRecord
+    from commitbench.judges.labelling import labels_path
+    from commitbench.judges.stored import StoredLabels
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.followup import report
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 30}})
+    run = tmp_path / "run"
+    run_experiment(config, run)
+    assert main(["label", str(run), "--judge", "rules", "--json"]) == 0
+    capsys.readouterr()
+    alone_report = report(run, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
+    read: list[str] = []
+    real = StoredLabels._read
+
+    def counted(self: StoredLabels[Any], key: str, entry: int) -> Any:
+        read.append(key)
+        return real(self, key, entry)
+
+    monkeypatch.setattr(StoredLabels, "_read", counted)
+    summary = build_site(run, tmp_path / "site", n_boot=50)
+    assert summary.finished == 30 and sorted(read) == sorted(set(read)) and len(read) == 30  # once a run
+    document = json.loads((tmp_path / "site" / "report.json").read_text())
+    assert {k: v for k, v in document.items() if k != "files"} == {
+        k: v for k, v in alone_report.items() if k != "files"}
+    pages = [p for path in sorted((tmp_path / "site" / "data" / "runs").glob("*.js"))
+             for p in json.loads("[" + path.read_text()[len("commitbench.runs("):-len(");\n")] + "]")[1]]
+    assert len(pages) == 30 and all(p["checks"][0]["judge"] == "rules" and p["checks"][0]["outcome"] for p in pages)
+    read.clear()
+    records = StoredLabels(labels_path(run, "rules"), FollowupLabelRecord)
+    key = next(iter(records))
+    assert records[key] is not records[key] and len(read) == 2  # outside a joint read: read each time asked
