@@ -227,7 +227,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         if shared is not None:
             found = shared.get((_RECORD_WORK, self._index_key, key))
             if found is not None:
-                return found  # type: ignore[no-any-return]
+                return found
         record = self._read(key, entry)
         if shared is not None:
             shared[(_RECORD_WORK, self._index_key, key)] = record
