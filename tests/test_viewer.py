@@ -34,6 +34,7 @@ from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, resp
 from commitbench.analysis.standing.report import SHORT
 from commitbench.analysis.view.followup import locate, utf16_offset
 from commitbench.analysis.view.model import ChatItem, CommitmentView, ItemKind, Signal, TranscriptPage, page_part
+from commitbench.analysis.view.standing import SIGNAL_DESCRIPTIONS
 from commitbench.analysis.view.transcript import chat_items
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
@@ -215,6 +216,8 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
             models = [TranscriptPage.model_validate(p) for p in registered(path)[1]]
             written = ",".join(m.model_dump_json(exclude_defaults=True) for m in models)
             assert path.read_text(encoding="utf-8") == f"commitbench.runs({number},[{written}]);\n"
+        (meta,) = registered(site / "data" / "meta.js")  # each signal described once, there, not on every page
+        assert all(s["name"] in meta["signals"] and "description" not in s for p in pages for s in p["signals"])
         shown = json.loads((site / "report.json").read_text())
         # The site, written with --out, drew its figures in a scratch directory: its files are its own copies.
         figures = {key: [f"img/{Path(p).name}" for p in paths] for key, paths in reports[name]["files"].items()
@@ -535,6 +538,8 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     assert chrome.evaluate("document.querySelectorAll('.item.reasoning details').length") >= 1
     assert chrome.evaluate("document.querySelector('details.system-prompt summary').textContent") == "System prompt"
     assert chrome.evaluate("document.querySelectorAll('#labels-table tbody tr').length") == len(labels)
+    meaning = "document.querySelector('table.signals tr[data-signal=executed] th').getAttribute('title')"
+    assert chrome.evaluate(meaning) == SIGNAL_DESCRIPTIONS["executed"]  # the site's words for it
     shot(chrome, tmp_path / "standing-transcript.png", capsys)
 
     # Channels and direct messages apart: pick the DM thread, and only it is shown.
@@ -559,6 +564,7 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     assert record.turn.user_message in text and "create_reminder" in text and "remind_at" in text
     assert record.result.outcome is not None and record.result.rule in text
     assert chrome.evaluate("document.querySelector('.outcome-label').textContent") == record.result.outcome.value
+    assert chrome.evaluate(meaning.replace("executed", "outcome")) == "The outcome label of the report's checker."
     marks = chrome.evaluate(
         "Array.from(document.querySelectorAll('blockquote.reply mark')).map(m => m.lastChild.textContent)")
     assert marks == [c.commitment.span for c in record.result.commitments]

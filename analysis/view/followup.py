@@ -233,9 +233,8 @@ def followup_record(
     persists = ""
     with contextlib.suppress(ValueError, KeyError):  # a run of an unknown setup or persona shows no tools
         tools, persists = views.of(row["setup"], row["persona"])
-    signals = [
-        page_part(Signal, name=name, value=row[name], description=description)
-        for name, description in _SIGNAL_TEXT if name in row
+    signals = [  # described once, in the site's meta (RunSource.signals)
+        page_part(Signal, name=name, value=row[name]) for name, _ in _SIGNAL_TEXT if name in row
     ]
     facts = [
         fact("model", str(row["model"]), "model"),
@@ -305,5 +304,5 @@ def followup_source(
     return RunSource(
         suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
         metrics=[MetricInfo(name=name, description=METRICS[name].description) for name in LINKED_METRICS],
-        records=followup_records(traces, judges, setups), members=members,
+        records=followup_records(traces, judges, setups), members=members, signals=dict(_SIGNAL_TEXT),
     )

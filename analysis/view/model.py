@@ -16,8 +16,8 @@ page they build to that).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -155,7 +155,9 @@ class Signal(BaseModel):
 
     name: str = Field(description="Its name.")
     value: bool | int | float | str | None = Field(description="Its value (null: unknown).")
-    description: str = Field(default="", description="What it means.")
+    description: str = Field(
+        default="", description="What it means ('' where the site describes the signal by name: its meta's signals)."
+    )
     expected: bool | None = Field(default=None, description="What the cell expects of it (null: nothing).")
 
 
@@ -339,6 +341,9 @@ class RunSource:
     metrics: Sequence[MetricInfo]
     records: Iterator[RunRecord | SiteRun]
     members: Callable[[list[dict[str, Any]]], dict[str, list[bool]]]
+    # What each signal its pages show means, by name: written once, in the site's meta; their pages leave the
+    # description of these signals out (a page of a large run would otherwise repeat each one).
+    signals: Mapping[str, str] = field(default_factory=dict)
 
 
 class Figure(BaseModel):

@@ -6,7 +6,7 @@ streams the runs, so a full grid never sits in memory; writing them is left to t
 
     index.html             the page (overview, run list, transcript, side by side: one page, routed by '#')
     assets/app.js, .css    hand-written script and style (package data; no framework, no network)
-    data/meta.js           the run, its columns and metrics, the overview tables with their links
+    data/meta.js           the run, its columns, metrics and signals, the overview tables with their links
     data/index.js          the run list: one entry per run, column by column (values coded once)
     data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
     data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
@@ -349,7 +349,7 @@ def site_files_then(
     meta = {
         "suite": source.suite, "judge": source.judge, "judges": list(source.judges),
         "columns": [c.model_dump(mode="json") for c in source.columns],
-        "metrics": [m.model_dump(mode="json") for m in source.metrics],
+        "metrics": [m.model_dump(mode="json") for m in source.metrics], "signals": dict(source.signals),
         "overview": overview.model_dump(mode="json"), "facts": facts or {},
         "runShard": RUN_SHARD, "textShard": TEXT_SHARD, "runShards": counts.run_shards,
         "textShards": counts.text_shards, "runs": counts.runs, "finished": counts.finished,

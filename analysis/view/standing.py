@@ -242,7 +242,7 @@ class EpisodeViews:
         expected = _expected_values(episode)
         return {
             "parties": {p.name: p.role for p in episode.people},
-            "signals": [(name, SIGNAL_DESCRIPTIONS.get(name, ""), expected.get(name)) for name in SHOWN_SIGNALS],
+            "signals": [(name, expected.get(name)) for name in SHOWN_SIGNALS],
             "facts": [
                 fact("cell", episode.cell, "cell"),
                 fact("policy shown", policy, "policy"),
@@ -290,9 +290,9 @@ def standing_record(
     arm = str(row["interventions"])
     policy = str(row["policy"])
     made = views.of(episode, policy)
-    signals = [
-        page_part(Signal, name=name, value=_plain(row[name]), description=description, expected=expected)
-        for name, description, expected in made["signals"] if name in row
+    signals = [  # described once, in the site's meta (RunSource.signals)
+        page_part(Signal, name=name, value=_plain(row[name]), expected=expected)
+        for name, expected in made["signals"] if name in row
     ]
     facts = [
         *made["facts"],
@@ -370,5 +370,5 @@ def standing_source(
     return RunSource(
         suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
         metrics=metric_infos(), records=standing_records(traces, episodes, judges, graded_with, cells),
-        members=members,
+        members=members, signals={name: SIGNAL_DESCRIPTIONS.get(name, "") for name in SHOWN_SIGNALS},
     )

@@ -793,21 +793,24 @@
       picker, list);
   }
 
+  // What a signal means: its page's words, else the site's (a suite describes its signals once, in the meta).
+  const meaning = (s) => s.description || (state.meta && state.meta.signals && state.meta.signals[s.name]) || "";
+
   function signalTable(page, id, compact) {
     if (!page.signals || !page.signals.length) return null;
     const heads = compact ? ["signal", "value"] : ["signal", "value", "expected", "meaning"];
     const expectedText = (s) => s.expected === undefined || s.expected === null ? "" : s.expected ? "yes" : "no";
     return h("section", { "aria-labelledby": id }, h("h2", { id, text: "Signals and grades" }),
       h("table", { class: "data signals" }, h("thead", null, h("tr", null, heads.map((c) => h("th", { scope: "col", text: c })))),
-        h("tbody", null, page.signals.map((s) => h("tr", { "data-signal": s.name }, h("th", { scope: "row", title: s.description || null, text: s.name.replace(/_/g, " ") }),
+        h("tbody", null, page.signals.map((s) => h("tr", { "data-signal": s.name }, h("th", { scope: "row", title: meaning(s) || null, text: s.name.replace(/_/g, " ") }),
           h("td", null, yesNo(s.value === undefined ? null : s.value, s.expected, compact)),
-          compact ? null : h("td", { text: expectedText(s) }), compact ? null : h("td", { text: s.description || "" }))))),
+          compact ? null : h("td", { text: expectedText(s) }), compact ? null : h("td", { text: meaning(s) }))))),
       compact ? h("p", { class: "note", text: "Hover a signal for its meaning; ≠ marks a value the cell does not expect." }) : null);
   }
 
   function signalLine(page) {
     if (!page.signals || !page.signals.length) return null;
-    return h("ul", { class: "signal-line", "aria-label": "Signals and grades" }, page.signals.map((s) => h("li", { title: s.description || null },
+    return h("ul", { class: "signal-line", "aria-label": "Signals and grades" }, page.signals.map((s) => h("li", { title: meaning(s) || null },
       s.name.replace(/_/g, " ") + " ", yesNo(s.value === undefined ? null : s.value, s.expected))));
   }
 
