@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -33,9 +34,17 @@ from commitbench.analysis.followup.metrics import to_frame
 from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, responses_from_records
 from commitbench.analysis.standing.report import SHORT
 from commitbench.analysis.view.followup import locate, utf16_offset
-from commitbench.analysis.view.model import ChatItem, CommitmentView, ItemKind, Signal, TranscriptPage, page_part
+from commitbench.analysis.view.model import (
+    ChatItem,
+    CommitmentView,
+    Fact,
+    ItemKind,
+    Signal,
+    TranscriptPage,
+    page_part,
+)
 from commitbench.analysis.view.standing import SIGNAL_DESCRIPTIONS
-from commitbench.analysis.view.transcript import chat_items
+from commitbench.analysis.view.transcript import chat_items, fact, said_item
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
 from commitbench.judges.followup.labellers import FollowupLabelRecord
@@ -133,6 +142,16 @@ def test_a_page_part_is_its_model_dumped_without_defaults() -> None:
     for model, values in cases:
         assert page_part(model, **values) == model(**values).model_dump(mode="json", exclude_defaults=True)
     assert page_part(Signal, name="x", value=None) == {"name": "x", "value": None}  # required: always kept
+    # The parts made field by field (a page's most frequent) are what page_part makes, defaults or not.
+    for step, turn, texts, index, verdicts in itertools.product(
+            (0, 3), (None, 0, 2), (("",) * 7, ("Alice", "PM", "creditor", "#team", "Hi", "cancel", "peer")),
+            (None, 0), ([], [{"judge": "rules", "labels": {}}])):
+        fields = dict(zip(("sender", "title", "party", "channel", "text", "act", "subject"), texts, strict=True))
+        assert said_item("message", step, turn, *texts, index, verdicts) == page_part(
+            ChatItem, kind="message", step=step, turn=turn, **fields, message_index=index, verdicts=verdicts)
+    for field, detail in itertools.product(("", "cell"), (False, True)):
+        assert fact("cell", "BASE", field, detail) == page_part(Fact, label="cell", value="BASE", field=field,
+                                                                detail=detail)
 
 
 # ------------------------------------------------------------------------------ runs, sites, reports

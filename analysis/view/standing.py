@@ -25,7 +25,6 @@ from commitbench.analysis.view.model import (
     PersonView,
     RunRecord,
     RunSource,
-    Signal,
     ToolView,
     TranscriptPage,
     VerdictView,
@@ -290,8 +289,9 @@ def standing_record(
     arm = str(row["interventions"])
     policy = str(row["policy"])
     made = views.of(episode, policy)
-    signals = [  # described once, in the site's meta (RunSource.signals)
-        page_part(Signal, name=name, value=_plain(row[name]), expected=expected)
+    signals = [  # Signal parts, described once in the site's meta (RunSource.signals)
+        {"name": name, "value": _plain(row[name])} if expected is None else
+        {"name": name, "value": _plain(row[name]), "expected": expected}
         for name, expected in made["signals"] if name in row
     ]
     facts = [

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from commitbench.analysis.view.model import ChatItem, Fact, ItemKind, ModelCallView, Part, VoiceView, page_part
+from commitbench.analysis.view.model import ChatItem, ItemKind, ModelCallView, Part, VoiceView, page_part
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace, TurnRecord
 
@@ -71,6 +71,40 @@ def _same(event: Event, opened_by: Event) -> bool:
     return (event.kind, event.step, event.sender, event.channel, event.text) == (
         opened_by.kind, opened_by.step, opened_by.sender, opened_by.channel, opened_by.text
     )
+
+
+def said_item(
+    kind: str, step: int, turn: int | None, sender: str, title: str, party: str, channel: str, text: str, act: str,
+    subject: str, message_index: int | None = None, verdicts: list[Part] | None = None, voice: Part | None = None,
+) -> Part:
+    """A message, notice or assistant :class:`ChatItem` part: what :func:`page_part` makes of these fields, made
+    field by field (most items of a page are these, and a large run has a page per trace)."""
+    item: Part = {"kind": kind}
+    if step != 0:
+        item["step"] = step
+    if turn is not None:
+        item["turn"] = turn
+    if sender != "":
+        item["sender"] = sender
+    if title != "":
+        item["title"] = title
+    if party != "":
+        item["party"] = party
+    if channel != "":
+        item["channel"] = channel
+    if text != "":
+        item["text"] = text
+    if act != "":
+        item["act"] = act
+    if subject != "":
+        item["subject"] = subject
+    if message_index is not None:
+        item["message_index"] = message_index
+    if verdicts:
+        item["verdicts"] = verdicts
+    if voice is not None:
+        item["voice"] = voice
+    return item
 
 
 def _call_item(call: ToolCallRecord) -> Part:
@@ -147,10 +181,8 @@ def chat_items(
                 index = judged
                 judged += 1
                 found = verdicts(index) if verdicts is not None else []
-            items.append(page_part(
-                ChatItem, kind=ASSISTANT, step=event.step, turn=turn_index, sender=event.sender, title=event.role,
-                channel=event.channel, text=clip(event.text), act=event.act, message_index=index, verdicts=found,
-            ))
+            items.append(said_item(ASSISTANT, event.step, turn_index, event.sender, event.role, "", event.channel,
+                                   clip(event.text), event.act, "", index, found))
             continue
         opens = next_turn < len(turns) and _same(event, turns[next_turn].opened_by)
         if opens:
@@ -158,11 +190,11 @@ def chat_items(
             current = turns[next_turn]
             next_turn += 1
         voice = voices(event) if voices is not None and event.voice is not None else None
-        items.append(page_part(
-            ChatItem, kind=MESSAGE if kind is EventKind.MESSAGE else NOTICE, step=event.step,
-            turn=current.index if opens and current is not None else turn_index, sender=event.sender,
-            title=event.role, party=parties.get(event.sender, ""), channel=event.channel, text=clip(event.text),
-            act=event.act if kind is EventKind.MESSAGE else kind.value, subject=event.subject,
+        items.append(said_item(
+            MESSAGE if kind is EventKind.MESSAGE else NOTICE, event.step,
+            current.index if opens and current is not None else turn_index, event.sender, event.role,
+            parties.get(event.sender, ""), event.channel, clip(event.text),
+            event.act if kind is EventKind.MESSAGE else kind.value, event.subject,
             voice=voice.model_dump(mode="json", exclude_defaults=True) if voice is not None else None,
         ))
         if opens and current is not None and current.index in reasoning:
@@ -201,8 +233,13 @@ def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
 
 
 def fact(label: str, value: str, field: str = "", detail: bool = False) -> Part:
-    """A :class:`Fact` as plain data."""
-    return page_part(Fact, label=label, value=value, field=field, detail=detail)
+    """A :class:`Fact` part, as :func:`page_part` makes it (made directly: a page has a dozen or more)."""
+    made: Part = {"label": label, "value": value}
+    if field != "":
+        made["field"] = field
+    if detail:
+        made["detail"] = detail
+    return made
 
 
 def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: str) -> list[Part]:
