@@ -130,6 +130,21 @@ def test_rows_coded_a_batch_at_a_time_make_the_frame_pandas_makes(n: int) -> Non
     pd.testing.assert_frame_equal(store.frame(categorical=True).astype(str), pd.DataFrame(rows).astype(str))
 
 
+def test_rows_of_one_shape_in_another_order_are_coded_by_name() -> None:
+    """A batch whose rows all hold every column in one order is turned into columns at once; rows holding the
+    same columns in another order (in the batch, or from one batch to the next) land in the right columns."""
+    rows: list[dict[str, Any]] = []
+    for i in range(1_300):
+        row = {"key": f"k{i}", "flag": i % 2 == 0, "count": i}
+        if 512 <= i < 1_024 or i % 300 == 7:  # a batch all in another order, and rows out of order elsewhere
+            row = dict(reversed(list(row.items())))
+        rows.append(row)
+    store = RowStore()
+    for row in rows:
+        store.add(row)
+    pd.testing.assert_frame_equal(store.frame(), pd.DataFrame(rows))
+
+
 def test_a_column_holds_each_value_once_and_a_small_code_per_row() -> None:
     store = RowStore()
     for i in range(10_000):
