@@ -73,6 +73,9 @@ def _same(event: Event, opened_by: Event) -> bool:
     )
 
 
+_SAID_TEXTS = ("sender", "title", "party", "channel", "text", "act", "subject")  # in the order ChatItem declares them
+
+
 def said_item(
     kind: str, step: int, turn: int | None, sender: str, title: str, party: str, channel: str, text: str, act: str,
     subject: str, message_index: int | None = None, verdicts: list[Part] | None = None, voice: Part | None = None,
@@ -84,20 +87,9 @@ def said_item(
         item["step"] = step
     if turn is not None:
         item["turn"] = turn
-    if sender != "":
-        item["sender"] = sender
-    if title != "":
-        item["title"] = title
-    if party != "":
-        item["party"] = party
-    if channel != "":
-        item["channel"] = channel
-    if text != "":
-        item["text"] = text
-    if act != "":
-        item["act"] = act
-    if subject != "":
-        item["subject"] = subject
+    for name, value in zip(_SAID_TEXTS, (sender, title, party, channel, text, act, subject), strict=True):
+        if value != "":
+            item[name] = value
     if message_index is not None:
         item["message_index"] = message_index
     if verdicts:
