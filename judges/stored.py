@@ -218,8 +218,8 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
 
     def __getitem__(self, key: str) -> RecordT:
         """The latest record of ``key``, read from the file. While both readers of a joint read convert one trace
-        (:mod:`commitbench.jointread`), a record the first read of this file (unchanged since it was indexed) is
-        handed to the second as it is: neither changes it."""
+        (:mod:`commitbench.jointread`), the record the first of them read from this file (unchanged since it was
+        indexed) is handed to the second as it is: neither changes it."""
         entry = self._where.get(key)
         if entry is None:
             raise KeyError(key)
