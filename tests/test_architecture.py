@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from commitbench import plugins
+from commitbench.analysis.view.model import TranscriptPage
 from commitbench.cli import main
 from commitbench.identity import arm_label
 from commitbench.mock import MockServer, ReplySpec
@@ -112,6 +113,12 @@ def test_the_documented_suite_plays_labels_reports_views_exports_and_merges(
     written = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*") if p.is_file()
                          and p.suffix in {".json", ".js", ".html"})
     assert "LANTERN" in written and "correct" in written
+    for path in sorted((site / "data" / "runs").glob("*.js")):  # each page is its model's JSON
+        text = path.read_text(encoding="utf-8")
+        pages = json.loads("[" + text[text.index("(") + 1:text.rindex(")")] + "]")[1]
+        dumped = ",".join(TranscriptPage.model_validate(p).model_dump_json(exclude_defaults=True) for p in pages)
+        assert text == f"commitbench.runs({int(path.stem)},[{dumped}]);\n"
+        assert pages and all(s["description"] for p in pages for s in p["signals"])  # a plug-in's own words
 
     pytest.importorskip("pyarrow", reason="the export needs pyarrow (the [export] extra)")
     import pyarrow.parquet as pq
