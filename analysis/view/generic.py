@@ -20,7 +20,6 @@ from commitbench.analysis.view.model import (
     ChatItem,
     Column,
     ColumnKind,
-    ItemKind,
     Part,
     RunRecord,
     RunSource,
@@ -29,6 +28,7 @@ from commitbench.analysis.view.model import (
     page_part,
 )
 from commitbench.analysis.view.transcript import (
+    ASSISTANT,
     chat_items,
     clip,
     identity_facts,
@@ -115,12 +115,12 @@ def _record(trace: EpisodeTrace, records: Sequence[tuple[str, LabelRecord | None
                 signals.append(page_part(Signal, name=f"{judge}: {name}", value=_value(value),
                                          description=f"The {judge} judge's {name}."))
     items = chat_items(trace)
-    spoken = {item.get("turn") for item in items if item["kind"] == ItemKind.ASSISTANT.value}
+    spoken = {item.get("turn") for item in items if item["kind"] == ASSISTANT}
     for turn in trace.turns:  # an environment that keeps the reply on the turn only: shown after the turn
         if turn.reply and turn.index not in spoken:
             at = max((i for i, item in enumerate(items) if item.get("turn") == turn.index),
                      default=len(items) - 1) + 1
-            items.insert(at, page_part(ChatItem, kind=ItemKind.ASSISTANT.value, step=turn.opened_by.step,
+            items.insert(at, page_part(ChatItem, kind=ASSISTANT, step=turn.opened_by.step,
                                        turn=turn.index, sender="assistant", title="assistant",
                                        channel=turn.reply_channel, text=clip(turn.reply)))
     status = "labelled" if row["labelled"] else row["status"]

@@ -32,13 +32,13 @@ from pydantic import BaseModel, Field
 
 from commitbench.analysis.view.model import (
     ColumnKind,
-    ItemKind,
     Overview,
     Part,
     RunRecord,
     RunSource,
     SiteRun,
 )
+from commitbench.analysis.view.transcript import MESSAGE
 from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
@@ -47,7 +47,6 @@ TEXT_SHARD = 2_000
 ASSETS = ("index.html", "app.js", "style.css")
 REGISTRY = "commitbench"
 FLAG_CODES = {False: 0, True: 1, None: 2}
-MESSAGE = ItemKind.MESSAGE.value
 
 
 class SiteCounts(BaseModel):

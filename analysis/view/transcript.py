@@ -22,7 +22,7 @@ from commitbench.traces import EpisodeTrace, TurnRecord
 # Transcripts are for reading: a single text beyond this is cut (the trace keeps all of it).
 MAX_ITEM_TEXT = 20_000
 PROMISE_ACT = "promise"
-# The item kinds as the page's JSON holds them.
+# The item kinds as the page's JSON holds them (every maker and reader of a page's items uses these).
 MESSAGE, ASSISTANT, CALL = ItemKind.MESSAGE.value, ItemKind.ASSISTANT.value, ItemKind.CALL.value
 REASONING, NOTICE, REVISION = ItemKind.REASONING.value, ItemKind.NOTICE.value, ItemKind.REVISION.value
 
