@@ -12,10 +12,10 @@ number is known, so a bad line is named exactly as a reading of the whole file i
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
-from itertools import islice, pairwise
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -63,13 +63,11 @@ def line_ranges(path: Path, parts: int, min_bytes: int | None = None) -> list[tu
 
 def parallel_lines(path: Path, workers: int | None = None) -> bool:
     """Whether :func:`map_line_chunks` would use a pool for ``path`` (large enough, several cores, fork)."""
-    import multiprocessing
-
+    from commitbench.forkpool import can_fork
     from commitbench.traces import pool_workers
 
     count = pool_workers() if workers is None else workers
-    return (count >= 2 and path.exists() and path.stat().st_size >= MIN_PARALLEL_BYTES
-            and "fork" in multiprocessing.get_all_start_methods())
+    return count >= 2 and path.exists() and path.stat().st_size >= MIN_PARALLEL_BYTES and can_fork()
 
 
 def _task(bounds: tuple[int, int]) -> Any:
@@ -86,26 +84,17 @@ def map_line_chunks(
     At most two ranges a process are in flight, so what waits here stays bounded; the processes die with this
     one. Callers check :func:`parallel_lines` first (a small file is cheaper to read in one process).
     """
-    import multiprocessing
-
-    from commitbench.processes import die_with_parent
+    from commitbench.forkpool import ordered_map
     from commitbench.traces import pool_workers
 
     global _WORK, _FILE
     count = pool_workers() if workers is None else workers
     ranges = line_ranges(path, count * CHUNKS_PER_WORKER)
-    ahead = iter(ranges)
     _WORK, _FILE = work, path
     try:
-        with multiprocessing.get_context("fork").Pool(count, initializer=die_with_parent()) as pool:
-            pending = deque((bounds, pool.apply_async(_task, (bounds,))) for bounds in islice(ahead, 2 * count))
-            number = 1
-            while pending:
-                (start, stop), waiting = pending.popleft()
-                result: ChunkResult[T] = waiting.get()
-                following = next(ahead, None)
-                if following is not None:
-                    pending.append((following, pool.apply_async(_task, (following,))))
+        number = 1
+        with closing(ordered_map(_task, ranges, count)) as results:
+            for (start, stop), result in zip(ranges, results, strict=True):
                 yield start, stop, number, result
                 number += result.lines
     finally:

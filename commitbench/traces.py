@@ -8,9 +8,8 @@ reports can be recomputed from traces alone.
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -460,16 +459,14 @@ def _map_latest(
     path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool, workers: int | None,
     threshold: int | None,
 ) -> Iterator[T]:
-    import multiprocessing
-
-    from commitbench.processes import die_with_parent
+    from commitbench.forkpool import can_fork, ordered_map
     from commitbench.progress import reading
 
     global _POOL_WORK
     file, offsets, numbers = _chosen(path, include_failed)
     count = len(offsets)
     workers = pool_workers() if workers is None else workers
-    forking = "fork" in multiprocessing.get_all_start_methods()
+    forking = can_fork()
     progress = reading(f"reading {file.parent.name or file.name}", count)
     try:
         if workers < 2 or count < (POOL_THRESHOLD if threshold is None else threshold) or not forking:
@@ -481,16 +478,9 @@ def _map_latest(
             return
         _POOL_WORK = (file, offsets, numbers, convert)
         chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
-        ahead = iter(chunks)
-        # The workers die with this process, however it ends (a SIGKILL included): none outlives its reader.
-        with multiprocessing.get_context("fork").Pool(workers, initializer=die_with_parent()) as pool:
-            # At most two chunks per process are read ahead: what comes back waits here no longer than that.
-            pending = deque(pool.apply_async(_pool_task, (chunk,)) for chunk in islice(ahead, 2 * workers))
-            while pending:
-                batch = pending.popleft().get()
-                following = next(ahead, None)
-                if following is not None:
-                    pending.append(pool.apply_async(_pool_task, (following,)))
+        # At most two chunks per process are read ahead: what comes back waits here no longer than that.
+        with closing(ordered_map(_pool_task, chunks, workers)) as batches:
+            for batch in batches:
                 for item in batch:
                     yield item
                     if progress is not None:

@@ -40,6 +40,7 @@ BOTTOM = (
     "commitbench.processes",
     "commitbench.memory",
     "commitbench.linechunks",
+    "commitbench.forkpool",
     "commitbench.aside",
     "commitbench.jointread",
     "commitbench.profiles",

@@ -1,0 +1,75 @@
+"""The forked pool the readers of large runs share: results in order, a bounded number in flight, errors raised
+where the result's turn comes, a worker that dies reported instead of waited for."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import pytest
+
+from commitbench.forkpool import can_fork, ordered_map
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="the pool forks its processes")
+
+_MARKS: Path | None = None  # set before the pool forks: where each task leaves a file when it starts
+
+
+def _square(item: int) -> int:
+    if _MARKS is not None:
+        (_MARKS / str(item)).touch()
+    time.sleep(0.002 * (item % 3))  # uneven tasks: a later one often ends first
+    return item * item
+
+
+def _fails_at_five(item: int) -> int:
+    if item == 5:
+        raise ValueError(f"item {item} is bad")
+    return item
+
+
+def _dies_at_three(item: int) -> int:
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item
+
+
+def test_results_come_in_the_order_of_the_items() -> None:
+    assert list(ordered_map(_square, range(40), workers=2)) == [i * i for i in range(40)]
+
+
+def test_no_items_no_results() -> None:
+    assert list(ordered_map(_square, [], workers=2)) == []
+
+
+def test_a_task_error_is_raised_when_its_turn_comes() -> None:
+    seen: list[int] = []
+    with pytest.raises(ValueError, match="item 5 is bad"):
+        for value in ordered_map(_fails_at_five, range(20), workers=2):
+            seen.append(value)
+    assert seen == [0, 1, 2, 3, 4]  # every result before the failing one was given
+
+
+def test_a_worker_that_dies_is_an_error_not_a_wait() -> None:
+    started = time.monotonic()
+    with pytest.raises(BrokenProcessPool):
+        list(ordered_map(_dies_at_three, range(20), workers=2))
+    assert time.monotonic() - started < 60
+
+
+def test_at_most_ahead_tasks_a_process_start_and_a_consumer_that_stops_cancels_the_rest(tmp_path: Path) -> None:
+    global _MARKS
+    _MARKS = tmp_path
+    try:
+        results = ordered_map(_square, range(100), workers=2, ahead=2)
+        assert next(results) == 0
+        time.sleep(0.5)  # the pool has had time to run whatever it was given
+        assert len(list(tmp_path.iterdir())) <= 5  # four in flight at first, one more for the result taken
+        results.close()
+        time.sleep(0.2)
+        assert len(list(tmp_path.iterdir())) <= 5  # nothing started after the consumer stopped
+    finally:
+        _MARKS = None
