@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from _standing_rows import signal_columns
 
-from commitbench.analysis.standing.metrics import compute_metrics
+from commitbench.analysis.standing.metrics import MetricValue, compute_metrics
+from commitbench.analysis.standing.report import heatmap_figure
 from commitbench.analysis.standing.results import load_rows
 from commitbench.analysis.standing.tables import MAIN_METRICS, paired_table, wide_frame
 from commitbench.analysis.tables import TableView
@@ -58,7 +59,7 @@ def _report(run_dir: Path, capsys, *extra: str) -> dict:
 
 
 @pytest.mark.slow
-def test_report_tables_and_files(run_dir, capsys):
+def test_report_tables_and_files(run_dir, tmp_path, capsys):
     report = _report(run_dir, capsys)
     assert report["runs"] == 4 * len(SLICE) and report["arms"] == ["none", "oracle:B3+"]
     assert report["baseline"] == "none"  # chosen because the arm is present
@@ -101,6 +102,11 @@ def test_report_tables_and_files(run_dir, capsys):
     for name in ("metrics", "gap", "cells", "paired", "policy", "rank_effect"):
         assert (out / f"{name}.csv").exists() and (out / f"{name}.md").exists()
     assert (out / "strict_by_cell.png").read_bytes().startswith(PNG_MAGIC)
+    # Drawn on another core while the other tables were computed: the file the report's cell table draws in place.
+    redrawn = heatmap_figure([MetricValue.model_validate(c) for c in report["by_cell"]], report["judge"])
+    assert redrawn is not None
+    in_place = redrawn.draw(tmp_path / "strict_by_cell.png")
+    assert in_place.read_bytes() == (out / "strict_by_cell.png").read_bytes()
     with (out / "metrics.csv").open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 2 * 2 * len(MAIN_METRICS)

@@ -255,9 +255,11 @@ class StandingReport(BaseModel):
 def build_standing_report(
     rows: pd.DataFrame, run_dir: Path | str, judge: str, n_boot: int = 1000, seed: int = 0,
     baseline: str | None = None, pairs: list[ModelPair] | None = None, profile: str = "commitbench",
-    call_errors: list[CallErrorRow] | None = None, texts: str = "",
+    call_errors: list[CallErrorRow] | None = None, texts: str = "", by_cell: list[MetricValue] | None = None,
 ) -> StandingReport:
-    """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist."""
+    """Every table of the run rows (pure). ``baseline`` None picks 'none' when that arm and another exist;
+    ``by_cell`` is the strict-accuracy table by cell when it was already computed (:func:`st.cell_table` of these
+    rows, with this ``n_boot`` and ``seed``: the heatmap drawn from it meanwhile, :func:`heatmap_figure`)."""
     if n_boot < 1:
         raise ValueError("the number of bootstrap replicates must be at least 1")
     if rows.empty:
@@ -276,7 +278,7 @@ def build_standing_report(
         tool_errors=int(rows["tool_errors"].sum()), metric_names=list(st.metrics_for(rows)),
         metrics=st.main_table(rows, n_boot=n_boot, seed=seed),
         by_gap=st.gap_table(rows, n_boot=n_boot, seed=seed),
-        by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed),
+        by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed) if by_cell is None else by_cell,
         premature_by_cell=st.cell_table(rows, n_boot=n_boot, seed=seed, metric="premature_execution"),
         best_oracle_store=st.best_arms(rows, n_boot=n_boot, seed=seed),
         strict_by_cell=_strict_by_cell(rows),
@@ -396,15 +398,26 @@ def standing_report_tables(report: StandingReport) -> list[ReportTable]:
     return [ReportTable(name, long, TableView.from_frame(_TITLES[name], wide)) for name, (long, wide) in tables.items()]
 
 
-def write_standing_files(report: StandingReport, out: Path, figure: bool = True) -> dict[str, list[str]]:
-    """Write CSV and Markdown of every table (and the heatmap) under ``out``; returns the paths by table."""
-    figures: list[ReportFigure] = []
-    if figure and any(v.n for v in report.by_cell):
-        from commitbench.analysis.standing.figures import strict_heatmap
+def heatmap_figure(by_cell: list[MetricValue], judge: str) -> ReportFigure | None:
+    """The strict-accuracy heatmap of a cell table (None when no cell has a run)."""
+    if not any(v.n for v in by_cell):
+        return None
+    from commitbench.analysis.standing.figures import strict_heatmap
 
-        heatmap_title = f"Strict accuracy by cell (judge: {report.judge})"
-        figures.append(ReportFigure("figure", FIGURE_FILE,
-                                    lambda path: strict_heatmap(report.by_cell, path, title=heatmap_title)))
+    title = f"Strict accuracy by cell (judge: {judge})"
+    return ReportFigure("figure", FIGURE_FILE, lambda path: strict_heatmap(by_cell, path, title=title))
+
+
+def write_standing_files(
+    report: StandingReport, out: Path, figure: bool = True, heatmap: ReportFigure | None = None,
+) -> dict[str, list[str]]:
+    """Write CSV and Markdown of every table (and the figures) under ``out``; returns the paths by table.
+    ``heatmap`` is the heatmap when it was started already (drawn on another core: ``started_figure``)."""
+    figures: list[ReportFigure] = []
+    if figure:
+        drawn = heatmap if heatmap is not None else heatmap_figure(report.by_cell, report.judge)
+        if drawn is not None:
+            figures.append(drawn)
     if figure and any(c.estimate is not None for c in report.comparisons):
         from commitbench.analysis.forest import forest_plot
 

@@ -18,8 +18,15 @@ from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.standing import annotation
 from commitbench.analysis.standing.metrics import CLUSTER_COLUMN, compute_metrics, run_row
 from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
-from commitbench.analysis.standing.report import StandingReport, build_standing_report, write_standing_files
+from commitbench.analysis.standing.report import (
+    StandingReport,
+    build_standing_report,
+    heatmap_figure,
+    write_standing_files,
+)
 from commitbench.analysis.standing.results import load_rows, message_labels
+from commitbench.analysis.standing.tables import cell_table
+from commitbench.analysis.tables import started_figure
 from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.analysis.view.standing import (
     EpisodeViews,
@@ -211,12 +218,17 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     players = sorted(set(rows["agent"])) if not rows.empty else []
     arms = sorted(set(rows["interventions"])) if not rows.empty else []
     pairs = model_pairs(run_dir, options.compare, players, arms)
+    out = options.files_dir or Path(run_dir) / "report"
+    # The heatmap needs only the cell table: drawn on another core while the other tables are computed.
+    by_cell = cell_table(rows, n_boot=options.n_boot, seed=options.seed) if not rows.empty else None
+    heatmap = heatmap_figure(by_cell, judge) if by_cell is not None and options.write_files and options.figure \
+        else None
+    started = started_figure(heatmap, out) if heatmap is not None else None
     built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
                                   baseline=options.baseline, pairs=pairs, profile=profile,
-                                  call_errors=call_errors.rows(), texts=texts_note(run_dir))
+                                  call_errors=call_errors.rows(), texts=texts_note(run_dir), by_cell=by_cell)
     if options.write_files:
-        built.files = write_standing_files(built, options.files_dir or Path(run_dir) / "report",
-                                           figure=options.figure)
+        built.files = write_standing_files(built, out, figure=options.figure, heatmap=started)
     if options.paper_tables is not None:
         expected = {e.cell: e.expected for e in episodes_of_run(run_dir).values()}
         outputs = standing_paper_tables(rows, built, expected, n_boot=options.n_boot, seed=options.seed)
