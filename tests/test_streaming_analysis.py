@@ -398,3 +398,31 @@ def test_a_count_column_past_32_bits_keeps_its_counts() -> None:
     for value in (True, False, None, 1):
         flags.add(value)
     assert flags.codes.itemsize == 1 and "".join(flags.json_pieces()) == '{"codes":[1,0,2,1]}'
+
+
+def test_differs_flags_the_runs_of_sample_groups_whose_finished_runs_disagree() -> None:
+    from commitbench.analysis.view.model import RunSource
+
+    # (key, sample group, finished, verdict), and whether its group differs, by hand:
+    runs = [
+        ("a1", "episode 1, player p", True, "kept"),        # group 1: kept, dropped -> differs
+        ("b1", "episode 2, player p", True, "kept"),        # group 2: kept, kept, (failed: dropped) -> agrees
+        ("a2", "episode 1, player p", True, "dropped"),
+        ("b2", "episode 2, player p", True, "kept"),
+        ("b3", "episode 2, player p", False, "dropped"),    # an infrastructure error is not a sample that disagrees
+        ("c1", "", True, "kept"),                           # no group: the run is its own
+        ("c2", "", True, "dropped"),
+        ("d1", "episode 3, player p", False, "kept"),       # group 3: one failed, two finished that disagree
+        ("d2", "episode 3, player p", True, "kept"),
+        ("d3", "episode 3, player p", True, "dropped"),
+    ]
+    expected = [1, 0, 1, 0, 0, 0, 0, 1, 1, 1]
+    source = RunSource(suite="s", judge="rules", judges=["rules"], columns=[], metrics=[], records=iter(()),
+                       members=lambda rows: {})
+    shards = site._Shards(source)
+    for key, group, ok, said in runs:
+        shards.add(site.SiteRun(key=key, episode="e", row={}, ok=ok, text="", shared_text="", page=b"{}",
+                                speakers="", off=(), verdict=said, sample_group=site.group_digest(group)))
+    assert shards.differs() == expected
+    assert len(site.group_digest("episode 1, player p")) == 16 and site.group_digest("") == b""
+    assert site.group_digest("episode 1, player p") != site.group_digest("episode 2, player p")

@@ -314,7 +314,7 @@ class SiteRun:
     speakers: str  # who speaks in it, for search (``analysis.view.site.speakers``)
     off: tuple[str, ...]  # the signals that differ from the cell's expectation (``analysis.view.site.off_expected``)
     verdict: str  # what its samples are compared on (``analysis.view.site.verdict``)
-    sample_group: str = ""  # the run less its sample: its samples share it
+    sample_group: bytes = b""  # the run less its sample, as a digest (``analysis.view.site.group_digest``)
 
 
 class MetricInfo(BaseModel):

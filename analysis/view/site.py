@@ -21,6 +21,7 @@ the page adds a ``<script>`` element to load one. Nothing is fetched from the ne
 
 from __future__ import annotations
 
+import hashlib
 import json
 from array import array
 from collections.abc import Callable, Generator, Iterator
@@ -107,6 +108,13 @@ def page_json(page: Part) -> bytes:
         return json.dumps(page, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def group_digest(group: str) -> bytes:
+    """A sample group as the site keeps it: 16 bytes of its BLAKE2b digest (b"" for none). The group is a key
+    compared for equality only, and its text (the run less its sample: episode, player, arm, factors) runs to
+    hundreds of characters: a run index of 100,000 runs, each its own group, would hold tens of megabytes of it."""
+    return hashlib.blake2b(group.encode("utf-8"), digest_size=16).digest() if group else b""
+
+
 def site_run(record: RunRecord | SiteRun) -> SiteRun:
     """The run as the site stores it: its page written, who speaks in it, its signals off the expectation and its
     verdict taken out (a :class:`SiteRun` is returned as it is)."""
@@ -117,7 +125,7 @@ def site_run(record: RunRecord | SiteRun) -> SiteRun:
     return SiteRun(
         key=record.key, episode=record.episode, row=record.row, ok=record.ok, text=record.text,
         shared_text=record.shared_text, page=page_json(page), speakers=speakers(page.get("items", [])),
-        off=tuple(off_expected(signals)), verdict=verdict(signals), sample_group=record.sample_group,
+        off=tuple(off_expected(signals)), verdict=verdict(signals), sample_group=group_digest(record.sample_group),
     )
 
 
@@ -181,9 +189,11 @@ class _Shards:
         self.masks = array("Q")  # per run, bit k: metric k reads it
         self.off_names: dict[str, int] = {}
         self.off: list[tuple[int, ...]] = []  # per run, the signals that differ from the cell's expectation
-        self.groups: dict[str, int] = {}
+        self.groups: dict[bytes, int] = {}  # sample group (its digest) -> its number
         self.group_codes = array("i")  # per run, its sample group
-        self.group_verdicts: dict[int, set[str]] = {}  # per sample group, the verdicts of its runs
+        self.verdicts: dict[str, int] = {}  # each verdict seen -> its number
+        self.group_verdict = array("i")  # per sample group, the verdict of its first finished run (-1: none yet)
+        self.mixed: set[int] = set()  # the sample groups whose finished runs disagree
         self.finished = 0
         self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
         self.ok_positions: list[int] = []
@@ -216,10 +226,17 @@ class _Shards:
         self.speakers.append(run.speakers)
         self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in run.off)
                         if run.off else NO_OFF)
-        group = self.groups.setdefault(run.sample_group or run.key, len(self.groups))
+        group = self.groups.setdefault(run.sample_group or run.key.encode("utf-8"), len(self.groups))
+        if group == len(self.group_verdict):
+            self.group_verdict.append(-1)
         self.group_codes.append(group)
         if run.ok:
-            self.group_verdicts.setdefault(group, set()).add(run.verdict)
+            said = self.verdicts.setdefault(run.verdict, len(self.verdicts))
+            first = self.group_verdict[group]
+            if first == -1:
+                self.group_verdict[group] = said
+            elif first != said:
+                self.mixed.add(group)
         done = []
         if len(self.ok_rows) == MEMBER_BATCH:
             self.mark_members()
@@ -231,7 +248,7 @@ class _Shards:
 
     def differs(self) -> list[int]:
         """Per run, 1 when the finished samples of its group disagree (on :func:`verdict`), else 0."""
-        mixed = {group for group, seen in self.group_verdicts.items() if len(seen) > 1}
+        mixed = self.mixed
         return [int(group in mixed) for group in self.group_codes]
 
     def mark_members(self) -> None:
