@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from typing import TypeVar
@@ -38,7 +38,9 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def ordered_map(task: Callable[[A], R], items: Iterable[A], workers: int, ahead: int = AHEAD) -> Iterator[R]:
+def ordered_map(
+    task: Callable[[A], R], items: Iterable[A], workers: int, ahead: int = AHEAD,
+) -> Generator[R, None, None]:
     """``task(item)`` of each item, made in ``workers`` forked processes, in the order of ``items``.
 
     ``task`` must be a module-level function (it is sent by name); whatever it reads besides its item is set
