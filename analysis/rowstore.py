@@ -27,6 +27,15 @@ _MISSING: Any = math.nan  # what pandas writes where a record lacks a field
 _TYPED: dict[type, Any] = {bool: np.bool_, int: np.int64, float: np.float64}  # a column of one of these types
 
 
+def _forget_lookup(index: pd.Index) -> None:
+    """Let go of the hash table pandas builds over new categories to check they are distinct (its ``_engine``,
+    kept in the index's cache). For a column of run keys it holds every key again as a Python text: about 10 MB
+    at 100,000 runs, kept for as long as the frame lives. A lookup that needs the table builds it again."""
+    cache = getattr(index, "_cache", None)
+    if isinstance(cache, dict):
+        cache.pop("_engine", None)
+
+
 class _CodedColumn:
     """One column: its distinct values, and each row's code into them (one byte a row while it has
     at most 256 distinct values, then two, then four)."""
@@ -84,7 +93,9 @@ class _CodedColumn:
             rank = np.empty(len(order), dtype=np.int32)
             rank[order] = np.arange(len(order), dtype=np.int32)
             categories = pd.Index([self.values[i] for i in order], dtype="str")
-            return pd.Series(pd.Categorical.from_codes(rank[codes], categories=categories))
+            coded = pd.Categorical.from_codes(rank[codes], categories=categories)
+            _forget_lookup(coded.categories)
+            return pd.Series(coded)
         kinds = {type(value) for value in self.values}
         typed = _TYPED.get(kinds.pop()) if len(kinds) == 1 else None
         if typed is not None:  # flags, counts or fractions only: gathered as numbers, never as objects

@@ -165,6 +165,19 @@ def test_a_column_holds_each_value_once_and_a_small_code_per_row() -> None:
     assert rows_frame([]).empty
 
 
+def test_a_categorical_column_keeps_no_lookup_table_until_a_lookup_needs_one() -> None:
+    keys = [f"{i:064x}" for i in range(3_000)]
+    rows = [{"run_key": key, "cell": ("BASE", "PEER-DIRECT")[i % 2]} for i, key in enumerate(keys)]
+    frame = rows_frame(rows, categorical=True)
+    categories = frame["run_key"].cat.categories
+    assert "_engine" not in categories._cache  # each key again as a Python text, let go once the codes are checked
+    # Lookups are what they are on the texts: the table is made again when one needs it.
+    assert frame.index[frame["run_key"] == keys[17]].tolist() == [17]
+    assert frame["run_key"].isin(keys[5:8]).sum() == 3
+    assert frame.groupby("cell", observed=True).size().to_dict() == {"BASE": 1_500, "PEER-DIRECT": 1_500}
+    pd.testing.assert_frame_equal(frame.astype(str), pd.DataFrame(rows).astype(str))
+
+
 def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = standing_view(run_dir, "rules")
     rows: list[dict[str, Any]] = []
