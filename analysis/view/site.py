@@ -21,7 +21,6 @@ the page adds a ``<script>`` element to load one. Nothing is fetched from the ne
 
 from __future__ import annotations
 
-import hashlib
 import json
 from array import array
 from collections.abc import Callable, Generator, Iterator
@@ -40,6 +39,7 @@ from commitbench.analysis.view.model import (
     SiteRun,
 )
 from commitbench.analysis.view.transcript import MESSAGE
+from commitbench.digests import digest
 from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
@@ -109,10 +109,11 @@ def page_json(page: Part) -> bytes:
 
 
 def group_digest(group: str) -> bytes:
-    """A sample group as the site keeps it: 16 bytes of its BLAKE2b digest (b"" for none). The group is a key
-    compared for equality only, and its text (the run less its sample: episode, player, arm, factors) runs to
-    hundreds of characters: a run index of 100,000 runs, each its own group, would hold tens of megabytes of it."""
-    return hashlib.blake2b(group.encode("utf-8"), digest_size=16).digest() if group else b""
+    """A sample group as the site keeps it: the first 16 bytes of its digest (:func:`commitbench.digests.digest`;
+    b"" for none). The group is a key compared for equality only, and its text (the run less its sample: episode,
+    player, arm, factors) runs to hundreds of characters: a run index of 100,000 runs, each its own group, would
+    hold tens of megabytes of it."""
+    return bytes.fromhex(digest(group, length=32)) if group else b""
 
 
 def site_run(record: RunRecord | SiteRun) -> SiteRun:
