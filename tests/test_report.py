@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing
 from pathlib import Path
 
 import pandas as pd
@@ -127,7 +128,13 @@ def test_console_tables_and_options(run_dir, capsys):
     printed = capsys.readouterr().out
     assert "last-speaker-wins: metrics (%)" in printed and "strict accuracy by cell" in printed
     assert "difference from 'oracle:B3+'" in printed
+    heatmap = run_dir / "report" / "strict_by_cell.png"
+    heatmap.unlink(missing_ok=True)
     assert main(["report", str(run_dir), "--baseline", "ledger:self-kept"]) == 2
+    for child in multiprocessing.active_children():  # a drawing started before the refusal would end by now
+        if child.name.startswith("aside:"):
+            child.join(timeout=120)
+    assert not heatmap.exists()  # refused before the heatmap (drawn on another core) was started
     assert "is not an intervention arm of this run; arms: none, oracle:B3+" in capsys.readouterr().err
     assert main(["report", str(run_dir / "nothing")]) == 2
 

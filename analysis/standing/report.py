@@ -265,10 +265,7 @@ def build_standing_report(
     if rows.empty:
         raise ValueError("; ".join([f"{run_dir} holds no finished runs", *call_error_lines(call_errors or [])]))
     arms = sorted(set(rows["interventions"]))
-    if baseline is None:
-        baseline = "none" if "none" in arms and len(arms) > 1 else None
-    elif baseline not in arms:
-        raise ValueError(f"baseline {baseline!r} is not an intervention arm of this run; arms: {', '.join(arms)}")
+    baseline = chosen_baseline(arms, baseline)
     return StandingReport(
         run_dir=str(run_dir), judge=judge, judge_kind=judge_kind(judge), texts=texts, profile=profile, runs=len(rows),
         n_boot=n_boot,
@@ -291,6 +288,16 @@ def build_standing_report(
         comparisons_by_cell=model_comparisons(rows, pairs or [], cost, by_cell=True, n_boot=n_boot, seed=seed),
         call_errors=list(call_errors or []),
     )
+
+
+def chosen_baseline(arms: list[str], baseline: str | None) -> str | None:
+    """The arm the paired table compares with: ``baseline`` (a ValueError when no run played it), or, when None,
+    'none' where that arm and another were played."""
+    if baseline is None:
+        return "none" if "none" in arms and len(arms) > 1 else None
+    if baseline not in arms:
+        raise ValueError(f"baseline {baseline!r} is not an intervention arm of this run; arms: {', '.join(arms)}")
+    return baseline
 
 
 def model_comparisons(

@@ -21,6 +21,7 @@ from commitbench.analysis.standing.paper import PAPER, standing_paper_tables
 from commitbench.analysis.standing.report import (
     StandingReport,
     build_standing_report,
+    chosen_baseline,
     heatmap_figure,
     write_standing_files,
 )
@@ -218,6 +219,7 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     players = sorted(set(rows["agent"])) if not rows.empty else []
     arms = sorted(set(rows["interventions"])) if not rows.empty else []
     pairs = model_pairs(run_dir, options.compare, players, arms)
+    chosen_baseline(arms, options.baseline)  # a refused baseline stops the report before a figure is started
     out = options.files_dir or Path(run_dir) / "report"
     # The heatmap needs only the cell table: drawn on another core while the other tables are computed.
     by_cell = cell_table(rows, n_boot=options.n_boot, seed=options.seed) if not rows.empty else None
