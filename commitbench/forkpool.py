@@ -57,12 +57,7 @@ def ordered_map(
         pending.extend(executor.submit(task, item) for item in islice(source, ahead * workers))
         while pending:
             result = pending.popleft().result()
-            following = next(source, _NONE)
-            if following is not _NONE:
-                pending.append(executor.submit(task, following))  # type: ignore[arg-type]
+            pending.extend(executor.submit(task, item) for item in islice(source, 1))  # the next one, if any
             yield result
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
-
-
-_NONE = object()
