@@ -23,9 +23,18 @@ from pydantic import BaseModel, ValidationError
 
 from commitbench.jsonl import JsonlError, iter_lines_at
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
-from commitbench.traces import REPAIR_HINT, LatestLines, TraceFileError, file_state, remember_latest_lines
+from commitbench.readindex import load_index, save_index, worth_indexing
+from commitbench.traces import (
+    REPAIR_HINT,
+    LatestLines,
+    TraceFileError,
+    file_state,
+    remember_latest_lines,
+    stored_latest_lines,
+)
 
-__all__ = ["CellFacts", "TraceRow", "cell_problem", "check_trace_file", "iter_trace_rows", "scan_trace_file"]
+__all__ = ["CellFacts", "TraceRow", "cell_problem", "check_trace_file", "iter_trace_rows", "scan_trace_file",
+           "trace_file_checked"]
 
 
 @dataclass(frozen=True)
@@ -128,21 +137,48 @@ def scan_trace_file(path: Path, cells: Mapping[str, CellFacts] | None = None) ->
     return status
 
 
-def check_trace_file(path: Path, cells: Mapping[str, CellFacts]) -> None:
+# The rules of :func:`cell_problem` and :func:`iter_trace_rows`: a file checked under other rules is checked again.
+CHECK_RULES = "1"
+CHECK_INDEX = "trace-check"  # a file's check against a run's cells, in the read index (:mod:`commitbench.readindex`)
+
+
+def check_trace_file(path: Path, cells: Mapping[str, CellFacts], context: str | None = None) -> None:
     """:func:`scan_trace_file` for a reader, which needs no status: every line checked against ``cells``, and
-    where the traces that count are kept for the reads that follow."""
-    for _ in _checked_rows(path, cells):
+    where the traces that count are kept for the reads that follow. ``context`` names ``cells`` (see
+    :func:`trace_file_checked`): a large file that passes is then noted in the read index as checked against them
+    in its present state."""
+    state = file_state(path) if path.exists() else None
+    for _ in _checked_rows(path, cells, state):
         pass
+    if context is not None and state is not None and worth_indexing(state):
+        save_index(CHECK_INDEX, state, b"", _context(context))
 
 
-def _checked_rows(path: Path, cells: Mapping[str, CellFacts] | None) -> Iterator[TraceRow]:
-    state = file_state(path) if cells is not None and path.exists() else None
+def trace_file_checked(path: Path, context: str) -> bool:
+    """Whether ``path``, as it is now, passed :func:`check_trace_file` against the cells ``context`` names (a
+    digest of where they come from, made by the caller), in this process or one before it, with the lines that
+    count still known (:func:`commitbench.traces.stored_latest_lines`)."""
+    if not path.exists():
+        return False
+    state = file_state(path)
+    return (worth_indexing(state) and load_index(CHECK_INDEX, state, _context(context)) is not None
+            and stored_latest_lines(state) is not None)
+
+
+def _context(context: str) -> str:
+    return f"{CHECK_RULES}:{context}"
+
+
+def _checked_rows(path: Path, cells: Mapping[str, CellFacts] | None,
+                  state: tuple[Any, ...] | None = None) -> Iterator[TraceRow]:
+    if state is None and cells is not None and path.exists():
+        state = file_state(path)
     latest = LatestLines()
     rows = _rows_in_pool(path, cells) if parallel_lines(path) else iter_trace_rows(path, cells)
     for row in rows:
         latest.add(row.number, row.offset, row.run_key, row.good)
         yield row
-    if state is not None:  # every line is a trace of a cell: the reads that follow need not check them again
+    if cells is not None and state is not None:  # every line is a trace of a cell: no read that follows checks again
         remember_latest_lines(path, state, latest.finish())
 
 

@@ -315,16 +315,54 @@ class LatestLines:
     def count(self, include_failed: bool = False) -> int:
         return len(self.good) if include_failed else sum(self.good)
 
+    def to_bytes(self) -> bytes:
+        """The lines that count (once :meth:`finish` ran) as bytes, for :mod:`commitbench.readindex`."""
+        return len(self.good).to_bytes(8, "little") + self.offsets.tobytes() + self.numbers.tobytes() + bytes(self.good)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LatestLines | None:
+        """What :meth:`to_bytes` wrote; None for bytes of another length than it writes."""
+        count = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+        if count < 0 or len(data) != 8 + 17 * count:
+            return None
+        lines = cls()
+        lines.offsets.frombytes(data[8:8 + 8 * count])
+        lines.numbers.frombytes(data[8 + 8 * count:8 + 16 * count])
+        lines.good = bytearray(data[8 + 16 * count:])
+        return lines
+
 
 _SCANNED: dict[tuple[Any, ...], LatestLines] = {}  # the last file whose lines were checked: its state -> its lines
+# The lines that count, in the read index of :mod:`commitbench.readindex` (the version of their bytes in the name).
+LINES_INDEX = "trace-lines/1"
 
 
 def remember_latest_lines(file: Path, state: tuple[Any, ...], lines: LatestLines) -> None:
     """Keep the lines that count of ``file``, as found by a pass that checked every line of it while it was in
     ``state`` (:func:`commitbench.jsonl.file_state`, taken before that pass), for the next read of the same file
-    unchanged."""
+    unchanged: in this process, and for a large file in the read index (:mod:`commitbench.readindex`), for the
+    next process too."""
+    from commitbench.readindex import save_index, worth_indexing
+
     _SCANNED.clear()
     _SCANNED[state] = lines
+    if worth_indexing(state):
+        save_index(LINES_INDEX, state, lines.to_bytes())
+
+
+def stored_latest_lines(state: tuple[Any, ...]) -> LatestLines | None:
+    """The lines that count of a file in ``state``, as a pass over it in that state found them (in this process,
+    or one before it: :func:`remember_latest_lines`); None when none did."""
+    from commitbench.readindex import load_index, worth_indexing
+
+    known = _SCANNED.get(state)
+    if known is None and worth_indexing(state):
+        data = load_index(LINES_INDEX, state)
+        known = LatestLines.from_bytes(data) if data is not None else None
+        if known is not None:
+            _SCANNED.clear()
+            _SCANNED[state] = known
+    return known
 
 
 def file_state(path: Path | str) -> tuple[Any, ...]:
@@ -333,11 +371,11 @@ def file_state(path: Path | str) -> tuple[Any, ...]:
 
 
 def _latest_lines(file: Path) -> LatestLines:
-    """The lines that count: as the last pass of this process over the file found them (the line check's, or
-    this function's) when the file has not changed since, else from a pass that reads only each line's run key
-    and error (remembered in turn)."""
+    """The lines that count: as the last pass over the file found them (the line check's, or this function's; in
+    this process or, for a large file, in the read index) when the file has not changed since, else from a pass
+    that reads only each line's run key and error (remembered in turn)."""
     state = jsonl_file_state(file)
-    known = _SCANNED.get(state)
+    known = stored_latest_lines(state)
     if known is not None:
         return known
     lines = LatestLines()

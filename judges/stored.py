@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
+import orjson
 
 from commitbench.jointread import conversion_work
 from commitbench.jsonl import JsonlError, file_state, iter_lines_at, parse_line
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
+from commitbench.readindex import load_index, save_index, worth_indexing
 
 if TYPE_CHECKING:
     from commitbench.judges.labelling import LabelRecord
@@ -159,6 +161,59 @@ _INDEXES: dict[tuple[object, ...], tuple[_KeyEntries, dict[str, str], str | None
 _INDEXES_KEPT = 4
 
 
+_Index = tuple[_KeyEntries, dict[str, str], str | None, int, dict[str, tuple[int, int]]]
+LABELS_INDEX = "labels/1"  # a labels file's index in the read index (:mod:`commitbench.readindex`)
+
+
+def _keep(key: tuple[object, ...], index: _Index) -> None:
+    if key not in _INDEXES and len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[key] = index
+
+
+def _index_context(record_type: type[LabelRecord], what: str) -> str:
+    """What else an index depends on: the records' type (its fields), and what the file's records are called."""
+    return repr((f"{record_type.__module__}.{record_type.__qualname__}", sorted(record_type.model_fields), what))
+
+
+def _index_bytes(index: _Index) -> bytes | None:
+    """An index as the read index keeps it (None for one whose keys are not all run keys as commitbench makes
+    them: those are kept only in this process)."""
+    where, version_of, first_version, records_read, labellers = index
+    if where._dict is not None:
+        return None
+    head = orjson.dumps({"keys": len(where._sorted), "version_of": version_of, "first_version": first_version,
+                         "records_read": records_read, "labellers": labellers})
+    return (len(head).to_bytes(8, "little") + head + where._sorted.tobytes() + where._latest.tobytes()
+            + where._seen.tobytes())
+
+
+def _stored_index(state: tuple[object, ...], record_type: type[LabelRecord], what: str) -> _Index | None:
+    """The index of a labels file in ``state`` kept in the read index; None when there is none (or it does not
+    read as :func:`_index_bytes` writes)."""
+    if not worth_indexing(state):
+        return None
+    data = load_index(LABELS_INDEX, state, _index_context(record_type, what))
+    if data is None or len(data) < 8:
+        return None
+    size = int.from_bytes(data[:8], "little")
+    try:
+        head = orjson.loads(data[8:8 + size])
+        count = int(head["keys"])
+        body = data[8 + size:]
+        if len(body) != count * (32 + 8 + 8):
+            return None
+        where = _KeyEntries()
+        where._sorted = np.frombuffer(body[:32 * count], dtype="S32")
+        where._latest = np.frombuffer(body[32 * count:40 * count], dtype=np.int64)
+        where._seen = np.frombuffer(body[40 * count:], dtype=np.int64)
+        labellers = {str(name): (int(pair[0]), int(pair[1])) for name, pair in head["labellers"].items()}
+        return (where, {str(k): str(v) for k, v in head["version_of"].items()}, head["first_version"],
+                int(head["records_read"]), labellers)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
     """One labels file's latest record of each run key, read from the file when asked for (see the module doc)."""
 
@@ -175,9 +230,10 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         self._handle: tuple[int, IO[bytes]] | None = None
         state = file_state(self.path)
         self._index_key = (state, record_type, what)
-        known = _INDEXES.get((state, record_type, what))
-        if known is not None:  # indexed before in this process, and unchanged since: the index is shared
+        known = _INDEXES.get((state, record_type, what)) or _stored_index(state, record_type, what)
+        if known is not None:  # indexed before (in this process, or kept in the read index), unchanged since
             self._where, self._version_of, self.first_version, self.records_read, self.labellers = known
+            _keep(self._index_key, known)
             return
         heads = _heads_in_pool(self.path, record_type, what) if parallel_lines(self.path) else _heads(
             self.path, record_type, what)
@@ -194,10 +250,12 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
                 self._version_of[key] = version
 
         self._where.finish()
-        if len(_INDEXES) >= _INDEXES_KEPT:
-            _INDEXES.pop(next(iter(_INDEXES)))
-        _INDEXES[(state, record_type, what)] = (self._where, self._version_of, self.first_version,
-                                                self.records_read, self.labellers)
+        made = (self._where, self._version_of, self.first_version, self.records_read, self.labellers)
+        _keep(self._index_key, made)
+        if worth_indexing(state):
+            data = _index_bytes(made)
+            if data is not None:
+                save_index(LABELS_INDEX, state, data, _index_context(record_type, what))
 
     def versions(self) -> Counter[str]:
         """The labeller versions of the latest records, with their counts."""

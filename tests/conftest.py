@@ -10,6 +10,17 @@ from commitbench.llm import ModelSettings
 from commitbench.mock import DEFAULT_MODEL, MockServer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _read_index_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Indexes of large files (:mod:`commitbench.readindex`) go to a directory of the session, not the user's
+    cache; commands the tests start inherit it."""
+    from commitbench.readindex import CACHE_DIR_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_DIR_ENV, str(tmp_path_factory.mktemp("read-index")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def _mock_server_process_wide() -> Iterator[MockServer]:
     server = MockServer().start()

@@ -41,6 +41,7 @@ BOTTOM = (
     "commitbench.memory",
     "commitbench.linechunks",
     "commitbench.forkpool",
+    "commitbench.readindex",
     "commitbench.aside",
     "commitbench.jointread",
     "commitbench.profiles",

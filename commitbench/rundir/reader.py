@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from commitbench import identity
-from commitbench.runcells import check_trace_file
+from commitbench.digests import digest
+from commitbench.jsonl import file_state
+from commitbench.runcells import check_trace_file, trace_file_checked
 from commitbench.rundir import MANIFEST_FILE, RunManifest, directory_lock, read_manifest
 from commitbench.rundir.cells import CELLS_FILE, CellTable, read_cell_table, write_cell_table
 from commitbench.suites import AnySuite, get_suite, suite_for_env
@@ -84,6 +86,16 @@ def directory_cells(run_dir: Path, manifest: RunManifest) -> CellTable:
         ) from None
 
 
+def cells_context(run_dir: Path, manifest: RunManifest) -> str | None:
+    """What names a directory's cells for :func:`commitbench.runcells.trace_file_checked`: its cell table file as
+    it is now and the cells hash of its manifest (None for a directory without a table, whose cells come from
+    expanding its configs, which the code that expands them may change)."""
+    table = run_dir / CELLS_FILE
+    if not table.is_file():
+        return None
+    return digest(repr((file_state(table), manifest.cells_hash)))
+
+
 def run_suite(run_dir: Path | str) -> AnySuite:
     """The suite of a run directory: from its manifest (whose episode-set version must be this checkout's,
     and whose every trace line must be a trace of one of its cells: :mod:`commitbench.runcells`), else from
@@ -94,8 +106,11 @@ def run_suite(run_dir: Path | str) -> AnySuite:
         suite = get_suite(manifest.suite)
         selection = suite.selection.model_validate(manifest.config.get("episodes") or {})
         suite.check_set_version(manifest.episode_set_version, run_dir, selection)
-        # Every line must be a trace of a cell of the run's experiment (the rule 'run' and 'merge' apply).
-        check_trace_file(run_dir / TRACES_FILE, directory_cells(run_dir, manifest).facts())
+        # Every line must be a trace of a cell of the run's experiment (the rule 'run' and 'merge' apply); a
+        # trace file checked against the same cell table before, unchanged since, is not read for it again.
+        traces, context = run_dir / TRACES_FILE, cells_context(run_dir, manifest)
+        if context is None or not trace_file_checked(traces, context):
+            check_trace_file(traces, directory_cells(run_dir, manifest).facts(), context)
         return suite
     path = run_dir / TRACES_FILE
     if not path.exists():
