@@ -19,6 +19,10 @@ from commitbench.analysis.view.model import ChatItem, ItemKind, ModelCallView, P
 from commitbench.protocol import Event, EventKind, ToolCallRecord
 from commitbench.traces import EpisodeTrace, TurnRecord
 
+_SYSTEM, _TOOL_RESULT = EventKind.SYSTEM, EventKind.TOOL_RESULT
+_ASSISTANT, _MESSAGE = EventKind.ASSISTANT, EventKind.MESSAGE
+# A call's arguments in the search text: ``json.dumps(arguments, ensure_ascii=False)``, with one encoder made once.
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False)
 # Transcripts are for reading: a single text beyond this is cut (the trace keeps all of it).
 MAX_ITEM_TEXT = 20_000
 PROMISE_ACT = "promise"
@@ -68,12 +72,9 @@ def system_prompt(trace: EpisodeTrace) -> str:
 
 
 def _same(event: Event, opened_by: Event) -> bool:
-    return (event.kind, event.step, event.sender, event.channel, event.text) == (
-        opened_by.kind, opened_by.step, opened_by.sender, opened_by.channel, opened_by.text
-    )
-
-
-_SAID_TEXTS = ("sender", "title", "party", "channel", "text", "act", "subject")  # in the order ChatItem declares them
+    """Whether ``event`` is the message that opened a turn (the same kind, step, sender, channel and text)."""
+    return (event.step == opened_by.step and event.kind is opened_by.kind and event.sender == opened_by.sender
+            and event.channel == opened_by.channel and event.text == opened_by.text)
 
 
 def said_item(
@@ -81,15 +82,27 @@ def said_item(
     subject: str, message_index: int | None = None, verdicts: list[Part] | None = None, voice: Part | None = None,
 ) -> Part:
     """A message, notice or assistant :class:`ChatItem` part: what :func:`page_part` makes of these fields, made
-    field by field (most items of a page are these, and a large run has a page per trace)."""
+    field by field, in the order ChatItem declares them (most items of a page are these, and a large run has a
+    page per trace)."""
     item: Part = {"kind": kind}
     if step != 0:
         item["step"] = step
     if turn is not None:
         item["turn"] = turn
-    for name, value in zip(_SAID_TEXTS, (sender, title, party, channel, text, act, subject), strict=True):
-        if value != "":
-            item[name] = value
+    if sender != "":
+        item["sender"] = sender
+    if title != "":
+        item["title"] = title
+    if party != "":
+        item["party"] = party
+    if channel != "":
+        item["channel"] = channel
+    if text != "":
+        item["text"] = text
+    if act != "":
+        item["act"] = act
+    if subject != "":
+        item["subject"] = subject
     if message_index is not None:
         item["message_index"] = message_index
     if verdicts:
@@ -152,12 +165,13 @@ def chat_items(
                 original=clip(revision.original),
             ))
 
+    opening = turns[0].opened_by if turns else None  # the message that opens the next turn
     for event in trace.events:
         kind = event.kind
-        turn_index = current.index if current is not None else None
-        if kind is EventKind.SYSTEM:
+        if kind is _SYSTEM:
             continue
-        if kind is EventKind.TOOL_RESULT:
+        turn_index = current.index if current is not None else None
+        if kind is _TOOL_RESULT:
             call = by_id.get(event.call_id)
             if call is not None and id(call) not in shown:
                 shown.add(id(call))
@@ -166,7 +180,7 @@ def chat_items(
                 items.append(page_part(ChatItem, kind=CALL, step=event.step, turn=turn_index, tool=event.tool,
                                        result=clip(event.text), ok=event.ok))
             continue
-        if kind is EventKind.ASSISTANT:
+        if kind is _ASSISTANT:
             index = None
             found: list[Part] = []
             if event.act != PROMISE_ACT:
@@ -176,17 +190,19 @@ def chat_items(
             items.append(said_item(ASSISTANT, event.step, turn_index, event.sender, event.role, "", event.channel,
                                    clip(event.text), event.act, "", index, found))
             continue
-        opens = next_turn < len(turns) and _same(event, turns[next_turn].opened_by)
+        opens = opening is not None and _same(event, opening)
         if opens:
-            close(current)
+            if current is not None and (current.calls or current.revisions):
+                close(current)
             current = turns[next_turn]
             next_turn += 1
+            opening = turns[next_turn].opened_by if next_turn < len(turns) else None
         voice = voices(event) if voices is not None and event.voice is not None else None
         items.append(said_item(
-            MESSAGE if kind is EventKind.MESSAGE else NOTICE, event.step,
+            MESSAGE if kind is _MESSAGE else NOTICE, event.step,
             current.index if opens and current is not None else turn_index, event.sender, event.role,
             parties.get(event.sender, ""), event.channel, clip(event.text),
-            event.act if kind is EventKind.MESSAGE else kind.value, event.subject,
+            event.act if kind is _MESSAGE else kind.value, event.subject,
             voice=voice.model_dump(mode="json", exclude_defaults=True) if voice is not None else None,
         ))
         if opens and current is not None and current.index in reasoning:
@@ -214,10 +230,10 @@ def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
     """Every word of the run a free-text search should find, less the texts in ``shared`` (stored once)."""
     parts: list[str] = []
     for event in trace.events:
-        if event.kind is not EventKind.SYSTEM and event.text and event.text not in shared:
+        if event.kind is not _SYSTEM and event.text and event.text not in shared:
             parts.append(event.text)
     for turn in trace.turns:
-        parts.extend(json.dumps(c.arguments, ensure_ascii=False) if c.arguments is not None else (c.raw_arguments or "")
+        parts.extend(_ARGUMENTS.encode(c.arguments) if c.arguments is not None else (c.raw_arguments or "")
                      for c in turn.calls)
         parts.extend(r.original for r in turn.revisions)
     parts.extend(c.reasoning for c in trace.model_calls if c.reasoning)
