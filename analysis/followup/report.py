@@ -76,6 +76,7 @@ from commitbench.analysis.tables import (
     write_report_files,
 )
 from commitbench.identity import NO_ARM
+from commitbench.jointread import conversion_work
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.rules import CHECKER_NAME
 from commitbench.judges.labelling import MixedLabellersError
@@ -130,6 +131,27 @@ def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
         **commitment_counts(result.commitments),
         **follow_through_counts(result.commitments, result.follow_through),
     )
+
+
+_DUMP_WORK = "follow-up response row"  # a record's dumped row in a joint read's shared work (with the record's id)
+
+
+def response_dump(record: FollowupLabelRecord) -> dict[str, Any] | None:
+    """``response_row(record).model_dump(mode="json")`` (None for a judge error). While both readers of a joint
+    read convert one trace (:mod:`commitbench.jointread`: the viewer's page and the report's row), the second is
+    handed the dict the first made of the same record; neither changes it."""
+    shared = conversion_work()
+    key = (_DUMP_WORK, id(record))
+    if shared is not None:
+        made = shared.get(key)
+        if made is not None and made[0] is record:
+            dumped: dict[str, Any] | None = made[1]
+            return dumped
+    row = response_row(record)
+    dumped = None if row is None else row.model_dump(mode="json")
+    if shared is not None:
+        shared[key] = (record, dumped)  # the record kept with it: its id names no other object meanwhile
+    return dumped
 
 
 def response_frame(records: Iterable[FollowupLabelRecord], expected: str) -> tuple[pd.DataFrame, int]:

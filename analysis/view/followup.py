@@ -17,20 +17,18 @@ from typing import Any
 import pandas as pd
 
 from commitbench.analysis.followup.metrics import METRICS, REQUIRED_COLUMNS
-from commitbench.analysis.followup.report import response_row
+from commitbench.analysis.followup.report import response_dump
 from commitbench.analysis.view.model import (
     CheckView,
     Column,
     ColumnKind,
     CommitmentView,
     JudgeCallView,
-    JudgedAnswer,
     MetricInfo,
     Part,
     RequestView,
     RunRecord,
     RunSource,
-    Signal,
     ToolView,
     TranscriptPage,
     page_part,
@@ -147,11 +145,12 @@ def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> Pa
                 time=c.time_expression or "", capabilities=list(c.required_capabilities), offer=c.is_offer,
                 confidence=c.confidence,
             ))
-    answers = []
+    answers: list[Part] = []
     if result.response is not None:
-        for name in RESPONSE_QUESTIONS:
+        for name in RESPONSE_QUESTIONS:  # JudgedAnswer parts, as page_part makes them (its rationale "" left out)
             answer = getattr(result.response, name)
-            answers.append(page_part(JudgedAnswer, name=name, value=answer.value, rationale=answer.rationale))
+            answers.append({"name": name, "value": answer.value, "rationale": answer.rationale} if answer.rationale
+                           else {"name": name, "value": answer.value})
     return page_part(
         CheckView, judge=judge, outcome=result.outcome.value if result.outcome else "", rule=result.rule,
         error=record.error or result.error or "", commitments=commitments, answers=answers,
@@ -162,7 +161,7 @@ def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> Pa
 
 def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[str, Any], bool]:
     """The run's fields and whether it has a label (and so enters the metrics)."""
-    labelled = response_row(record) if record is not None else None
+    labelled = response_dump(record) if record is not None else None
     factors = trace.factors
     row: dict[str, Any] = {
         "request_id": str(factors.get("request_id", "")), "category": str(factors.get("category", "")),
@@ -172,7 +171,7 @@ def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[
         "arm": record.arm if record else trace_arm(trace), "sample": trace.sample,
     }
     if labelled is not None:
-        row.update(labelled.model_dump(mode="json"))
+        row.update(labelled)
     else:
         row["outcome"] = INFRA_ERROR if trace.infra_error else JUDGE_ERROR if record is not None else NOT_LABELLED
     calls = list(trace.tool_calls())
@@ -233,8 +232,8 @@ def followup_record(
     persists = ""
     with contextlib.suppress(ValueError, KeyError):  # a run of an unknown setup or persona shows no tools
         tools, persists = views.of(row["setup"], row["persona"])
-    signals = [  # described once, in the site's meta (RunSource.signals)
-        page_part(Signal, name=name, value=row[name]) for name, _ in _SIGNAL_TEXT if name in row
+    signals = [  # Signal parts, described once in the site's meta (RunSource.signals)
+        {"name": name, "value": row[name]} for name, _ in _SIGNAL_TEXT if name in row
     ]
     facts = [
         fact("model", str(row["model"]), "model"),

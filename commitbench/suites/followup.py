@@ -30,6 +30,7 @@ from commitbench.analysis.followup.report import (
     checker_kind,
     labeller_of,
     outcome_figure,
+    response_dump,
     response_frame,
     response_row,
     write_followup_files,
@@ -210,8 +211,8 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
             if not isinstance(record, FollowupLabelRecord):
                 record = checker.label_now(trace)
             labeller_of([record], judge)
-            row = response_row(record)
-            response = False if row is None else row.model_dump(mode="json")
+            dumped = response_dump(record)
+            response = False if dumped is None else dumped
         return call_head(trace), cost_row(trace, cost_keys), response
 
     errors = 0
