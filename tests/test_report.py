@@ -321,3 +321,31 @@ def test_a_piped_report_prints_progress_lines_while_it_reads(run_dir, capsys, mo
 def test_a_small_report_prints_no_progress(run_dir, capsys):
     assert main(["report", str(run_dir), "--json", "--n-boot", "20", "--no-figure"]) == 0  # not a terminal: lines
     assert "progress: " not in capsys.readouterr().err  # under the threshold: over in a moment
+
+
+def test_the_tables_made_on_another_core_are_those_made_here(run_dir, monkeypatch):
+    """The policy and rank tables are computed in a forked process while the others are computed here: the report
+    is the one made in one process, and a failure in this process's tables waits for the other's."""
+    import functools
+
+    from commitbench import aside as aside_module
+    from commitbench.analysis.standing import report as report_module
+    from commitbench.analysis.standing import tables as standing_tables
+
+    rows = load_rows(run_dir)
+    started: list[bool] = []
+
+    def forking(work, fork=None):
+        started.append(True)
+        return aside_module.aside(work, fork=True)
+
+    monkeypatch.setattr(report_module, "aside", forking)
+    forked = report_module.build_standing_report(rows, run_dir, "rules", n_boot=100)
+    monkeypatch.setattr(report_module, "aside", functools.partial(aside_module.aside, fork=False))
+    here = report_module.build_standing_report(rows, run_dir, "rules", n_boot=100)
+    assert started == [True] and forked.model_dump() == here.model_dump() and forked.policy_effect
+    monkeypatch.setattr(report_module, "aside", forking)
+    monkeypatch.setattr(standing_tables, "gap_table", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("gap")))
+    with pytest.raises(RuntimeError, match="gap"):
+        report_module.build_standing_report(rows, run_dir, "rules", n_boot=100)
+    assert multiprocessing.active_children() == []  # the other core's work was waited for
