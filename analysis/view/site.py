@@ -144,24 +144,25 @@ class _Column:
         # A byte a run for a flag, four for a code or a count (eight once a count needs them); a list would take 36.
         self.codes = array("b" if kind is ColumnKind.FLAG else "i")
         self._lookup: dict[str, int] = {}
+        self._facet = kind is not ColumnKind.FLAG and kind is not ColumnKind.COUNT  # coded by its text
 
     def add(self, value: Any) -> None:
-        if self.kind is ColumnKind.FLAG:
+        if self._facet:
+            text = "" if value is None else value if type(value) is str else str(value)
+            code = self._lookup.get(text)
+            if code is None:
+                code = self._lookup[text] = len(self.values)
+                self.values.append(text)
+            self.codes.append(code)
+        elif self.kind is ColumnKind.FLAG:
             self.codes.append(FLAG_CODES[None if value is None else bool(value)])
-        elif self.kind is ColumnKind.COUNT:
+        else:
             count = -1 if value is None or value != value else int(value)
             try:
                 self.codes.append(count)
             except OverflowError:
                 self.codes = array("q", self.codes)
                 self.codes.append(count)  # past 64 bits too: an OverflowError, as a list of counts would give in JSON
-        else:
-            text = "" if value is None else str(value)
-            code = self._lookup.get(text)
-            if code is None:
-                code = self._lookup[text] = len(self.values)
-                self.values.append(text)
-            self.codes.append(code)
 
     def json_pieces(self) -> Iterator[str]:
         """The column's entry of the index as JSON text, in pieces: ``{"values":[...],"codes":[...]}``."""
@@ -211,8 +212,9 @@ class _Shards:
         position = len(self.keys)
         self.keys.append(run.key)
         self.masks.append(0)
+        row = run.row
         for column in self.columns:
-            column.add(run.row.get(column.name))
+            column.add(row.get(column.name))
         if run.ok:
             self.finished += 1
             self.ok_rows.append(run.row)
