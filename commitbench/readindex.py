@@ -89,12 +89,14 @@ def _connection(where: Path, create: bool):  # type: ignore[no-untyped-def]
     if not create and not path.exists():
         yield None
         return
-    where.mkdir(parents=True, exist_ok=True)
+    if create:
+        where.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(path, timeout=_TIMEOUT_S, isolation_level=None)
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute(_SCHEMA)
+        if create:  # a store is made by its first writer; a reader only reads
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(_SCHEMA)
         yield connection
     finally:
         connection.close()
@@ -113,7 +115,8 @@ def load_index(kind: str, state: tuple[object, ...], context: str = "") -> bytes
             row = connection.execute("SELECT data FROM indexes WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            connection.execute("UPDATE indexes SET used = ? WHERE name = ?", (time.time(), name))
+            with contextlib.suppress(sqlite3.Error):  # a store that can be read and not written still serves
+                connection.execute("UPDATE indexes SET used = ? WHERE name = ?", (time.time(), name))
             return bytes(row[0])
     except (OSError, sqlite3.Error) as exc:
         _report(where, exc)

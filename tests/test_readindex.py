@@ -203,3 +203,17 @@ def test_a_labels_file_with_keys_of_another_shape_is_not_kept(store: Path, tmp_p
         stored_module.LABELS_INDEX, file_state(path), context) is None
     _as_a_new_process()
     assert list(StoredLabels(path, LabelRecord)) == ["plain-key", "another"]
+
+
+def test_a_damaged_store_is_reported_once_and_the_files_are_indexed_afresh(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.mkdir(parents=True)
+    (store / readindex.INDEX_FILE).write_bytes(b"this is no SQLite database" * 100)
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5)]
+    path = _labels(tmp_path / "labels-rules.jsonl", keys)
+    for _ in range(2):
+        _as_a_new_process()
+        assert list(StoredLabels(path, LabelRecord)) == keys
+    err = capsys.readouterr().err
+    assert err.count("cannot be used") == 1 and str(store / readindex.INDEX_FILE) in err
