@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from commitbench.digests import digest
@@ -84,7 +85,7 @@ def _report(where: Path, exc: BaseException) -> None:
 
 
 @contextlib.contextmanager
-def _connection(where: Path, create: bool):  # type: ignore[no-untyped-def]
+def _connection(where: Path, create: bool) -> Iterator[sqlite3.Connection | None]:
     path = where / INDEX_FILE
     if not create and not path.exists():
         yield None
