@@ -291,6 +291,39 @@ def test_the_follow_up_viewer_checks_each_reply_once_for_its_pages_and_its_repor
         k: v for k, v in alone_report.items() if k != "files"}
 
 
+def test_the_follow_up_metric_row_of_a_reply_is_made_once_for_its_page_and_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from commitbench.analysis.followup import report as followup_report
+    from commitbench.commands.view_cmd import build_site
+    from commitbench.suites import ReportOptions
+    from commitbench.suites.followup import report
+
+    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
+                                              "episodes": {"limit": 30}})
+    run = tmp_path / "run"
+    run_experiment(config, run)
+    alone_report = report(run, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
+    made: list[str] = []
+    real = followup_report.response_row
+
+    def counted(record: Any) -> Any:
+        made.append(record.run_key)
+        return real(record)
+
+    monkeypatch.setattr(followup_report, "response_row", counted)
+    summary = build_site(run, tmp_path / "site", n_boot=50)
+    assert summary.finished == 30 and len(made) == 30 and len(set(made)) == 30  # once a reply, not once a reader
+    document = json.loads((tmp_path / "site" / "report.json").read_text())
+    assert {k: v for k, v in document.items() if k != "files"} == {
+        k: v for k, v in alone_report.items() if k != "files"}
+    made.clear()
+    report(run, ReportOptions(n_boot=50, write_files=False))  # outside a joint read: made by the one reader
+    assert len(made) == 30
+
+
 def test_a_stored_labels_record_is_read_once_for_the_pages_and_the_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
