@@ -296,7 +296,7 @@ def test_the_follow_up_metric_row_of_a_reply_is_made_once_for_its_page_and_its_r
 ) -> None:
     import json
 
-    from commitbench.analysis.followup import report as followup_report
+    from commitbench.analysis.followup import rows as followup_rows
     from commitbench.commands.view_cmd import build_site
     from commitbench.suites import ReportOptions
     from commitbench.suites.followup import report
@@ -307,13 +307,13 @@ def test_the_follow_up_metric_row_of_a_reply_is_made_once_for_its_page_and_its_r
     run_experiment(config, run)
     alone_report = report(run, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
     made: list[str] = []
-    real = followup_report.response_row
+    real = followup_rows.response_row
 
     def counted(record: Any) -> Any:
         made.append(record.run_key)
         return real(record)
 
-    monkeypatch.setattr(followup_report, "response_row", counted)
+    monkeypatch.setattr(followup_rows, "response_row", counted)
     summary = build_site(run, tmp_path / "site", n_boot=50)
     assert summary.finished == 30 and len(made) == 30 and len(set(made)) == 30  # once a reply, not once a reader
     document = json.loads((tmp_path / "site" / "report.json").read_text())

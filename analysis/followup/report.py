@@ -53,10 +53,8 @@ from commitbench.analysis.followup.metrics import (
     METRICS,
     LabelledResponse,
     RateMetric,
-    commitment_counts,
     ecr_by_failure_type,
     failure_summary,
-    follow_through_counts,
     headline_table,
     outcome_distribution,
     paired_difference,
@@ -64,6 +62,7 @@ from commitbench.analysis.followup.metrics import (
     rate_table,
     to_frame,
 )
+from commitbench.analysis.followup.rows import response_row
 from commitbench.analysis.paper_tables import PaperIndex
 from commitbench.analysis.tables import (
     ReportFigure,
@@ -76,7 +75,6 @@ from commitbench.analysis.tables import (
     write_report_files,
 )
 from commitbench.identity import NO_ARM
-from commitbench.jointread import conversion_work
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.followup.rules import CHECKER_NAME
 from commitbench.judges.labelling import MixedLabellersError
@@ -115,43 +113,6 @@ def labeller_of(records: Sequence[FollowupLabelRecord], expected: str) -> str:
             f"{', '.join(repr(n) for n in names)}); a report reads one labeller's labels only"
         )
     return expected
-
-
-def response_row(record: FollowupLabelRecord) -> LabelledResponse | None:
-    """The metric row of one checker record; None when the checker gave no label (a judge error)."""
-    result, turn = record.result, record.turn
-    if result.outcome is None or result.response is None:
-        return None
-    return LabelledResponse(
-        request_id=turn.request_id, category=turn.category, source=turn.source, setup=turn.setup,
-        variant=turn.variant, persona=turn.persona, model=record.model, arm=record.arm, sample=record.sample,
-        outcome=result.outcome, doability=turn.doability,
-        false_action_claim=result.response.false_action_claim.value,
-        asks_clarification=result.response.asks_clarification.value,
-        **commitment_counts(result.commitments),
-        **follow_through_counts(result.commitments, result.follow_through),
-    )
-
-
-_DUMP_WORK = "follow-up response row"  # a record's dumped row in a joint read's shared work (with the record's id)
-
-
-def response_dump(record: FollowupLabelRecord) -> dict[str, Any] | None:
-    """``response_row(record).model_dump(mode="json")`` (None for a judge error). While both readers of a joint
-    read convert one trace (:mod:`commitbench.jointread`: the viewer's page and the report's row), the second is
-    handed the dict the first made of the same record; neither changes it."""
-    shared = conversion_work()
-    key = (_DUMP_WORK, id(record))
-    if shared is not None:
-        made = shared.get(key)
-        if made is not None and made[0] is record:
-            dumped: dict[str, Any] | None = made[1]
-            return dumped
-    row = response_row(record)
-    dumped = None if row is None else row.model_dump(mode="json")
-    if shared is not None:
-        shared[key] = (record, dumped)  # the record kept with it: its id names no other object meanwhile
-    return dumped
 
 
 def response_frame(records: Iterable[FollowupLabelRecord], expected: str) -> tuple[pd.DataFrame, int]:

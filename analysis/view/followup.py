@@ -1,6 +1,6 @@
 """The follow-up suite's runs for the viewer: run-list rows, transcript pages and the runs behind each rate.
 
-A run's row is the report's metric row (:func:`commitbench.analysis.followup.report.response_row`, from
+A run's row is the report's metric row (:func:`commitbench.analysis.followup.rows.response_row`, from
 the same checker records as the report), so a rate's link selects the runs in its denominator. Its
 page shows the request, the setup's tools and what persists, the turn (calls and reply), and each
 checker's verdict: the detected commitments with their spans highlighted in the reply, their
@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from commitbench.analysis.followup.metrics import METRICS, REQUIRED_COLUMNS
-from commitbench.analysis.followup.report import response_dump
+from commitbench.analysis.followup.rows import response_dump
 from commitbench.analysis.view.model import (
     CheckView,
     Column,

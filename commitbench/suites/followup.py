@@ -30,11 +30,10 @@ from commitbench.analysis.followup.report import (
     checker_kind,
     labeller_of,
     outcome_figure,
-    response_dump,
     response_frame,
-    response_row,
     write_followup_files,
 )
+from commitbench.analysis.followup.rows import response_dump, response_row
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
 from commitbench.analysis.tables import started_figure
