@@ -261,11 +261,12 @@ class CannedReply:
         return {"reply": self.reply}
 
 
-def test_the_follow_up_viewer_checks_each_reply_once_for_its_pages_and_its_report(
+def test_the_follow_up_viewer_checks_each_reply_and_makes_its_metric_row_once_for_its_pages_and_its_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import json
 
+    from commitbench.analysis.followup import rows as followup_rows
     from commitbench.commands.view_cmd import build_site
     from commitbench.judges.followup.rules import OfflineChecker
     from commitbench.suites import ReportOptions
@@ -283,44 +284,23 @@ def test_the_follow_up_viewer_checks_each_reply_once_for_its_pages_and_its_repor
         checked.append(turn.request_id)
         return real(self, turn)
 
+    made: list[str] = []
+    real_row = followup_rows.response_row
+
+    def counted_row(record: Any) -> Any:
+        made.append(record.run_key)
+        return real_row(record)
+
     monkeypatch.setattr(OfflineChecker, "check_now", counted)
+    monkeypatch.setattr(followup_rows, "response_row", counted_row)
     summary = build_site(run, tmp_path / "site", n_boot=50)
     assert summary.finished == 30 and len(checked) == 30  # one check a reply, not one for each reader
-    document = json.loads((tmp_path / "site" / "report.json").read_text())
-    assert {k: v for k, v in document.items() if k != "files"} == {
-        k: v for k, v in alone_report.items() if k != "files"}
-
-
-def test_the_follow_up_metric_row_of_a_reply_is_made_once_for_its_page_and_its_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import json
-
-    from commitbench.analysis.followup import rows as followup_rows
-    from commitbench.commands.view_cmd import build_site
-    from commitbench.suites import ReportOptions
-    from commitbench.suites.followup import report
-
-    config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0", "agents": [f"{__name__}:CannedReply"],
-                                              "episodes": {"limit": 30}})
-    run = tmp_path / "run"
-    run_experiment(config, run)
-    alone_report = report(run, ReportOptions(n_boot=50, write_files=False)).model_dump(mode="json")
-    made: list[str] = []
-    real = followup_rows.response_row
-
-    def counted(record: Any) -> Any:
-        made.append(record.run_key)
-        return real(record)
-
-    monkeypatch.setattr(followup_rows, "response_row", counted)
-    summary = build_site(run, tmp_path / "site", n_boot=50)
-    assert summary.finished == 30 and len(made) == 30 and len(set(made)) == 30  # once a reply, not once a reader
+    assert len(made) == len(set(made)) == 30  # and one metric row
     document = json.loads((tmp_path / "site" / "report.json").read_text())
     assert {k: v for k, v in document.items() if k != "files"} == {
         k: v for k, v in alone_report.items() if k != "files"}
     made.clear()
-    report(run, ReportOptions(n_boot=50, write_files=False))  # outside a joint read: made by the one reader
+    report(run, ReportOptions(n_boot=50, write_files=False))  # outside a joint read: the one reader makes each
     assert len(made) == 30
 
 
