@@ -24,6 +24,9 @@ from commitbench.protocol import EventKind, ToolCallRecord
 from commitbench.tools import was_attempted
 from commitbench.traces import EpisodeTrace
 
+# Looked up once: an enum member read off its class costs a descriptor call, and these are read per event.
+_ASSISTANT, _TOOL_RESULT, _MESSAGE = EventKind.ASSISTANT, EventKind.TOOL_RESULT, EventKind.MESSAGE
+_TRIGGER = ScriptAct.TRIGGER.value
 
 class Signals(BaseModel):
     """Per-run facts computed from the trace alone."""
@@ -94,7 +97,7 @@ def turn_answering(trace: EpisodeTrace, step: int | None) -> int | None:
         return None
     for turn in trace.turns:
         opened = turn.opened_by
-        if opened.kind is EventKind.MESSAGE and opened.step == step and opened.act not in ("", "acknowledgement"):
+        if opened.step == step and opened.kind is _MESSAGE and opened.act not in ("", "acknowledgement"):
             return turn.index
     return None
 
@@ -114,11 +117,13 @@ def _positions(trace: EpisodeTrace) -> tuple[list[int], list[int], int | None]:
     results: list[int] = []
     trigger: int | None = None
     for position, event in enumerate(trace.events):
-        if event.kind is EventKind.ASSISTANT and event.act != "promise":
-            messages.append(position)
-        elif event.kind is EventKind.TOOL_RESULT:
+        kind = event.kind
+        if kind is _ASSISTANT:
+            if event.act != "promise":
+                messages.append(position)
+        elif kind is _TOOL_RESULT:
             results.append(position)
-        elif trigger is None and event.kind is EventKind.MESSAGE and event.act == ScriptAct.TRIGGER.value:
+        elif trigger is None and kind is _MESSAGE and event.act == _TRIGGER:
             trigger = position
     return messages, results, trigger
 
