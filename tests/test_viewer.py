@@ -44,7 +44,14 @@ from commitbench.analysis.view.model import (
     page_part,
 )
 from commitbench.analysis.view.standing import SIGNAL_DESCRIPTIONS
-from commitbench.analysis.view.transcript import chat_items, fact, said_item
+from commitbench.analysis.view.transcript import (
+    arguments_text,
+    call_item,
+    chat_items,
+    fact,
+    said_item,
+    settings_text,
+)
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
 from commitbench.judges.followup.labellers import FollowupLabelRecord
@@ -152,6 +159,14 @@ def test_a_page_part_is_its_model_dumped_without_defaults() -> None:
     for field, detail in itertools.product(("", "cell"), (False, True)):
         assert fact("cell", "BASE", field, detail) == page_part(Fact, label="cell", value="BASE", field=field,
                                                                 detail=detail)
+    for step, tool, arguments, raw, result, ok, kind, write in itertools.product(
+            (0, 4), ("", "deploy"), (None, {}, {"env": "staging"}), (None, "", "{bad"), ("", "Deployed."),
+            (True, False), ("", "failed"), (False, True)):
+        call = ToolCallRecord(call_id="c1", step=step, turn=1, tool=tool, arguments=arguments, raw_arguments=raw,
+                              ok=ok, result=result, is_write=write, error_kind=kind)
+        assert call_item(call) == page_part(
+            ChatItem, kind="call", step=step, turn=1, tool=tool, arguments=arguments_text(call), result=result, ok=ok,
+            error_kind=kind, write=write)
 
 
 # ------------------------------------------------------------------------------ runs, sites, reports
@@ -677,3 +692,15 @@ def test_the_served_site_works_and_the_server_stops_with_the_test(
 def test_view_refuses_a_directory_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["view", str(tmp_path)]) == 2
     assert "neither manifest.json nor traces.jsonl" in capsys.readouterr().err
+
+
+def test_the_agent_settings_fact_is_json_text_of_the_settings_whatever_they_hold() -> None:
+    """The "agent settings" fact is ``json.dumps(settings, sort_keys=True)``, also when it is served from the
+    texts made before (settings alike in orjson's text but not in json's: NaN against null, 1 against 1.0)."""
+    cases: list[dict[str, Any]] = [
+        {"b": 1, "a": "x"}, {"a": "x", "b": 1}, {"b": 1.0, "a": "x"}, {"t": float("nan")}, {"t": None},
+        {"t": float("inf")}, {"big": 1 << 70}, {"nested": {"z": [1, 2], "y": "é"}}, {"t": True}, {"t": 1},
+    ]
+    for _ in range(2):  # the second time from the kept texts
+        for settings in cases:
+            assert settings_text(settings) == json.dumps(settings, sort_keys=True)

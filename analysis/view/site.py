@@ -83,8 +83,8 @@ def off_expected(signals: list[Part]) -> list[str]:
 
 def verdict(signals: list[Part]) -> str:
     """What a run's samples are compared on: its yes/no and text signals (counts such as tool calls aside)."""
-    return orjson.dumps([(s["name"], s.get("value")) for s in signals
-                         if isinstance(s.get("value"), bool | str)]).decode("utf-8")
+    return orjson.dumps([(s["name"], value) for s in signals
+                         if isinstance(value := s.get("value"), (bool, str))]).decode("utf-8")
 
 
 def speakers(items: list[Part]) -> str:

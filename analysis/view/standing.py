@@ -165,10 +165,13 @@ def _verdicts(labels: Sequence[tuple[str, list[MessageLabel] | None]]) -> Callab
             if label is None:
                 out.append(page_part(VerdictView, judge=judge, labels=dict.fromkeys(LABEL_QUESTIONS),
                                      error="not labelled"))
-            else:
-                out.append(page_part(VerdictView, judge=judge,
-                                     labels={q: getattr(label, q) for q in LABEL_QUESTIONS},
-                                     rationale=label.rationale, error=label.error))
+            else:  # what page_part(VerdictView, ...) makes, made directly (one per judge and judged message)
+                made: Part = {"judge": judge, "labels": {q: getattr(label, q) for q in LABEL_QUESTIONS}}
+                if label.rationale != "":
+                    made["rationale"] = label.rationale
+                if label.error != "":
+                    made["error"] = label.error
+                out.append(made)
         return out
 
     return verdicts

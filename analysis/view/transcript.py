@@ -71,12 +71,6 @@ def system_prompt(trace: EpisodeTrace) -> str:
     return next((e.text for e in trace.events if e.kind is EventKind.SYSTEM), "")
 
 
-def _same(event: Event, opened_by: Event) -> bool:
-    """Whether ``event`` is the message that opened a turn (the same kind, step, sender, channel and text)."""
-    return (event.step == opened_by.step and event.kind is opened_by.kind and event.sender == opened_by.sender
-            and event.channel == opened_by.channel and event.text == opened_by.text)
-
-
 def said_item(
     kind: str, step: int, turn: int | None, sender: str, title: str, party: str, channel: str, text: str, act: str,
     subject: str, message_index: int | None = None, verdicts: list[Part] | None = None, voice: Part | None = None,
@@ -112,11 +106,26 @@ def said_item(
     return item
 
 
-def _call_item(call: ToolCallRecord) -> Part:
-    return page_part(
-        ChatItem, kind=CALL, step=call.step, turn=call.turn, tool=call.tool, arguments=arguments_text(call),
-        result=clip(call.result), ok=call.ok, error_kind=call.error_kind, write=call.is_write,
-    )
+def call_item(call: ToolCallRecord) -> Part:
+    """A call's :class:`ChatItem` part, as :func:`page_part` makes it, made field by field in ChatItem's order."""
+    item: Part = {"kind": CALL}
+    if call.step != 0:
+        item["step"] = call.step
+    item["turn"] = call.turn  # never None: a call belongs to a turn
+    if call.tool != "":
+        item["tool"] = call.tool
+    arguments = arguments_text(call)
+    if arguments != "":
+        item["arguments"] = arguments
+    if call.result != "":
+        item["result"] = clip(call.result)
+    if not call.ok:
+        item["ok"] = False
+    if call.error_kind != "":
+        item["error_kind"] = call.error_kind
+    if call.is_write:
+        item["write"] = True
+    return item
 
 
 def _reasoning(trace: EpisodeTrace) -> dict[int, str]:
@@ -157,7 +166,7 @@ def chat_items(
         for call in turn.calls:
             if id(call) not in shown:
                 shown.add(id(call))
-                items.append(_call_item(call))
+                items.append(call_item(call))
         for revision in turn.revisions:
             items.append(page_part(
                 ChatItem, kind=REVISION, step=turn.opened_by.step, turn=turn.index, channel=turn.reply_channel,
@@ -175,7 +184,7 @@ def chat_items(
             call = by_id.get(event.call_id)
             if call is not None and id(call) not in shown:
                 shown.add(id(call))
-                items.append(_call_item(call))
+                items.append(call_item(call))
             else:
                 items.append(page_part(ChatItem, kind=CALL, step=event.step, turn=turn_index, tool=event.tool,
                                        result=clip(event.text), ok=event.ok))
@@ -190,7 +199,9 @@ def chat_items(
             items.append(said_item(ASSISTANT, event.step, turn_index, event.sender, event.role, "", event.channel,
                                    clip(event.text), event.act, "", index, found))
             continue
-        opens = opening is not None and _same(event, opening)
+        # Whether this is the message that opened the next turn: the same step, text, kind, sender and channel.
+        opens = (opening is not None and event.step == opening.step and event.text == opening.text
+                 and kind is opening.kind and event.sender == opening.sender and event.channel == opening.channel)
         if opens:
             if current is not None and (current.calls or current.revisions):
                 close(current)
@@ -232,10 +243,12 @@ def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
     for event in trace.events:
         if event.kind is not _SYSTEM and event.text and event.text not in shared:
             parts.append(event.text)
-    for turn in trace.turns:
-        parts.extend(_ARGUMENTS.encode(c.arguments) if c.arguments is not None else (c.raw_arguments or "")
-                     for c in turn.calls)
-        parts.extend(r.original for r in turn.revisions)
+    for turn in trace.turns:  # most turns of a long run call nothing and revise nothing
+        if turn.calls:
+            parts.extend(_ARGUMENTS.encode(c.arguments) if c.arguments is not None else (c.raw_arguments or "")
+                         for c in turn.calls)
+        if turn.revisions:
+            parts.extend(r.original for r in turn.revisions)
     parts.extend(c.reasoning for c in trace.model_calls if c.reasoning)
     return "\n".join(p for p in parts if p)
 
@@ -264,8 +277,29 @@ def identity_facts(trace: EpisodeTrace, agent_field: str, arm_field: str, arm: s
         fact("run key", trace.run_key, detail=True),
     ]
     if trace.agent and trace.agent.settings:
-        facts.append(fact("agent settings", json.dumps(trace.agent.settings, sort_keys=True), detail=True))
+        facts.append(fact("agent settings", settings_text(trace.agent.settings), detail=True))
     return facts
+
+
+_SETTINGS_TEXTS: dict[bytes, str] = {}  # an agent's settings (orjson's text, keys sorted) -> json's text of them
+SETTINGS_TEXTS_KEPT = 256
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """``json.dumps(settings, sort_keys=True)``, made once per distinct settings (every run of a player has the
+    same, and :mod:`json` takes several times as long as orjson, which serves as the key)."""
+    try:
+        key = orjson.dumps(settings, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # a key orjson refuses, an integer past 64 bits
+        return json.dumps(settings, sort_keys=True)
+    if b"null" in key:  # orjson writes NaN and infinities as null, where json writes NaN and Infinity: no key
+        return json.dumps(settings, sort_keys=True)
+    text = _SETTINGS_TEXTS.get(key)
+    if text is None:
+        if len(_SETTINGS_TEXTS) >= SETTINGS_TEXTS_KEPT:
+            _SETTINGS_TEXTS.clear()
+        text = _SETTINGS_TEXTS[key] = json.dumps(settings, sort_keys=True)
+    return text
 
 
 def sample_group(trace: EpisodeTrace) -> str:
