@@ -152,3 +152,33 @@ def test_in_a_pools_worker_the_work_runs_in_place() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         forked, pid, worker = pool.map(_in_a_pool_worker, [0])[0]
     assert not forked and pid == worker  # a daemonic process may not have children: no error, no fork
+
+
+def test_the_follow_up_tables_made_on_another_core_are_those_made_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The headline, pooled and failure-type tables are computed in a forked process while the others are computed
+    here: the report is the one made in one process, and a failure in this process's tables waits for the other's."""
+    import functools
+    import multiprocessing
+
+    from commitbench import aside as aside_module
+    from commitbench.analysis.followup import report as report_module
+
+    rows = _rows()
+    started: list[bool] = []
+
+    def forking(work, fork=None):  # type: ignore[no-untyped-def]
+        started.append(True)
+        return aside_module.aside(work, fork=True)
+
+    monkeypatch.setattr(report_module, "aside", forking)
+    forked = report_module.build_followup_report(rows, 0, "run", "rules", "offline baseline checker", n_boot=50)
+    monkeypatch.setattr(report_module, "aside", functools.partial(aside_module.aside, fork=False))
+    here = report_module.build_followup_report(rows, 0, "run", "rules", "offline baseline checker", n_boot=50)
+    assert started == [True] and forked.model_dump() == here.model_dump() and forked.headline and forked.pooled
+    assert forked.failure_types
+    monkeypatch.setattr(report_module, "aside", forking)
+    monkeypatch.setattr(report_module, "outcome_table",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("outcomes")))
+    with pytest.raises(RuntimeError, match="outcomes"):
+        report_module.build_followup_report(rows, 0, "run", "rules", "offline baseline checker", n_boot=50)
+    assert multiprocessing.active_children() == []  # the other core's work was waited for
