@@ -292,8 +292,8 @@ def settings_text(settings: dict[str, Any]) -> str:
         key = orjson.dumps(settings, option=orjson.OPT_SORT_KEYS)
     except (orjson.JSONEncodeError, TypeError):  # a key orjson refuses, an integer past 64 bits
         return json.dumps(settings, sort_keys=True)
-    if b"null" in key:  # orjson writes NaN and infinities as null, where json writes NaN and Infinity: no key
-        return json.dumps(settings, sort_keys=True)
+    if b"null" in key:  # orjson writes NaN and infinities as null, where json writes NaN and Infinity: settings
+        return json.dumps(settings, sort_keys=True)  # whose text holds null (or "null") are written each time
     text = _SETTINGS_TEXTS.get(key)
     if text is None:
         if len(_SETTINGS_TEXTS) >= SETTINGS_TEXTS_KEPT:

@@ -28,6 +28,7 @@ from commitbench.traces import EpisodeTrace
 _ASSISTANT, _TOOL_RESULT, _MESSAGE = EventKind.ASSISTANT, EventKind.TOOL_RESULT, EventKind.MESSAGE
 _TRIGGER = ScriptAct.TRIGGER.value
 
+
 class Signals(BaseModel):
     """Per-run facts computed from the trace alone."""
 
