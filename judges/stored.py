@@ -277,15 +277,15 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
     def __getitem__(self, key: str) -> RecordT:
         """The latest record of ``key``, read from the file. While both readers of a joint read convert one trace
         (:mod:`commitbench.jointread`), the record the first of them read from this file (unchanged since it was
-        indexed) is handed to the second as it is: neither changes it."""
-        entry = self._where.get(key)
-        if entry is None:
-            raise KeyError(key)
+        indexed) is handed to the second as it is (without a second search of the index): neither changes it."""
         shared = conversion_work()
         if shared is not None:
             found = shared.get((_RECORD_WORK, self._index_key, key))
             if found is not None:
                 return found
+        entry = self._where.get(key)
+        if entry is None:
+            raise KeyError(key)
         record = self._read(key, entry)
         if shared is not None:
             shared[(_RECORD_WORK, self._index_key, key)] = record
