@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,15 @@ from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.view import site
-from commitbench.analysis.view.model import ColumnKind, Overview, TranscriptPage
+from commitbench.analysis.view.model import (
+    Column,
+    ColumnKind,
+    MetricInfo,
+    Overview,
+    RunRecord,
+    RunSource,
+    TranscriptPage,
+)
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
@@ -184,7 +193,7 @@ def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypa
     batches: list[int] = []
     members = source.members
 
-    def batch_members(batch: list[dict[str, Any]]) -> dict[str, list[bool]]:
+    def batch_members(batch: list[dict[str, Any]]) -> Mapping[str, Any]:
         batches.append(len(batch))
         rows.extend(batch)
         return members(batch)
@@ -199,6 +208,41 @@ def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypa
     names = [m.name for m in source.metrics]
     expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(rows))]
     assert masks == expected and any(masks)
+
+
+def test_metric_bits_take_lists_and_arrays_of_any_length_a_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each metric's answer may be a list or a numpy array; a short one marks its first runs, a missing one none,
+    and the runs with an infrastructure error get no bit."""
+    n = 37
+    ok = [i % 5 != 3 for i in range(n)]
+
+    def answer(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        values = [row["v"] for row in rows]
+        return {"even": [v % 2 == 0 for v in values], "third": np.array([v % 3 == 0 for v in values]),
+                "short": [True] * (len(rows) // 2)}
+
+    names = ["even", "third", "absent", "short"]
+    records = [RunRecord(key=f"k{i}", episode="e", row={"v": i, "c": "x"}, ok=ok[i], text="", shared_text="",
+                         page={"suite": "s", "key": f"k{i}", "title": "", "facts": []}) for i in range(n)]
+    source = RunSource(suite="s", judge="j", judges=["j"], columns=[Column(name="c", label="c",
+                       kind=ColumnKind.FACET, description="c")], metrics=[MetricInfo(name=m, description=m)
+                       for m in names], records=iter(records), members=answer)
+    monkeypatch.setattr(site, "MEMBER_BATCH", 8)
+    files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
+    script = site.file_bytes(files["data/index.js"]).decode()
+    masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
+    expected, batch = [], []
+    for i in range(n):  # the finished runs, 8 to a batch; a short answer covers the first half of its batch
+        if ok[i]:
+            batch.append(i)
+        if len(batch) == 8 or (i == n - 1 and batch):
+            for place, j in enumerate(batch):
+                expected.append((j, (j % 2 == 0) | (j % 3 == 0) << 1 | (place < len(batch) // 2) << 3))
+            batch = []
+    want = [0] * n
+    for j, bits in expected:
+        want[j] = int(bits)
+    assert masks == want and masks[3] == masks[8] == 0 and masks[0] == 0b1011 and masks[1] == 0b1000
 
 
 class CannedReply:

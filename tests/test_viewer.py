@@ -11,11 +11,14 @@ side by side shows both columns. Screenshots go to the test's temporary director
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import itertools
 import json
 import os
+import pickle
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,9 +43,11 @@ from commitbench.analysis.view.model import (
     Fact,
     ItemKind,
     Signal,
+    ToolView,
     TranscriptPage,
     page_part,
 )
+from commitbench.analysis.view.site import page_json, shared_parts, with_parts
 from commitbench.analysis.view.standing import SIGNAL_DESCRIPTIONS
 from commitbench.analysis.view.transcript import (
     arguments_text,
@@ -230,6 +235,36 @@ def index_rows(site: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def test_shared_parts_leave_the_page_once_and_come_back_as_they_were() -> None:
+    """A page's shared fields of 64 bytes or more as JSON leave it, named by key; put back, the page is the one
+    made; the page without them is still its model's JSON; the same part is the same bytes object, so runs
+    pickled together (from a worker process) carry it once."""
+    prompt = "You are the team's assistant. Keep what you promise, and say when you cannot." * 3
+    tools = [page_part(ToolView, name=f"tool_{i}", description="Does one thing, well." * 4, write=i % 2 == 0)
+             for i in range(3)]
+    page = page_part(TranscriptPage, suite="followup", key="k1", title="t", facts=[], system_prompt=prompt,
+                     tools=tools, persists="Nothing.", reply="Done.")
+    before = json.dumps(page)
+    written, parts = shared_parts(page)
+    assert json.dumps(page) == before  # the page handed in is left as it is
+    assert written["parts"] == {name: key for name, (key, _) in zip(("system_prompt", "tools"), parts, strict=True)}
+    assert "tools" not in written and "system_prompt" not in written and written["persists"] == "Nothing."
+    assert all(key == hashlib.sha256(data).hexdigest()[:16] and json.loads(data) == page[name]
+               for name, (key, data) in zip(("system_prompt", "tools"), parts, strict=True))
+    assert page_json(written) == TranscriptPage.model_validate(written).model_dump_json(exclude_defaults=True).encode()
+    back = with_parts(written, {key: json.loads(data) for key, data in parts})
+    assert back == page and list(back) == list(page)  # the fields in their model's order
+    other = {**page, "key": "k2"}
+    _, again = shared_parts(other)
+    assert [key for key, _ in again] == [key for key, _ in parts] and all(
+        a[1] is b[1] for a, b in zip(again, parts, strict=True))
+    alone = len(pickle.dumps(parts))
+    assert len(pickle.dumps([parts, again])) < alone + 100  # the second run's parts pickle as references
+    assert shared_parts({"suite": "s", "key": "k", "title": "", "facts": [], "persists": "short"})[1] == ()
+    with pytest.raises(KeyError):
+        with_parts(written, {})
+
+
 def matching(rows: list[dict[str, Any]], metric: str | None = None, **fields: str | list[str]) -> list[dict[str, Any]]:
     wanted = {k: [v] if isinstance(v, str) else v for k, v in fields.items()}
     return [r for r in rows
@@ -250,6 +285,14 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
             models = [TranscriptPage.model_validate(p) for p in registered(path)[1]]
             written = ",".join(m.model_dump_json(exclude_defaults=True) for m in models)
             assert path.read_text(encoding="utf-8") == f"commitbench.runs({number},[{written}]);\n"
+        (parts,) = registered(site / "data" / "parts.js")  # what many pages show alike, once
+        named = [key for p in pages for key in p.get("parts", {}).values()]
+        assert set(named) == set(parts) and len(parts) < len(pages) < len(named)
+        assert all(key == hashlib.sha256(page_json(part)).hexdigest()[:16] for key, part in parts.items())
+        for page in pages:  # each page, its parts put back, is its model's page with every shared field in place
+            whole = with_parts(page, parts)
+            assert "parts" not in whole and set(page.get("parts", {})) <= set(whole)
+            assert whole == TranscriptPage.model_validate(whole).model_dump(mode="json", exclude_defaults=True)
         (meta,) = registered(site / "data" / "meta.js")  # each signal described once, there, not on every page
         assert all(s["name"] in meta["signals"] and "description" not in s for p in pages for s in p["signals"])
         shown = json.loads((site / "report.json").read_text())
@@ -614,6 +657,18 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
     assert revision.original in _text(chrome)
     assert chrome.evaluate("document.querySelectorAll('.item.revision').length") == 1
     assert_clean(chrome)
+
+
+@pytest.mark.slow
+def test_a_page_whose_shared_part_is_missing_says_so(chrome: Browser, sites: dict[str, Path], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(sites["followup"], site)
+    page = next(p for path in sorted((site / "data" / "runs").glob("*.js")) for p in registered(path)[1]
+                if "tools" in p.get("parts", {}))
+    (site / "data" / "parts.js").write_text("commitbench.parts({});\n", encoding="utf-8")
+    open_site(chrome, site, f"#/run/{page['key']}")
+    assert chrome.evaluate("document.querySelector('.error-box h1').textContent") == "Cannot show this page"
+    assert f"the site holds no part {page['parts']['system_prompt']}" in _text(chrome)
 
 
 @pytest.mark.slow

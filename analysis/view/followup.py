@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from commitbench.analysis.followup.metrics import METRICS, REQUIRED_COLUMNS
@@ -281,9 +282,9 @@ def followup_records(
         yield followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
 
-def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:
+def members(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Per rate, which of the finished runs' rows are in its denominator (labelled runs only)."""
-    out: dict[str, list[bool]] = {name: [False] * len(rows) for name in LINKED_METRICS}
+    out = {name: np.zeros(len(rows), dtype=bool) for name in LINKED_METRICS}
     positions = [i for i, row in enumerate(rows) if row.get("labelled")]
     if not positions:
         return out
@@ -291,8 +292,7 @@ def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:
     frame = pd.DataFrame({column: [rows[i].get(column) for i in positions] for column in REQUIRED_COLUMNS})
     for name in LINKED_METRICS:
         denominator = pd.Series(METRICS[name].denominator(frame), index=frame.index).astype(float) > 0
-        for position, inside in zip(positions, denominator.tolist(), strict=True):
-            out[name][position] = bool(inside)
+        out[name][positions] = denominator.to_numpy(dtype=bool)
     return out
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun
-from commitbench.analysis.view.site import site_run
+from commitbench.analysis.view.site import site_run, with_parts
 from commitbench.analysis.view.stamp import read_stamp
 from commitbench.traces import EpisodeTrace
 
@@ -38,7 +38,7 @@ class LiveRun(BaseModel):
     episode: str = Field(description="Episode id.")
     ok: bool = Field(description="Finished without an infrastructure error.")
     row: dict[str, Any] = Field(description="The run's run-list fields, by column name.")
-    page: dict[str, Any] = Field(description="Its transcript page (as in data/runs/*.js).")
+    page: dict[str, Any] = Field(description="Its transcript page (as in data/runs/*.js, its shared parts in place).")
     text: str = Field(description="Its own words, for search.")
     shared: str = Field(description="Its episode's script words, for search.")
     speakers: str = Field(description="Who speaks in it, for search.")
@@ -123,6 +123,7 @@ class LiveRuns:
         run = site_run(record)
         live = LiveRun(key=run.key, episode=run.episode, ok=run.ok,
                        row={name: _plain(run.row.get(name)) for name in self.columns},
-                       page=json.loads(run.page), text=run.text, shared=run.shared_text, speakers=run.speakers,
+                       page=with_parts(json.loads(run.page), {key: json.loads(data) for key, data in run.parts}),
+                       text=run.text, shared=run.shared_text, speakers=run.speakers,
                        off=list(run.off))
         return live.model_dump_json().encode("utf-8")

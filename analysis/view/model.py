@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.tables import TableView
@@ -282,6 +284,12 @@ class TranscriptPage(BaseModel):
         description="Standing: the episode's twins in other languages (language -> episode id); the page offers "
         "their runs side by side.",
     )
+    parts: dict[str, str] = Field(
+        default_factory=dict,
+        description="The fields this page shows as many other runs show them (a setup's tools, a system prompt), "
+        "by name: each one's key in the site's data/parts.js, where it is written once. The page reads as if they "
+        "stood here.",
+    )
 
 
 @dataclass(frozen=True)
@@ -315,6 +323,9 @@ class SiteRun:
     off: tuple[str, ...]  # the signals that differ from the cell's expectation (``analysis.view.site.off_expected``)
     verdict: str  # what its samples are compared on (``analysis.view.site.verdict``)
     sample_group: bytes = b""  # the run less its sample, as a digest (``analysis.view.site.group_digest``)
+    # The parts its page names (key, the part as JSON): a part seen before in this process is the same bytes object,
+    # so runs pickled together carry it once (``analysis.view.site.shared_parts``).
+    parts: tuple[tuple[str, bytes], ...] = ()
 
 
 class MetricInfo(BaseModel):
@@ -329,7 +340,8 @@ class RunSource:
     """A suite's runs for the site: its run-list columns, its metrics, and its runs one at a time.
 
     ``members`` gets rows of finished runs (in the order they were yielded) and returns, per metric, which
-    of them the metric reads: the runs behind a report number that names the metric. Whether a metric
+    of them the metric reads (a yes or no per row, as a list or a numpy array): the runs behind a report
+    number that names the metric. Whether a metric
     reads a run depends on that run's row alone, so the site hands the rows over a batch at a time and
     never holds every row.
     """
@@ -340,7 +352,7 @@ class RunSource:
     columns: Sequence[Column]
     metrics: Sequence[MetricInfo]
     records: Iterator[RunRecord | SiteRun]
-    members: Callable[[list[dict[str, Any]]], dict[str, list[bool]]]
+    members: Callable[[list[dict[str, Any]]], Mapping[str, Sequence[bool] | NDArray[np.bool_]]]
     # What each signal its pages show means, by name: written once, in the site's meta; their pages leave the
     # description of these signals out (a page of a large run would otherwise repeat each one).
     signals: Mapping[str, str] = field(default_factory=dict)

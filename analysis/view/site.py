@@ -9,6 +9,8 @@ streams the runs, so a full grid never sits in memory; writing them is left to t
     data/meta.js           the run, its columns, metrics and signals, the overview tables with their links
     data/index.js          the run list: one entry per run, column by column (values coded once)
     data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
+    data/parts.js          what many pages show alike (a setup's tools, a system prompt), each written once and
+                           named by its key on the pages that show it, loaded with the first page that does
     data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
                            (each run's own words, its episode's script, and who speaks: name, title, part)
     img/                   the report's figures (copied by the caller; the overview names them there)
@@ -27,6 +29,7 @@ from collections.abc import Callable, Generator, Iterator
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import orjson
 from pydantic import BaseModel, Field
 
@@ -37,6 +40,7 @@ from commitbench.analysis.view.model import (
     RunRecord,
     RunSource,
     SiteRun,
+    TranscriptPage,
 )
 from commitbench.analysis.view.transcript import MESSAGE
 from commitbench.digests import digest
@@ -57,6 +61,14 @@ class SiteCounts(BaseModel):
     finished: int = Field(description="Runs without an infrastructure error.")
     run_shards: int = Field(description="Transcript files.")
     text_shards: int = Field(description="Search-text files.")
+
+# Page fields that many runs show alike (a setup's tools, a system prompt, an episode's people and expectation):
+# each distinct value is written once, in data/parts.js, and a page names it by key (TranscriptPage.parts).
+SHARED_FIELDS = ("system_prompt", "people", "expected", "tools", "persists")
+SHARED_MIN_BYTES = 64  # a smaller value stays on its page (a key and its mention would take about as much)
+PART_KEY_CHARS = 16  # a part's key: the first 16 hex digits of the digest of its JSON
+PARTS_KEPT = 4_096  # parts whose key this process keeps (then it starts again)
+_PARTS_SEEN: dict[bytes, tuple[str, bytes]] = {}
 
 # A path inside the site, and the file's bytes (or its bytes in pieces, for a file too large to hold at once).
 SiteFile = tuple[str, bytes | Iterator[bytes]]
@@ -116,17 +128,63 @@ def group_digest(group: str) -> bytes:
     return bytes.fromhex(digest(group, length=32)) if group else b""
 
 
+def _part(data: bytes) -> tuple[str, bytes]:
+    """A part's key (the start of its digest) and the one bytes object of this process that holds it."""
+    found = _PARTS_SEEN.get(data)
+    if found is None:
+        if len(_PARTS_SEEN) >= PARTS_KEPT:
+            _PARTS_SEEN.clear()
+        found = _PARTS_SEEN[data] = (digest(data, length=PART_KEY_CHARS), data)
+    return found
+
+
+def shared_parts(page: Part) -> tuple[Part, tuple[tuple[str, bytes], ...]]:
+    """``page`` with its :data:`SHARED_FIELDS` of at least :data:`SHARED_MIN_BYTES` as JSON taken out and named in
+    its ``parts`` field instead (a new dict; ``page`` is left as it is), and those parts as (key, JSON)."""
+    taken: dict[str, str] = {}
+    parts: list[tuple[str, bytes]] = []
+    for name in SHARED_FIELDS:
+        value = page.get(name)
+        if value is None:
+            continue
+        data = page_json(value)
+        if len(data) < SHARED_MIN_BYTES:
+            continue
+        key, data = _part(data)
+        taken[name] = key
+        parts.append((key, data))
+    if not taken:
+        return page, ()
+    out = {name: value for name, value in page.items() if name not in taken}
+    out["parts"] = taken  # the model's last field: the page is still its model's JSON
+    return out, tuple(parts)
+
+
+def with_parts(page: Part, parts: dict[str, Any]) -> Part:
+    """A page as the site shows it: the fields its ``parts`` names put back from ``parts`` (key -> the part as
+    plain data, what data/parts.js holds), in the order its model declares them (KeyError: a part not there)."""
+    named = page.get("parts")
+    if not named:
+        return page
+    values = {**page, **{name: parts[key] for name, key in named.items()}}
+    del values["parts"]
+    return {name: values[name] for name in TranscriptPage.model_fields if name in values}
+
+
 def site_run(record: RunRecord | SiteRun) -> SiteRun:
-    """The run as the site stores it: its page written, who speaks in it, its signals off the expectation and its
-    verdict taken out (a :class:`SiteRun` is returned as it is)."""
+    """The run as the site stores it: its page written (with its shared parts apart: :func:`shared_parts`), who
+    speaks in it, its signals off the expectation and its verdict taken out (a :class:`SiteRun` is returned as it
+    is)."""
     if isinstance(record, SiteRun):
         return record
     page = record.page
     signals = page.get("signals", [])
+    written, parts = shared_parts(page)
     return SiteRun(
         key=record.key, episode=record.episode, row=record.row, ok=record.ok, text=record.text,
-        shared_text=record.shared_text, page=page_json(page), speakers=speakers(page.get("items", [])),
+        shared_text=record.shared_text, page=page_json(written), speakers=speakers(page.get("items", [])),
         off=tuple(off_expected(signals)), verdict=verdict(signals), sample_group=group_digest(record.sample_group),
+        parts=parts,
     )
 
 
@@ -203,6 +261,7 @@ class _Shards:
         self.texts: list[str] = []
         self.speakers: list[str] = []
         self.shared: dict[int, str] = {}
+        self.parts: dict[str, bytes] = {}  # every part a page names: key -> its JSON
         self.run_shards = 0
         self.text_shards = 0
 
@@ -225,6 +284,8 @@ class _Shards:
             self.shared[episode] = run.shared_text
         self.episode_codes.append(episode)
         self.pages.append(run.page)
+        for key, data in run.parts:
+            self.parts.setdefault(key, data)
         self.texts.append(run.text)
         self.speakers.append(run.speakers)
         self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in run.off)
@@ -259,10 +320,14 @@ class _Shards:
         if not self.ok_rows:
             return
         members = self.source.members(self.ok_rows)
+        positions = np.asarray(self.ok_positions, dtype=np.int64)
+        bits = np.zeros(len(positions), dtype=np.uint64)
         for bit, name in enumerate(self.metric_names):
-            for position, inside in zip(self.ok_positions, members.get(name, []), strict=False):
-                if inside:
-                    self.masks[position] |= 1 << bit
+            inside = np.asarray(members.get(name, ()), dtype=bool)[: len(positions)]  # a short list marks its runs
+            bits[: len(inside)] |= inside.astype(np.uint64) << np.uint64(bit)
+        masks = np.frombuffer(self.masks, dtype=np.uint64)  # a view: let go before the next run is appended
+        masks[positions] |= bits
+        del masks
         self.ok_rows, self.ok_positions = [], []
 
     def flush_pages(self) -> list[SiteFile]:
@@ -325,6 +390,14 @@ def _index_script(shards: _Shards) -> Iterator[bytes]:
     return (piece.encode("utf-8") for piece in pieces())
 
 
+def _parts_script(parts: dict[str, bytes]) -> Iterator[bytes]:
+    """``commitbench.parts({key: part, ...});``: every part a page names, each as its JSON, in pieces."""
+    yield f"{REGISTRY}.parts(".encode() + b"{"
+    for number, (key, data) in enumerate(parts.items()):
+        yield (b"," if number else b"") + _json(key).encode("ascii") + b":" + data
+    yield b"});\n"
+
+
 def assets() -> list[tuple[str, bytes]]:
     """The page, script and style, from the package."""
     root = resources.files("commitbench.analysis.view").joinpath("assets")
@@ -358,6 +431,7 @@ def site_files_then(
     shards.mark_members()
     yield from shards.flush_pages()
     yield from shards.flush_texts()
+    yield "data/parts.js", _parts_script(shards.parts)
     yield "data/index.js", _index_script(shards)
     counts = SiteCounts(runs=len(shards.keys), finished=shards.finished, run_shards=shards.run_shards,
                         text_shards=shards.text_shards)

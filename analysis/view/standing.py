@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from commitbench.analysis.standing.metrics import METRIC_NAMES, METRICS, metric_members, run_row
@@ -350,12 +351,12 @@ def standing_records(
         yield standing_record(trace, episode, labels, graded_with(trace, episode), views, texts[episode.id])
 
 
-def members(rows: list[dict[str, Any]]) -> dict[str, list[bool]]:
+def members(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Per metric, which of the (finished) runs' rows it reads."""
     if not rows:
-        return {name: [] for name in METRIC_NAMES}
+        return {name: np.zeros(0, dtype=bool) for name in METRIC_NAMES}
     frame = pd.DataFrame(rows)
-    return {name: [bool(v) for v in metric_members(frame, name)] for name in METRIC_NAMES}
+    return {name: metric_members(frame, name).to_numpy(dtype=bool) for name in METRIC_NAMES}
 
 
 def metric_infos() -> list[MetricInfo]:

@@ -24,6 +24,7 @@
     meta: null,
     ix: null,
     shards: new Map(),
+    parts: new Map(),
     scripts: new Map(),
     text: null,
     textParts: [],
@@ -42,6 +43,7 @@
     meta(meta) { state.meta = meta; },
     index(ix) { state.ix = decodeIndex(ix); },
     runs(shard, pages) { state.shards.set(shard, pages); },
+    parts(parts) { for (const [key, part] of Object.entries(parts)) state.parts.set(key, part); },
     text(shard, part) { state.textParts[shard] = part; },
   };
 
@@ -107,7 +109,21 @@
     if (i === undefined) throw new Error("no run with key " + key);
     const shard = Math.floor(i / state.meta.runShard);
     await loadScript("data/runs/" + pad(shard) + ".js");
-    return state.shards.get(shard)[i % state.meta.runShard];
+    const page = state.shards.get(shard)[i % state.meta.runShard];
+    if (page.parts) await putParts(page);
+    return page;
+  }
+
+  // A page names what many pages show alike (a setup's tools, a system prompt) by key; data/parts.js holds each.
+  async function putParts(page) {
+    const named = page.parts;
+    await loadScript("data/parts.js");
+    if (page.parts !== named) return;  // put back meanwhile, by another load of the same page
+    for (const [field, key] of Object.entries(named)) {
+      if (!state.parts.has(key)) throw new Error("the site holds no part " + key + " (" + field + " of run " + page.key + ")");
+      page[field] = state.parts.get(key);
+    }
+    delete page.parts;
   }
 
   async function loadTexts() {
