@@ -36,12 +36,16 @@ from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
 from commitbench.analysis.followup.metrics import to_frame
 from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, responses_from_records
 from commitbench.analysis.standing.report import SHORT
+from commitbench.analysis.view import site as site_module
 from commitbench.analysis.view.followup import locate, utf16_offset
 from commitbench.analysis.view.model import (
     ChatItem,
     CommitmentView,
     Fact,
     ItemKind,
+    Overview,
+    RunRecord,
+    RunSource,
     Signal,
     ToolView,
     TranscriptPage,
@@ -263,6 +267,31 @@ def test_shared_parts_leave_the_page_once_and_come_back_as_they_were() -> None:
     assert shared_parts({"suite": "s", "key": "k", "title": "", "facts": [], "persists": "short"})[1] == ()
     with pytest.raises(KeyError):
         with_parts(written, {})
+
+
+def test_parts_past_the_limit_stay_on_their_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs whose pages each show a prompt of their own: data/parts.js takes parts up to PARTS_BYTES_KEPT, and the
+    pages after that keep theirs (only those the file does not hold); every page reads as it was made."""
+    tools = [page_part(ToolView, name="lookup", description="Looks one thing up, and says what it found." * 2)]
+    pages = [page_part(TranscriptPage, suite="s", key=f"k{i}", title="t", facts=[],
+                       system_prompt=f"Run {i}: keep every promise you make, and say so when you cannot." * 2,
+                       tools=tools) for i in range(30)]
+    records = [RunRecord(key=p["key"], episode="e", row={}, ok=True, text="", shared_text="", page=p) for p in pages]
+    source = RunSource(suite="s", judge="j", judges=["j"], columns=[], metrics=[], records=iter(records),
+                       members=lambda rows: {})
+    tool_bytes, prompt_bytes = len(page_json(tools)), len(page_json(pages[0]["system_prompt"]))
+    monkeypatch.setattr(site_module, "PARTS_BYTES_KEPT", tool_bytes + 10 * prompt_bytes)
+    files = {name: site_module.file_bytes(data) for name, data in
+             site_module.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {})}
+    text = files["data/parts.js"].decode()
+    parts = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    assert len(parts) == 11 and sum(len(page_json(p)) for p in parts.values()) <= site_module.PARTS_BYTES_KEPT
+    shard = files["data/runs/00000.js"].decode()
+    written = json.loads("[" + shard[shard.index("(") + 1:shard.rindex(")")] + "]")[1]
+    assert [set(p.get("parts", {})) for p in written] == [{"system_prompt", "tools"}] * 10 + [{"tools"}] * 20
+    assert [with_parts(p, parts) for p in written] == pages
+    assert all(page_json(p) == TranscriptPage.model_validate(p).model_dump_json(exclude_defaults=True).encode()
+               for p in written)
 
 
 def matching(rows: list[dict[str, Any]], metric: str | None = None, **fields: str | list[str]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Container, Generator, Iterator, Mapping
 from importlib import resources
 from typing import Any
 
@@ -67,8 +67,13 @@ class SiteCounts(BaseModel):
 SHARED_FIELDS = ("system_prompt", "people", "expected", "tools", "persists")
 SHARED_MIN_BYTES = 64  # a smaller value stays on its page (a key and its mention would take about as much)
 PART_KEY_CHARS = 16  # a part's key: the first 16 hex digits of the digest of its JSON
-PARTS_KEPT = 4_096  # parts whose key this process keeps (then it starts again)
+PARTS_KEPT = 4_096  # parts whose key a process keeps, and at most PARTS_SEEN_BYTES of them (then it starts again)
+PARTS_SEEN_BYTES = 8 * 2**20
+# The most data/parts.js holds: a page whose parts would take it past this keeps them (a run whose pages each show
+# a prompt of their own would otherwise hold every one of them in memory until the end).
+PARTS_BYTES_KEPT = 32 * 2**20
 _PARTS_SEEN: dict[bytes, tuple[str, bytes]] = {}
+_parts_seen_bytes = 0
 
 # A path inside the site, and the file's bytes (or its bytes in pieces, for a file too large to hold at once).
 SiteFile = tuple[str, bytes | Iterator[bytes]]
@@ -130,11 +135,14 @@ def group_digest(group: str) -> bytes:
 
 def _part(data: bytes) -> tuple[str, bytes]:
     """A part's key (the start of its digest) and the one bytes object of this process that holds it."""
+    global _parts_seen_bytes
     found = _PARTS_SEEN.get(data)
     if found is None:
-        if len(_PARTS_SEEN) >= PARTS_KEPT:
+        if len(_PARTS_SEEN) >= PARTS_KEPT or _parts_seen_bytes + len(data) > PARTS_SEEN_BYTES:
             _PARTS_SEEN.clear()
+            _parts_seen_bytes = 0
         found = _PARTS_SEEN[data] = (digest(data, length=PART_KEY_CHARS), data)
+        _parts_seen_bytes += len(data)
     return found
 
 
@@ -160,14 +168,22 @@ def shared_parts(page: Part) -> tuple[Part, tuple[tuple[str, bytes], ...]]:
     return out, tuple(parts)
 
 
-def with_parts(page: Part, parts: dict[str, Any]) -> Part:
+def with_parts(page: Part, parts: Mapping[str, Any], only: Container[str] | None = None) -> Part:
     """A page as the site shows it: the fields its ``parts`` names put back from ``parts`` (key -> the part as
-    plain data, what data/parts.js holds), in the order its model declares them (KeyError: a part not there)."""
+    plain data, what data/parts.js holds), in the order its model declares them (KeyError: a part not there).
+    With ``only``, just the parts whose keys it holds are put back; the others stay named."""
     named = page.get("parts")
     if not named:
         return page
-    values = {**page, **{name: parts[key] for name, key in named.items()}}
-    del values["parts"]
+    back = {name: key for name, key in named.items() if only is None or key in only}
+    if not back:
+        return page
+    values = {**page, **{name: parts[key] for name, key in back.items()}}
+    left = {name: key for name, key in named.items() if name not in back}
+    if left:
+        values["parts"] = left
+    else:
+        del values["parts"]
     return {name: values[name] for name in TranscriptPage.model_fields if name in values}
 
 
@@ -262,6 +278,7 @@ class _Shards:
         self.speakers: list[str] = []
         self.shared: dict[int, str] = {}
         self.parts: dict[str, bytes] = {}  # every part a page names: key -> its JSON
+        self.parts_bytes = 0
         self.run_shards = 0
         self.text_shards = 0
 
@@ -283,9 +300,7 @@ class _Shards:
             episode = self.episodes[run.episode] = len(self.episodes)
             self.shared[episode] = run.shared_text
         self.episode_codes.append(episode)
-        self.pages.append(run.page)
-        for key, data in run.parts:
-            self.parts.setdefault(key, data)
+        self.pages.append(self._page_of(run) if run.parts else run.page)
         self.texts.append(run.text)
         self.speakers.append(run.speakers)
         self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in run.off)
@@ -309,6 +324,20 @@ class _Shards:
         if len(self.texts) == TEXT_SHARD:
             done.extend(self.flush_texts())
         return done
+
+    def _page_of(self, run: SiteRun) -> bytes:
+        """The run's page as written: its parts kept for data/parts.js, or, those the file cannot take any more
+        (:data:`PARTS_BYTES_KEPT`), put back on the page."""
+        fresh = {key: data for key, data in run.parts if key not in self.parts}
+        if not fresh:
+            return run.page
+        size = sum(map(len, fresh.values()))
+        if self.parts_bytes + size <= PARTS_BYTES_KEPT:
+            self.parts.update(fresh)
+            self.parts_bytes += size
+            return run.page
+        inline = {key: json.loads(data) for key, data in fresh.items()}  # json: any integer a page may hold
+        return page_json(with_parts(json.loads(run.page), inline, only=inline))
 
     def differs(self) -> list[int]:
         """Per run, 1 when the finished samples of its group disagree (on :func:`verdict`), else 0."""
