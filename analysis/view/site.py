@@ -62,6 +62,7 @@ class SiteCounts(BaseModel):
     run_shards: int = Field(description="Transcript files.")
     text_shards: int = Field(description="Search-text files.")
 
+
 # Page fields that many runs show alike (a setup's tools, a system prompt, an episode's people and expectation):
 # each distinct value is written once, in data/parts.js, and a page names it by key (TranscriptPage.parts).
 SHARED_FIELDS = ("system_prompt", "people", "expected", "tools", "persists")
