@@ -341,9 +341,8 @@ class RunSource:
 
     ``members`` gets rows of finished runs (in the order they were yielded) and returns, per metric, which
     of them the metric reads (a yes or no per row, as a list or a numpy array): the runs behind a report
-    number that names the metric. Whether a metric
-    reads a run depends on that run's row alone, so the site hands the rows over a batch at a time and
-    never holds every row.
+    number that names the metric. Whether a metric reads a run depends on that run's row alone, so the site
+    hands the rows over a batch at a time and never holds every row.
     """
 
     suite: str
