@@ -81,21 +81,31 @@ class SiteSummary(BaseModel):
 
 
 SITE_PARTS = ("data", "assets", "img", "index.html", "report.json")
+# Written before an earlier site is removed and removed once the new one is whole: a build that was stopped (Ctrl-C,
+# SIGTERM, a crash) leaves it, so the next build knows the half-written site as its own and replaces it.
+UNFINISHED_FILE = "unfinished.txt"
+UNFINISHED_TEXT = ("commitbench view began writing the site in this directory and did not finish it. Run the same "
+                   "command again: the new build replaces what is here.\n")
 PROGRESS_UNIT = "runs"
 # The report files a site shows (copied into img/); its tables are the site's own pages.
 FIGURE_KEYS = ("figure", "comparisons_figure")
 
 
 def _clear(out: Path) -> None:
-    """Remove what an earlier build wrote (only the site's own folders and files).
+    """Mark ``out`` as a site being written (:data:`UNFINISHED_FILE`) and remove what an earlier build wrote (only
+    the site's own folders and files).
 
-    A directory that holds anything else and no earlier site is refused: nothing of it is removed.
+    A directory that holds anything else and no earlier site, finished or not, is refused: nothing of it is
+    removed.
     """
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file; the site needs a directory")
-    if out.exists() and any(out.iterdir()) and not (out / "data" / "meta.js").is_file():
+    ours = (out / "data" / "meta.js").is_file() or (out / UNFINISHED_FILE).is_file()
+    if out.exists() and any(out.iterdir()) and not ours:
         raise UsageError(f"{out} is not empty and holds no site written by commitbench view; "
                          "choose a new or empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / UNFINISHED_FILE).write_text(UNFINISHED_TEXT, encoding="utf-8")  # first: a stop from here on leaves it
     for name in SITE_PARTS:
         path = out / name
         if path.is_dir():
@@ -173,6 +183,7 @@ def write_site(
     if stamp is not None:
         (out / STAMP_FILE).write_bytes(stamp)
         written += len(stamp)
+    (out / UNFINISHED_FILE).unlink()  # last: the site is whole
     return SiteSummary(out=str(out), index=str(out / "index.html"), bytes=written, **counts.model_dump())
 
 
@@ -323,6 +334,9 @@ def _write(run_dir: Path, out: Path, judge: str | None, n_boot: int, seed: int, 
             return write_site(out, source, finished, progress, stamp, siblings)
         finally:
             joint.host_done()  # on an error, a report still waiting for traces stops (its thread is a daemon)
+            # and one that had every trace ends its work first: it writes its files into ``files_dir``, which may be
+            # a scratch directory removed once this returns, and would make it again after that.
+            reporter.join()
 
 
 class _Reporter(threading.Thread):
