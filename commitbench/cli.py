@@ -78,8 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from commitbench.memory import freeze_startup_objects
 
     freeze_startup_objects()  # the command's modules are imported: the collector need not walk them again
+    from commitbench.stopping import TERMINATED_EXIT, Terminated, sigterm_unwinds
+
     try:
-        return int(args.func(args) or 0)
+        with sigterm_unwinds():  # SIGTERM stops the command as Ctrl-C does: what it holds is cleaned up
+            return int(args.func(args) or 0)
     except UsageError as exc:
         print(f"commitbench: error: {exc}", file=sys.stderr)
         return 2
@@ -89,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated:
+        print("commitbench: terminated", file=sys.stderr)
+        return TERMINATED_EXIT
     except KeyboardInterrupt:
         print("commitbench: interrupted", file=sys.stderr)
         return 130

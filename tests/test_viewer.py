@@ -61,7 +61,7 @@ from commitbench.analysis.view.transcript import (
     said_item,
     settings_text,
 )
-from commitbench.cli import main
+from commitbench.cli import UsageError, main
 from commitbench.commands.view_cmd import build_site
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.labelling import labels_path, one_labeller_labels
@@ -385,6 +385,101 @@ def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
     assert main(["view", str(runs["followup"]), "--out", str(foreign), "--n-boot", "20"]) == 2
     assert "holds no site written by commitbench view" in capsys.readouterr().err
     assert (foreign / "data" / "mine.txt").read_text() == "keep me"
+
+
+def _report_threads_ended() -> None:
+    """Wait for every report thread of a build (``commitbench-view-report``) to end."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "commitbench-view-report":
+            thread.join(timeout=120)
+            assert not thread.is_alive()
+
+
+@pytest.mark.slow
+def test_a_build_stopped_after_the_read_leaves_nothing_in_tmp_and_is_replaced_by_the_next(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while data/parts.js is written: every trace has been read, so the report goes on being built
+    beside the failing site. Its files go to a scratch directory, which must not outlive the build (the report
+    may not make it again once it is removed), and the half-written site is replaced by the next build."""
+    import tempfile
+
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_root))
+
+    def disk_full(parts: dict[str, bytes]) -> Iterator[bytes]:
+        raise OSError(28, "No space left on device", "data/parts.js")
+
+    monkeypatch.setattr(site_module, "_parts_script", disk_full)
+    out = tmp_path / "site"
+    with pytest.raises(UsageError, match="No space left on device"):
+        build_site(runs["followup"], out, judge=FOLLOWUP_JUDGE, n_boot=20)
+    _report_threads_ended()
+    assert list(scratch_root.iterdir()) == []
+    assert (out / "unfinished.txt").is_file() and not (out / "data" / "meta.js").exists()
+    assert (out / "data" / "runs").is_dir()  # pages were written before the disk filled
+
+    monkeypatch.undo()
+    summary = build_site(runs["followup"], out, judge=FOLLOWUP_JUDGE, n_boot=20)
+    assert summary.runs == len(latest_traces(runs["followup"], include_failed=True))
+    assert (out / "data" / "meta.js").is_file() and not (out / "unfinished.txt").exists()
+
+
+STOPPED_BUILD = """
+import sys, time
+from commitbench.analysis.view import site
+from commitbench.cli import main
+
+real_site_run = site.site_run
+
+def slow_site_run(record):
+    print("writing", flush=True)  # the earlier site is cleared and the traces are being read: stop here
+    time.sleep(120)
+    return real_site_run(record)
+
+site.site_run = slow_site_run
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop,code,said", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_build_stopped_by_a_signal_cleans_up_and_the_next_build_replaces_it(
+    runs: dict[str, Path], tmp_path: Path, stop: signal.Signals, code: int, said: str
+) -> None:
+    """SIGTERM stops 'commitbench view' as Ctrl-C does: its scratch directory is removed, and the directory it
+    was writing holds a site marked unfinished, which the next build replaces (instead of refusing it)."""
+    out = tmp_path / "site"
+    build_site(runs["followup"], out, judge=FOLLOWUP_JUDGE, n_boot=20)  # an earlier site, to be replaced
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    script = tmp_path / "stopped_build.py"
+    script.write_text(STOPPED_BUILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), "view", str(runs["followup"]), "--out", str(out), "--judge", FOLLOWUP_JUDGE,
+         "--n-boot", "20", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=die_with_parent,
+        env={**os.environ, "TMPDIR": str(scratch_root)})
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line == "writing\n", child.stderr.read() if child.stderr else ""
+        child.send_signal(stop)
+        _, error = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == code, error
+    assert f"commitbench: {said}" in error and "Traceback" not in error
+    assert list(scratch_root.iterdir()) == []
+    assert (out / "unfinished.txt").is_file() and not (out / "data" / "meta.js").exists()
+    assert main(["view", str(runs["followup"]), "--out", str(out), "--judge", FOLLOWUP_JUDGE, "--n-boot", "20",
+                 "--no-progress"]) == 0
+    assert (out / "data" / "meta.js").is_file() and not (out / "unfinished.txt").exists()
 
 
 # ------------------------------------------------------------------------------ the browser
