@@ -38,6 +38,7 @@ BOTTOM = (
     "commitbench.cache",
     "commitbench.ledger",
     "commitbench.processes",
+    "commitbench.stopping",
     "commitbench.memory",
     "commitbench.linechunks",
     "commitbench.forkpool",
