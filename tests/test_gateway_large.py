@@ -155,20 +155,29 @@ def _children(pid: int) -> set[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
 def test_the_worker_starts_at_the_first_large_request_and_ends_with_the_gateway(
-    upstream: MockServer, enforce: GatewayProcess
+    upstream: MockServer, tmp_path: Path
 ) -> None:
     upstream.reset()
     upstream.script("Your 3pm is free.", "Your 3pm is free.")
-    chat(enforce, {"model": "mock-model", "messages": SEED})
-    assert _children(enforce.pid) == set()  # no large request yet: no worker
-    chat(enforce, large(SEED))
-    workers = _children(enforce.pid)
-    assert len(workers) >= 1
-    os.kill(enforce.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while any(Path(f"/proc/{w}").exists() and "(Z)" not in _state(w) for w in workers):
-        assert time.monotonic() < deadline, f"the workers {workers} outlived the gateway"
-        time.sleep(0.05)
+    scratch = tmp_path / "tmp"  # the gateway's temporary files: SIGKILL leaves its spool folder behind
+    scratch.mkdir()
+    gateway = GatewayProcess(["--upstream", upstream.base_url, "--mode", "enforce"],
+                             env={**os.environ, "TMPDIR": str(scratch)}).start()
+    try:
+        chat(gateway, {"model": "mock-model", "messages": SEED})
+        assert _children(gateway.pid) == set()  # no large request yet: no worker
+        chat(gateway, large(SEED))
+        workers = _children(gateway.pid)
+        assert len(workers) >= 1
+        os.kill(gateway.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while any(Path(f"/proc/{w}").exists() and "(Z)" not in _state(w) for w in workers):
+            assert time.monotonic() < deadline, f"the workers {workers} outlived the gateway"
+            time.sleep(0.05)
+    finally:
+        gateway.stop()
+    (spool,) = scratch.iterdir()  # the spool, with no request left in it: each is removed once it is read
+    assert spool.name.startswith("commitbench-gateway-") and list(spool.iterdir()) == []
 
 
 def _state(pid: int) -> str:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import uvicorn
 
@@ -72,8 +72,9 @@ async def serve(app: object, sock: socket.socket) -> None:
 class GatewayProcess:
     """``commitbench gateway ARGS`` as a child process (dies with its parent); ``base_url`` once it listens."""
 
-    def __init__(self, args: Sequence[str], python: str = sys.executable) -> None:
+    def __init__(self, args: Sequence[str], python: str = sys.executable, env: Mapping[str, str] | None = None) -> None:
         self._args = [python, "-m", "commitbench.cli", "gateway", *args]
+        self._env = dict(env) if env is not None else None  # the process's environment (None: this one's)
         self._proc: subprocess.Popen[str] | None = None
         # stderr goes to a file: a pipe nobody reads would stall a gateway that reports many check errors
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 (kept open for the process)
@@ -82,7 +83,7 @@ class GatewayProcess:
     def start(self, timeout_s: float = 60.0) -> GatewayProcess:
         self._proc = subprocess.Popen(
             self._args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent(), env=self._env,
         )
         ready = wait_for_line(self._proc, "listening on ", timeout_s)
         if ready.value is None:
