@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,7 @@ class ReportFigure:
     name: str
     file: str
     draw: Callable[[Path], Path]
+    cancel: Callable[[], None] | None = None  # stops a drawing started on another core (None: nothing to stop)
 
 
 def started_figure(figure: ReportFigure, out: Path) -> ReportFigure:
@@ -180,7 +182,20 @@ def started_figure(figure: ReportFigure, out: Path) -> ReportFigure:
             raise ValueError(f"figure {figure.name!r} was started at {path}, not {at}")
         return drawing.result()
 
-    return ReportFigure(figure.name, figure.file, drawn)
+    return ReportFigure(figure.name, figure.file, drawn, drawing.cancel)
+
+
+@contextmanager
+def cancelled_on_error(figure: ReportFigure | None) -> Iterator[None]:
+    """Within the block, an error stops the drawing of ``figure`` (one of :func:`started_figure`, or None). A report
+    that fails after starting a figure never waits for it: the drawing would go on writing into its folder after
+    the report has failed, even after its caller has removed that folder."""
+    try:
+        yield
+    except BaseException:
+        if figure is not None and figure.cancel is not None:
+            figure.cancel()
+        raise
 
 
 def write_report_files(

@@ -88,6 +88,18 @@ class Aside(Generic[T]):
         """Whether the work ran in a forked process."""
         return self._process is not None
 
+    def cancel(self) -> None:
+        """Stop the work if it is still under way: its process is killed and waited for, and its result, if asked
+        for, is an error. Work already done (or done here) is left as it is."""
+        if self._done:
+            return
+        self._process.kill()
+        self._process.join()
+        assert self._reader is not None
+        self._reader.close()
+        self._error = RuntimeError(f"{self._name} was cancelled")
+        self._done = True
+
     def result(self) -> T:
         """The work's result (waiting for it); the work's error is raised here, with the child's traceback as a
         note."""

@@ -139,6 +139,45 @@ def test_a_started_figure_asked_for_at_another_path_or_failing_raises(tmp_path: 
         failing.draw(tmp_path / "a" / "g.png")
 
 
+@needs_fork
+def test_cancelled_work_is_killed_and_its_result_is_an_error() -> None:
+    import time
+
+    running = aside(lambda: time.sleep(60))
+    started = time.monotonic()
+    running.cancel()
+    assert time.monotonic() - started < 10  # killed, not waited for
+    assert not running._process.is_alive()
+    with pytest.raises(RuntimeError, match="was cancelled"):
+        running.result()
+    done = aside(lambda: 7)
+    assert done.result() == 7
+    done.cancel()  # done already: its result stays
+    assert done.result() == 7
+
+
+@needs_fork
+def test_a_report_that_fails_stops_the_figure_it_started(tmp_path: Path) -> None:
+    """A figure started on another core, then an error before it is waited for: the drawing is stopped, so it
+    writes nothing into its folder afterwards (a caller may have removed that folder by then)."""
+    import time
+
+    from commitbench.analysis.tables import cancelled_on_error
+
+    def slow(path: Path) -> Path:
+        time.sleep(3)
+        path.write_bytes(b"png")
+        return path
+
+    started = started_figure(ReportFigure("figure", "f.png", slow), tmp_path / "files")
+    with pytest.raises(ValueError, match="no labelled response"), cancelled_on_error(started):
+        raise ValueError("no labelled response")
+    time.sleep(3.5)  # past the time the drawing would have written the figure
+    assert not (tmp_path / "files" / "f.png").exists()
+    with cancelled_on_error(None):  # no figure started: nothing to stop
+        pass
+
+
 def _in_a_pool_worker(_: int) -> tuple[bool, int, int]:
     running = aside(os.getpid)
     return running.forked, running.result(), os.getpid()

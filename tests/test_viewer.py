@@ -361,15 +361,26 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
 
 @pytest.mark.slow
 def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
-    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import multiprocessing
+    import tempfile
+
     failed = tmp_path / "failed"
     failed.mkdir()
     (failed / "manifest.json").write_bytes((runs["followup"] / "manifest.json").read_bytes())
     broken = [t.model_copy(update={"infra_error": "timeout: the endpoint did not answer", "turns": []})
               for t in latest_traces(runs["followup"])]
     (failed / "traces.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in broken))
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_root))
     build_site(failed, failed / "site", n_boot=20)
+    # The report failed (no labelled run) after starting its figure on another core: that drawing was stopped
+    # before the build removed its scratch directory, and makes no folder there afterwards.
+    assert not [p.name for p in multiprocessing.active_children() if p.name.startswith("aside")]
+    assert list(scratch_root.iterdir()) == []
+    monkeypatch.undo()
     rows = index_rows(failed / "site")
     assert len(rows) == len(broken) and {r["status"] for r in rows} == {"infra error"}
     assert all(not r["metrics"] for r in rows)

@@ -36,7 +36,7 @@ from commitbench.analysis.followup.report import (
 from commitbench.analysis.followup.rows import response_dump, response_row
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
-from commitbench.analysis.tables import started_figure
+from commitbench.analysis.tables import cancelled_on_error, started_figure
 from commitbench.analysis.view.followup import RecordLookup, SetupViews, followup_record, followup_source
 from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.dataversion import hash_tree
@@ -241,15 +241,16 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     # The outcome figure needs only the frame: drawn on another core while the tables are computed.
     outcome = started_figure(outcome_figure(frame, judge, kind), out) if options.write_files and options.figure \
         else None
-    costs = cost_frame_of(costs_store, cost_keys)
-    cost = cost_table(costs, ("model", "arm"))
-    players = sorted(set(frame["model"]))
-    pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
-    built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs, cost=cost,
-                                  profile=profile_of(run_dir), call_errors=call_errors.rows(),
-                                  texts=texts_note(run_dir))
-    if options.write_files:
-        built.files = write_followup_files(built, frame, out, figure=options.figure, outcome=outcome)
+    with cancelled_on_error(outcome):  # a report that fails (no labelled run, say) stops the drawing
+        costs = cost_frame_of(costs_store, cost_keys)
+        cost = cost_table(costs, ("model", "arm"))
+        players = sorted(set(frame["model"]))
+        pairs = model_pairs(run_dir, options.compare, players, sorted(set(frame["arm"])), player_of=lambda e: e)
+        built = build_followup_report(frame, errors, run_dir, judge, kind, n_boot=options.n_boot, pairs=pairs,
+                                      cost=cost, profile=profile_of(run_dir), call_errors=call_errors.rows(),
+                                      texts=texts_note(run_dir))
+        if options.write_files:
+            built.files = write_followup_files(built, frame, out, figure=options.figure, outcome=outcome)
     if options.paper_tables is not None:
         manifest = read_manifest(run_dir)
         outputs = followup_paper_tables(frame, load_setups(), dict(manifest.prompt_hashes) if manifest else {},

@@ -27,7 +27,7 @@ from commitbench.analysis.standing.report import (
 )
 from commitbench.analysis.standing.results import load_rows, message_labels
 from commitbench.analysis.standing.tables import cell_table
-from commitbench.analysis.tables import started_figure
+from commitbench.analysis.tables import cancelled_on_error, started_figure
 from commitbench.analysis.view.model import RunRecord, RunSource
 from commitbench.analysis.view.standing import (
     EpisodeViews,
@@ -226,11 +226,12 @@ def report(run_dir: Path, options: ReportOptions) -> StandingReport:
     heatmap = heatmap_figure(by_cell, judge) if by_cell is not None and options.write_files and options.figure \
         else None
     started = started_figure(heatmap, out) if heatmap is not None else None
-    built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
-                                  baseline=options.baseline, pairs=pairs, profile=profile,
-                                  call_errors=call_errors.rows(), texts=texts_note(run_dir), by_cell=by_cell)
-    if options.write_files:
-        built.files = write_standing_files(built, out, figure=options.figure, heatmap=started)
+    with cancelled_on_error(started):  # a report that fails after this stops the drawing
+        built = build_standing_report(rows, run_dir, judge, n_boot=options.n_boot, seed=options.seed,
+                                      baseline=options.baseline, pairs=pairs, profile=profile,
+                                      call_errors=call_errors.rows(), texts=texts_note(run_dir), by_cell=by_cell)
+        if options.write_files:
+            built.files = write_standing_files(built, out, figure=options.figure, heatmap=started)
     if options.paper_tables is not None:
         expected = {e.cell: e.expected for e in episodes_of_run(run_dir).values()}
         outputs = standing_paper_tables(rows, built, expected, n_boot=options.n_boot, seed=options.seed)
