@@ -339,7 +339,8 @@ def test_a_stored_labels_record_is_read_once_for_the_pages_and_the_report(
         k: v for k, v in alone_report.items() if k != "files"}
     pages = [p for path in sorted((tmp_path / "site" / "data" / "runs").glob("*.js"))
              for p in json.loads("[" + path.read_text()[len("commitbench.runs("):-len(");\n")] + "]")[1]]
-    assert len(pages) == 30 and all(p["checks"][0]["judge"] == "rules" and p["checks"][0]["outcome"] for p in pages)
+    assert len(pages) == 30 and all(p["checks"][0][0] == "rules" and p["checks"][0][1]["result"]["outcome"]
+                                    for p in pages)
     read.clear()
     records = StoredLabels(labels_path(run, "rules"), FollowupLabelRecord)
     key = next(iter(records))

@@ -37,11 +37,11 @@ from commitbench.analysis.followup.metrics import to_frame
 from commitbench.analysis.followup.report import HEADLINE, OUTCOME_COLUMNS, responses_from_records
 from commitbench.analysis.standing.report import SHORT
 from commitbench.analysis.view import site as site_module
-from commitbench.analysis.view.followup import locate, utf16_offset
 from commitbench.analysis.view.model import (
     ChatItem,
     CommitmentView,
     Fact,
+    FollowupEntry,
     ItemKind,
     Overview,
     RunRecord,
@@ -60,9 +60,12 @@ from commitbench.analysis.view.transcript import (
     fact,
     said_item,
     settings_text,
+    system_prompt,
 )
 from commitbench.cli import UsageError, main
 from commitbench.commands.view_cmd import build_site
+from commitbench.episodes.followup.setups import load_setups
+from commitbench.episodes.followup.vocabulary import Persona, SetupId
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.labelling import labels_path, one_labeller_labels
 from commitbench.judges.standing.labellers import StandingLabelRecord
@@ -74,29 +77,20 @@ from commitbench.traces import EpisodeTrace, ModelCallRecord, TurnRecord, latest
 ROOT = Path(__file__).resolve().parent.parent
 N_BOOT = 200
 FOLLOWUP_JUDGE = "llm:mock-model"
+SETUPS = load_setups()
+
+
+# Where a commitment's span stands in the reply, as the page marks it (assets/pages.js), in UTF-16 units.
+SPANS = [
+    ("I'll remind you at 9.", "remind you at 9", [5, 20]),
+    ("Sure. I'LL CALL YOU.", "I'll call you", [6, 19]),  # case ignored when lowering keeps positions
+    ("👍 I'll write tomorrow", "I'll write tomorrow", [3, 22]),  # the emoji is two UTF-16 units
+    ("Nothing promised here.", "I'll call", None),
+    ("Any reply", "", None),
+]
 
 
 # ------------------------------------------------------------------------------ pure parts (no browser)
-@pytest.mark.parametrize(
-    ("reply", "span", "expected"),
-    [
-        ("I'll remind you at 9.", "remind you at 9", (5, 20)),
-        ("Sure. I'LL CALL YOU.", "I'll call you", (6, 19)),  # case ignored when lowering keeps positions
-        ("👍 I'll write tomorrow", "I'll write tomorrow", (3, 22)),  # the emoji is two UTF-16 units
-        ("Nothing promised here.", "I'll call", None),
-        ("Any reply", "", None),
-    ],
-)
-def test_spans_are_located_in_browser_units(reply: str, span: str, expected: tuple[int, int] | None) -> None:
-    assert locate(reply, span) == expected
-    if expected is not None:
-        assert reply.encode("utf-16-le")[2 * expected[0]: 2 * expected[1]].decode("utf-16-le").lower() == span.lower()
-
-
-def test_utf16_offsets_count_astral_characters_twice() -> None:
-    assert [utf16_offset("a😀b", i) for i in range(4)] == [0, 1, 3, 4]
-
-
 def _event(kind: EventKind, step: int, text: str = "", **fields: Any) -> Event:
     return Event(kind=kind, step=step, text=text, **fields)
 
@@ -311,6 +305,9 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
         pages = [p for path in sorted((site / "data" / "runs").glob("*.js")) for p in registered(path)[1]]
         assert [p["key"] for p in pages] == [t.run_key for t in traces]
         for number, path in enumerate(sorted((site / "data" / "runs").glob("*.js"))):  # each page: its model's JSON
+            if name == "followup":  # what the browser makes a page of (assets/pages.js)
+                assert all(FollowupEntry.model_validate(p).trace for p in registered(path)[1])
+                continue
             models = [TranscriptPage.model_validate(p) for p in registered(path)[1]]
             written = ",".join(m.model_dump_json(exclude_defaults=True) for m in models)
             assert path.read_text(encoding="utf-8") == f"commitbench.runs({number},[{written}]);\n"
@@ -321,16 +318,19 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
         for page in pages:  # each page, its parts put back, is its model's page with every shared field in place
             whole = with_parts(page, parts)
             assert "parts" not in whole and set(page.get("parts", {})) <= set(whole)
-            assert whole == TranscriptPage.model_validate(whole).model_dump(mode="json", exclude_defaults=True)
+            model = FollowupEntry if name == "followup" else TranscriptPage
+            assert whole == model.model_validate(whole).model_dump(mode="json", exclude_defaults=True)
         (meta,) = registered(site / "data" / "meta.js")  # each signal described once, there, not on every page
-        assert all(s["name"] in meta["signals"] and "description" not in s for p in pages for s in p["signals"])
+        signals = [s for p in pages for s in (p["signals"] if "signals" in p else [
+            {"name": n, "value": v} for n, v in p["shown"]["signals"].items()])]
+        assert signals and all(s["name"] in meta["signals"] and "description" not in s for s in signals)
         shown = json.loads((site / "report.json").read_text())
         # The site, written with --out, drew its figures in a scratch directory: its files are its own copies.
         figures = {key: [f"img/{Path(p).name}" for p in paths] for key, paths in reports[name]["files"].items()
                    if key in ("figure", "comparisons_figure")}
         assert shown.pop("files") == figures and all((site / p).is_file() for ps in figures.values() for p in ps)
         assert shown == {k: v for k, v in reports[name].items() if k != "files"}
-        for asset in ("index.html", "assets/app.js", "assets/style.css"):
+        for asset in ("index.html", "assets/pages.js", "assets/app.js", "assets/style.css"):
             assert (site / asset).stat().st_size > 0
         page = (site / "index.html").read_text()
         assert "http://" not in page and "https://" not in page  # nothing from the network
@@ -387,7 +387,7 @@ def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
     (meta,) = registered(failed / "site" / "data" / "meta.js")
     assert meta["overview"]["summary"][0].startswith("No report:") and meta["finished"] == 0
     pages = registered(failed / "site" / "data" / "runs" / "00000.js")[1]
-    assert {p["infra_error"] for p in pages} == {"timeout: the endpoint did not answer"}
+    assert {p["trace"]["infra_error"] for p in pages} == {"timeout: the endpoint did not answer"}
 
     foreign = tmp_path / "notes"
     foreign.mkdir()
@@ -795,6 +795,93 @@ def test_transcripts_show_the_calls_the_judges_reasons_and_what_the_cell_expects
 
 
 @pytest.mark.slow
+def test_spans_are_located_and_texts_cut_in_browser_units(chrome: Browser, sites: dict[str, Path]) -> None:
+    open_site(chrome, sites["followup"])
+    for reply, span, expected in SPANS:
+        assert chrome.evaluate(f"commitbenchPages.locate({json.dumps(reply)}, {json.dumps(span)})") == expected
+        if expected is not None:
+            units = reply.encode("utf-16-le")[2 * expected[0]: 2 * expected[1]].decode("utf-16-le")
+            assert units.lower() == span.lower()
+    # A text is cut past 20,000 characters, counted as code points (an emoji is one, not two UTF-16 units).
+    assert chrome.evaluate("commitbenchPages.clip('😀'.repeat(20000)).length") == 40000
+    assert chrome.evaluate("commitbenchPages.clip('a'.repeat(20003))") == "a" * 20000 + " [... 3 more characters]"
+
+
+def _utf16_span(reply: str, span: str) -> tuple[int | None, int | None]:
+    """Where the page should mark ``span`` in ``reply``: exactly, else ignoring case (UTF-16 units)."""
+    data, wanted = reply.encode("utf-16-le"), span.encode("utf-16-le")
+    at = next((i for i in range(0, len(data) - len(wanted) + 1, 2) if data[i:i + len(wanted)] == wanted), None)
+    if at is None and len(reply.lower()) == len(reply):
+        lowered = reply.lower().encode("utf-16-le")
+        wanted = span.lower().encode("utf-16-le")
+        at = next((i for i in range(0, len(lowered) - len(wanted) + 1, 2) if lowered[i:i + len(wanted)] == wanted),
+                  None)
+    return (None, None) if at is None or not span else (at // 2, at // 2 + len(span.encode("utf-16-le")) // 2)
+
+
+@pytest.mark.slow
+def test_every_followup_page_made_in_the_browser_is_its_trace_and_records(
+    chrome: Browser, runs: dict[str, Path], sites: dict[str, Path]
+) -> None:
+    """The site holds what a follow-up page is made of; the page the browser makes of it shows the trace's chat
+    as ``chat_items`` makes it (the standing suite's pages are made of it in Python), and each checker's
+    verdict as its stored record says, for every run of the follow-up run (failed ones too)."""
+    site = sites["followup"]
+    (parts,) = registered(site / "data" / "parts.js")
+    entries = [e for path in sorted((site / "data" / "runs").glob("*.js")) for e in registered(path)[1]]
+    traces = {t.run_key: t for t in latest_traces(runs["followup"], include_failed=True)}
+    assert [e["key"] for e in entries] == list(traces)
+    records = one_labeller_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
+    open_site(chrome, site)
+    whole = [with_parts(e, parts) for e in entries]
+    pages = json.loads(chrome.evaluate(f"JSON.stringify({json.dumps(whole)}.map(commitbenchPages.page))"))
+    checked_spans = 0
+    for page in pages:
+        trace = traces[page["key"]]
+        assert page["suite"] == "followup" and page["items"] == chat_items(trace)
+        assert page["system_prompt"] == system_prompt(trace)
+        assert [(c["turn"], c["prompt_tokens"]) for c in page["model_calls"]] == [
+            (c.turn, c.prompt_tokens) for c in trace.model_calls]
+        assert page["infra_error"] == (trace.infra_error or "")
+        facts = {f["label"]: f["value"] for f in page["facts"]}
+        assert facts["episode"] == trace.episode_id and facts["run key"] == trace.run_key
+        assert facts["sample"] == str(trace.sample) and facts["request"] == trace.factors["request_id"]
+        assert facts["agent settings"] == settings_text(trace.agent.settings)
+        assert facts["status"] == ("infra error" if trace.infra_error else "finished")
+        record = records.get(trace.run_key)
+        check = page["checks"][0]
+        assert check["judge"] == FOLLOWUP_JUDGE
+        if record is None:
+            assert check == {"judge": FOLLOWUP_JUDGE, "error": "not labelled"} and trace.infra_error
+            continue
+        result = record.result
+        outcome = result.outcome.value if result.outcome else ""
+        assert page["title"] == " · ".join([record.turn.request_id, record.turn.setup, record.model, record.arm,
+                                            outcome or "judge error"])
+        assert check["outcome"] == outcome and check["rule"] == result.rule
+        assert check["error"] == (record.error or result.error or "")
+        assert page["reply"] == record.turn.reply and page["request"]["user_message"] == record.turn.user_message
+        assert page["request"]["capabilities"] == [c.value for c in record.turn.required_capabilities]
+        assert [c["span"] for c in check["commitments"]] == [c.commitment.span for c in result.commitments]
+        for shown, item in zip(check["commitments"], result.commitments, strict=True):
+            assert (shown["start"], shown["end"]) == _utf16_span(record.turn.reply, item.commitment.span)
+            assert shown["feasible"] == item.feasibility.feasible and shown["anchored"] == item.anchored
+            assert shown["missing"] == [c.value for c in item.feasibility.missing_capabilities]
+            checked_spans += shown["start"] is not None
+        if result.response is not None:
+            assert {a["name"]: a["value"] for a in check["answers"]} == {
+                name: getattr(result.response, name).value for name in
+                ("false_action_claim", "declines_request", "hands_back_to_user", "did_task_now", "asks_clarification")}
+        signals = {s["name"]: s["value"] for s in page["signals"]}
+        assert signals["outcome"] == (outcome or "judge error")
+        assert signals["tool_calls"] == sum(1 for _ in trace.tool_calls())
+        assert [t["name"] for t in page["tools"]] == [
+            t.name for t in SETUPS.tool_definitions(SetupId(trace.factors["setup"]), Persona(trace.factors["persona"]))]
+    assert checked_spans > 0 and any(p["items"] and any(i["kind"] == "call" for i in p["items"]) for p in pages)
+    assert any(i["kind"] == "revision" for p in pages for i in p["items"])
+
+
+@pytest.mark.slow
 def test_a_page_whose_shared_part_is_missing_says_so(chrome: Browser, sites: dict[str, Path], tmp_path: Path) -> None:
     site = tmp_path / "site"
     shutil.copytree(sites["followup"], site)
@@ -803,7 +890,8 @@ def test_a_page_whose_shared_part_is_missing_says_so(chrome: Browser, sites: dic
     (site / "data" / "parts.js").write_text("commitbench.parts({});\n", encoding="utf-8")
     open_site(chrome, site, f"#/run/{page['key']}")
     assert chrome.evaluate("document.querySelector('.error-box h1').textContent") == "Cannot show this page"
-    assert f"the site holds no part {page['parts']['system_prompt']}" in _text(chrome)
+    first = next(iter(page["parts"].items()))  # the first part named is the first found missing
+    assert f"the site holds no part {first[1]} ({first[0]} of run {page['key']})" in _text(chrome)
 
 
 @pytest.mark.slow

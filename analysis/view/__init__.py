@@ -5,8 +5,10 @@
 * :mod:`~commitbench.analysis.view.transcript`: a trace as a list of chat items (messages, tool calls
   with their results, reasoning, revisions) and its model-call records, shared by the suites;
 * :mod:`~commitbench.analysis.view.standing` and :mod:`~commitbench.analysis.view.followup`: each
-  suite's runs as :class:`~commitbench.analysis.view.model.RunRecord` (pure functions over traces,
-  labels and episodes);
+  suite's runs (pure functions over traces, labels and episodes): a standing run as a
+  :class:`~commitbench.analysis.view.model.RunRecord` with its page, a follow-up run with what its page
+  is made of (:class:`~commitbench.analysis.view.model.FollowupEntry`; the browser makes the page,
+  ``assets/pages.js``);
 * :mod:`~commitbench.analysis.view.site`: the site's files, streamed: the hand-written page, script
   and style (package data under ``assets/``), the run index, and the transcripts in shards written as
   script files that register their data, so the site works from ``file://`` and loads a shard only

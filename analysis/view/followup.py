@@ -1,11 +1,12 @@
-"""The follow-up suite's runs for the viewer: run-list rows, transcript pages and the runs behind each rate.
+"""The follow-up suite's runs for the viewer: run-list rows, transcript page entries and the runs behind each rate.
 
 A run's row is the report's metric row (:func:`commitbench.analysis.followup.rows.response_row`, from
 the same checker records as the report), so a rate's link selects the runs in its denominator. Its
 page shows the request, the setup's tools and what persists, the turn (calls and reply), and each
 checker's verdict: the detected commitments with their spans highlighted in the reply, their
 feasibility and anchoring, the response judge's answers with rationales, and the outcome with the
-rule that fired.
+rule that fired. The site holds what the page is made of (the trace, the checkers' records, the setup's
+tools); the browser makes the page when it is opened (``assets/pages.js``).
 """
 
 from __future__ import annotations
@@ -15,39 +16,35 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
+from pydantic import BaseModel
 
 from commitbench.analysis.followup.metrics import METRICS, REQUIRED_COLUMNS
 from commitbench.analysis.followup.rows import response_dump
 from commitbench.analysis.view.model import (
-    CheckView,
     Column,
     ColumnKind,
-    CommitmentView,
-    JudgeCallView,
     MetricInfo,
     Part,
-    RequestView,
-    RunRecord,
     RunSource,
+    SiteRun,
     ToolView,
-    TranscriptPage,
     page_part,
 )
+from commitbench.analysis.view.site import group_digest, page_json, shared_fields, verdict
 from commitbench.analysis.view.transcript import (
-    chat_items,
-    fact,
-    identity_facts,
+    event_speakers,
     indented_json,
-    model_call_views,
     sample_group,
     search_text,
-    system_prompt,
+    settings_text,
 )
 from commitbench.episodes.followup.setups import SuiteSetups
 from commitbench.episodes.followup.vocabulary import Persona, SetupId
 from commitbench.judges.followup.labellers import FollowupLabelRecord, trace_arm, trace_model
 from commitbench.judges.followup.turn import turn_from_trace
+from commitbench.protocol import EventKind
 from commitbench.traces import EpisodeTrace
 
 SUITE = "followup"
@@ -93,71 +90,8 @@ COLUMNS: tuple[Column, ...] = (
            description="The episode (request:setup:variant:persona)."),
 )
 
-RESPONSE_QUESTIONS = ("false_action_claim", "declines_request", "hands_back_to_user", "did_task_now",
-                      "asks_clarification")
-
 # Judge name -> the checker's record of a run (None: that checker did not label it).
 RecordLookup = Callable[[EpisodeTrace], FollowupLabelRecord | None]
-
-
-def utf16_offset(text: str, index: int) -> int:
-    """The position ``index`` (in code points) of ``text`` in UTF-16 code units, as a browser counts."""
-    return len(text[:index].encode("utf-16-le")) // 2
-
-
-def locate(reply: str, span: str) -> tuple[int, int] | None:
-    """Where ``span`` stands in ``reply`` (UTF-16 units): exactly, else ignoring case; None when absent."""
-    if not span:
-        return None
-    start = reply.find(span)
-    if start < 0:
-        lowered = reply.lower()
-        if len(lowered) == len(reply):  # lowering kept the positions
-            start = lowered.find(span.lower())
-    if start < 0:
-        return None
-    return utf16_offset(reply, start), utf16_offset(reply, start + len(span))
-
-
-def check_view(judge: str, record: FollowupLabelRecord | None, reply: str) -> Part:
-    """One checker's verdict on the reply, a :class:`CheckView` as plain data."""
-    if record is None:
-        return page_part(CheckView, judge=judge, error=NOT_LABELLED)
-    result = record.result
-    commitments = []
-    for item in result.commitments:
-        c, f = item.commitment, item.feasibility
-        where = locate(reply, c.span)
-        commitments.append(page_part(
-            CommitmentView, span=c.span, start=where[0] if where else None, end=where[1] if where else None,
-            action=c.action, performer=c.performer.value, trigger=c.trigger_type.value, time=c.time_expression or "",
-            capabilities=list(c.required_capabilities), offer=c.is_offer, confidence=c.confidence,
-            agent_initiated=f.agent_initiated, feasible=f.feasible, needed=[x.value for x in f.needed_capabilities],
-            missing=[x.value for x in f.missing_capabilities], failure_types=[x.value for x in f.failure_types],
-            primary_failure=f.primary_failure.value if f.primary_failure else "", anchoring=f.anchoring_groups,
-            anchored=item.anchored, decided_by=f.decided_by.value,
-        ))
-    if not commitments and result.detector is not None:  # detected, but not assessed (a later step failed)
-        for c in result.detector.commitments:
-            where = locate(reply, c.span)
-            commitments.append(page_part(
-                CommitmentView, span=c.span, start=where[0] if where else None, end=where[1] if where else None,
-                action=c.action, performer=c.performer.value, trigger=c.trigger_type.value,
-                time=c.time_expression or "", capabilities=list(c.required_capabilities), offer=c.is_offer,
-                confidence=c.confidence,
-            ))
-    answers: list[Part] = []
-    if result.response is not None:
-        for name in RESPONSE_QUESTIONS:  # JudgedAnswer parts, as page_part makes them (its rationale "" left out)
-            answer = getattr(result.response, name)
-            answers.append({"name": name, "value": answer.value, "rationale": answer.rationale} if answer.rationale
-                           else {"name": name, "value": answer.value})
-    return page_part(
-        CheckView, judge=judge, outcome=result.outcome.value if result.outcome else "", rule=result.rule,
-        error=record.error or result.error or "", commitments=commitments, answers=answers,
-        calls=[page_part(JudgeCallView, step=c.step, attempt=c.attempt, cache_hit=c.cache_hit, error=c.error)
-               for c in result.calls],
-    )
 
 
 def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[str, Any], bool]:
@@ -192,6 +126,7 @@ class SetupViews:
     def __init__(self, setups: SuiteSetups) -> None:
         self.setups = setups
         self._made: dict[tuple[str, str], tuple[list[Part], str]] = {}
+        self._written: dict[tuple[str, str, str, str], tuple[bytes, tuple[tuple[str, bytes], ...]]] = {}
 
     def of(self, setup: str, persona: str) -> tuple[list[Part], str]:
         """The tools (:class:`ToolView` parts) and the persisting paragraph (ValueError or KeyError: an unknown
@@ -205,60 +140,96 @@ class SetupViews:
             found = self._made[(setup, persona)] = (tools, self.setups.stated_paragraph(known))
         return found
 
+    def written(
+        self, setup: str, persona: str, prompt: str, settings: str
+    ) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+        """What a run's entry holds of its setup, system prompt and agent settings (JSON members, each after a
+        comma: the tools, what persists, the prompt and the settings' text, or the ``parts`` member naming those
+        that are shared) and the shared parts it names. A run of an unknown setup or persona shows no tools."""
+        found = self._written.get((setup, persona, prompt, settings))
+        if found is None:
+            try:
+                tools, persists = self.of(setup, persona)
+                shown: dict[str, Any] = {"tools": tools, "persists": persists}
+            except (ValueError, KeyError):
+                shown = {}
+            if prompt:
+                shown["system_prompt"] = prompt
+            if settings:
+                shown["settings"] = settings
+            fields, parts = shared_fields({name: value for name, value in shown.items() if value})  # none: no field
+            found = (b"".join(b"," + orjson.dumps(name) + b":" + data for name, data in fields.items()), parts)
+            if len(self._written) >= PROMPTS_KEPT:
+                self._written.clear()
+            self._written[(setup, persona, prompt, settings)] = found
+        return found
 
-def followup_record(
+
+def followup_run(
     trace: EpisodeTrace, records: Sequence[tuple[str, FollowupLabelRecord | None]], setups: SuiteSetups | SetupViews
-) -> RunRecord:
-    """One run: its row (from the primary checker's record, the first of ``records``) and its page (``setups``:
-    the suite's setups, or their views made once for many runs)."""
+) -> SiteRun:
+    """One run as the site stores it: its row (from the primary checker's record, the first of ``records``), its
+    search text and sample group, and its page's *entry* (``setups``: the suite's setups, or their views made
+    once for many runs).
+
+    The entry holds the trace and every checker's record as they are, with the few fields the page takes from
+    the row; the page (:class:`TranscriptPage`: the chat, the checkers' verdicts, the facts) is made of it in the
+    browser (``assets/pages.js``) when it is opened. A large run has a page per trace and a reader opens a few:
+    made here, they would be most of the time ``commitbench view`` takes.
+    """
     views = setups if isinstance(setups, SetupViews) else SetupViews(setups)
     primary = records[0][1] if records else None
     row, _ = _row(trace, primary)
-    turn = primary.turn if primary is not None else None
-    if turn is None and not trace.infra_error:
-        try:
-            turn = turn_from_trace(trace)
-        except ValueError:
-            turn = None
-    reply = turn.reply if turn is not None else ""
-    request = None
-    user_message = turn.user_message if turn is not None else ""
+    user_message = ""
+    turn: Part | None = None  # the turn the checkers read, written only where no record holds it
+    if primary is not None:
+        user_message = primary.turn.user_message
+    elif not trace.infra_error:
+        with contextlib.suppress(ValueError):
+            read = turn_from_trace(trace)
+            user_message = read.user_message
+            turn = {"request_id": read.request_id, "category": read.category.value, "source": read.source,
+                    "doability": read.doability.value,
+                    "required_capabilities": [c.value for c in read.required_capabilities],
+                    "user_message": read.user_message, "reply": read.reply}
+    signals = [{"name": name, "value": row[name]} for name, _ in _SIGNAL_TEXT if name in row]
+    shown: Part = {"judge": records[0][0] if records else "", "model": row["model"], "arm": row["arm"],
+                   "outcome": row["outcome"], "signals": {s["name"]: s["value"] for s in signals}}
     if turn is not None:
-        request = page_part(
-            RequestView, id=turn.request_id, category=turn.category.value, source=turn.source,
-            doability=turn.doability.value, capabilities=[c.value for c in turn.required_capabilities],
-            user_message=turn.user_message,
-        )
-    tools: list[Part] = []
-    persists = ""
-    with contextlib.suppress(ValueError, KeyError):  # a run of an unknown setup or persona shows no tools
-        tools, persists = views.of(row["setup"], row["persona"])
-    signals = [  # Signal parts, described once in the site's meta (RunSource.signals)
-        {"name": name, "value": row[name]} for name, _ in _SIGNAL_TEXT if name in row
-    ]
-    facts = [
-        fact("model", str(row["model"]), "model"),
-        fact("setup", str(row["setup"]), "setup"),
-        fact("variant", str(row["variant"]), "variant"),
-        fact("persona", str(row["persona"]), "persona"),
-        fact("category", str(row["category"]), "category"),
-        fact("request", str(row["request_id"]), "request_id"),
-        fact("doability", str(row["doability"]), "doability"),
-        *identity_facts(trace, "", "arm", str(row["arm"])),
-        fact("judge", records[0][0] if records else ""),
-    ]
-    page = page_part(
-        TranscriptPage, suite=SUITE, key=trace.run_key,
-        title=f"{row['request_id']} · {row['setup']} · {row['model']} · {row['arm']} · {row['outcome']}",
-        facts=facts, system_prompt=system_prompt(trace), items=chat_items(trace), model_calls=model_call_views(trace),
-        signals=signals, infra_error=trace.infra_error or "", request=request, tools=tools, persists=persists,
-        reply=reply, checks=[check_view(judge, record, reply) for judge, record in records],
-    )
+        shown["turn"] = turn
+    events = trace.events  # the system prompt, the same on many pages, is written apart (a part once it is long)
+    prompt = events[0].text if events and events[0].kind is EventKind.SYSTEM else ""
+    settings = settings_text(trace.agent.settings) if trace.agent and trace.agent.settings else ""
+    fields, parts = views.written(str(row["setup"]), str(row["persona"]), prompt, settings)
+    pieces = [b'{"suite":"followup","key":', orjson.dumps(trace.run_key), b',"trace":',
+              _json_of(trace, include=TRACE_SHOWN, exclude=_NO_PROMPT if prompt else None, exclude_defaults=True),
+              b',"checks":[']
+    for number, (judge, record) in enumerate(records):
+        left_out = _RECORD_LEFT_OUT if record is None or not record.result.commitments else _RECORD_LEFT_OUT_ASSESSED
+        pieces += [b",[" if number else b"[", orjson.dumps(judge), b",",
+                   _json_of(record, exclude=left_out) if record is not None else b"null", b"]"]
+    pieces += [b'],"shown":', page_json(shown), fields, b"}"]
+    entry = b"".join(pieces)
     shared = frozenset({user_message}) if user_message else frozenset()
-    return RunRecord(key=trace.run_key, episode=trace.episode_id, row=row, ok=not trace.infra_error,
-                     text=search_text(trace, shared), shared_text=user_message, page=page,
-                     sample_group=sample_group(trace))
+    return SiteRun(key=trace.run_key, episode=trace.episode_id, row=row, ok=not trace.infra_error,
+                   text=search_text(trace, shared), shared_text=user_message, page=entry,
+                   speakers=event_speakers(trace), off=(), verdict=verdict(signals),
+                   sample_group=group_digest(sample_group(trace)), parts=parts)
 
+
+# What a page shows of the trace (the rest of it stays in the run's traces file), and of a checker's record (its
+# turn's request, reply and message; its verdict, the detector's own list only where nothing was assessed).
+TRACE_SHOWN = {"episode_id", "factors", "agent", "sample", "events", "turns", "duration_s", "model_calls",
+               "infra_error"}
+_NO_PROMPT = {"events": {0: {"text"}}}  # the system prompt, written apart
+_RECORD_LEFT_OUT: dict[str, Any] = {
+    "run_key": True, "labeller": True, "labeller_version": True, "model": True, "arm": True, "sample": True,
+    "turn": {"episode_id", "setup", "variant", "persona", "tool_calls", "request_text", "follow_through"},
+    "result": {"episode_id", "checker", "follow_through", "prompt_hashes"},
+}
+_RECORD_LEFT_OUT_ASSESSED = {**_RECORD_LEFT_OUT, "result": {"episode_id", "checker", "follow_through", "prompt_hashes",
+                                                           "detector"}}
+PROMPTS_KEPT = 256  # setups and system prompts whose written fields a process keeps
 
 # The signals a page shows, in order, with what each means (the counts only where the checker gave them).
 _SIGNAL_TEXT = (
@@ -274,12 +245,17 @@ _SIGNAL_TEXT = (
 )
 
 
-def followup_records(
+def _json_of(model: BaseModel, **options: Any) -> bytes:
+    """``model.model_dump_json(**options)`` as UTF-8 bytes, without the text in between."""
+    return model.__pydantic_serializer__.to_json(model, **options)
+
+
+def followup_runs(
     traces: Iterable[EpisodeTrace], judges: Sequence[tuple[str, RecordLookup]], setups: SuiteSetups
-) -> Iterator[RunRecord]:
+) -> Iterator[SiteRun]:
     views = SetupViews(setups)
     for trace in traces:
-        yield followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], views)
+        yield followup_run(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
 
 def members(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -303,5 +279,5 @@ def followup_source(
     return RunSource(
         suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
         metrics=[MetricInfo(name=name, description=METRICS[name].description) for name in LINKED_METRICS],
-        records=followup_records(traces, judges, setups), members=members, signals=dict(_SIGNAL_TEXT),
+        records=followup_runs(traces, judges, setups), members=members, signals=dict(_SIGNAL_TEXT),
     )

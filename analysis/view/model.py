@@ -306,6 +306,26 @@ class RunRecord:
     sample_group: str = ""  # the run less its sample (episode, player, arm, factors): its samples share it
 
 
+class FollowupEntry(BaseModel):
+    """What the site holds of a follow-up run's page: the browser makes the page (a :class:`TranscriptPage`) of it
+    when it is opened (``assets/pages.js``). Its setup's tools, what persists, the system prompt and the agent's
+    settings are named in ``parts`` instead once they are long (``data/parts.js`` holds them)."""
+
+    suite: str = Field(description="The run's suite ('followup').")
+    key: str = Field(description="Run key.")
+    trace: dict[str, Any] = Field(description="The trace's fields a page shows, defaults left out, the system "
+                                  "prompt's text apart (``analysis.view.followup.TRACE_SHOWN``).")
+    checks: list[tuple[str, dict[str, Any] | None]] = Field(
+        description="Every checker's record of the run (null: none), the report's checker first.")
+    shown: dict[str, Any] = Field(description="What the page takes from the run's row: judge, model, arm, outcome, "
+                                  "signals (name -> value), and the turn read from the trace where no record holds it.")
+    tools: list[ToolView] = Field(default_factory=list, description="The tools of the run's setup.")
+    persists: str = Field(default="", description="What the stated variant says persists.")
+    system_prompt: str = Field(default="", description="The system prompt the agent saw.")
+    settings: str = Field(default="", description="The agent's settings as JSON text.")
+    parts: dict[str, str] = Field(default_factory=dict, description="Fields kept in data/parts.js: name -> key.")
+
+
 @dataclass(frozen=True)
 class SiteRun:
     """One run as the site stores it: what :class:`RunRecord` holds, its page written as JSON and what the site

@@ -6,9 +6,11 @@ streams the runs, so a full grid never sits in memory; writing them is left to t
 
     index.html             the page (overview, run list, transcript, side by side: one page, routed by '#')
     assets/app.js, .css    hand-written script and style (package data; no framework, no network)
+    assets/pages.js        makes a transcript page of what a run's entry holds (a follow-up run's trace and records)
     data/meta.js           the run, its columns, metrics and signals, the overview tables with their links
     data/index.js          the run list: one entry per run, column by column (values coded once)
-    data/runs/NNNNN.js     transcript pages, RUN_SHARD runs per file, loaded when a page needs one
+    data/runs/NNNNN.js     transcript pages (or what the browser makes one of), RUN_SHARD runs per file, loaded
+                           when a page needs one
     data/parts.js          what many pages show alike (a setup's tools, a system prompt), each written once and
                            named by its key on the pages that show it, loaded with the first page that does
     data/text/NNNNN.js     words for free-text search, TEXT_SHARD runs per file, loaded at the first search
@@ -49,7 +51,7 @@ from commitbench.memory import release_freed_memory
 RUN_SHARD = 100
 MEMBER_BATCH = 2_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
 TEXT_SHARD = 2_000
-ASSETS = ("index.html", "app.js", "style.css")
+ASSETS = ("index.html", "pages.js", "app.js", "style.css")
 REGISTRY = "commitbench"
 FLAG_CODES = {False: 0, True: 1, None: 2}
 
@@ -169,6 +171,26 @@ def shared_parts(page: Part) -> tuple[Part, tuple[tuple[str, bytes], ...]]:
     return out, tuple(parts)
 
 
+def shared_fields(fields: Mapping[str, Any]) -> tuple[dict[str, bytes], tuple[tuple[str, bytes], ...]]:
+    """``fields`` (a page's :data:`SHARED_FIELDS`) as JSON, those of at least :data:`SHARED_MIN_BYTES` taken out as
+    parts and named in a ``parts`` member instead (name -> JSON, in the order given, ``parts`` last), and those
+    parts as (key, JSON): what :func:`shared_parts` makes of a page, for an entry written field by field."""
+    out: dict[str, bytes] = {}
+    taken: dict[str, str] = {}
+    parts: list[tuple[str, bytes]] = []
+    for name, value in fields.items():
+        data = page_json(value)
+        if len(data) < SHARED_MIN_BYTES:
+            out[name] = data
+            continue
+        key, data = _part(data)
+        taken[name] = key
+        parts.append((key, data))
+    if taken:
+        out["parts"] = orjson.dumps(taken)
+    return out, tuple(parts)
+
+
 def with_parts(page: Part, parts: Mapping[str, Any], only: Container[str] | None = None) -> Part:
     """A page as the site shows it: the fields its ``parts`` names put back from ``parts`` (key -> the part as
     plain data, what data/parts.js holds), in the order its model declares them (KeyError: a part not there).
@@ -185,7 +207,8 @@ def with_parts(page: Part, parts: Mapping[str, Any], only: Container[str] | None
         values["parts"] = left
     else:
         del values["parts"]
-    return {name: values[name] for name in TranscriptPage.model_fields if name in values}
+    known = TranscriptPage.model_fields  # a page entry's own fields (what a page is made of) keep their place
+    return {name: values[name] for name in (*known, *(n for n in values if n not in known)) if name in values}
 
 
 def site_run(record: RunRecord | SiteRun) -> SiteRun:

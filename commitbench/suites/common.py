@@ -25,7 +25,9 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
     return latest_traces(run_dir)
 
 
-def site_records(run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord]) -> Iterator[SiteRun]:
+def site_records(
+    run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord | SiteRun]
+) -> Iterator[SiteRun]:
     """``record`` of every trace that counts, failed ones included, in file order, as the site stores it
     (:func:`commitbench.analysis.view.site.site_run`): on a large run made by a process per core
     (:func:`commitbench.traces.map_latest_traces`), each page written there, so only text comes back."""

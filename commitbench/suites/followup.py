@@ -37,8 +37,8 @@ from commitbench.analysis.followup.rows import response_dump, response_row
 from commitbench.analysis.paper_tables import write_paper_tables
 from commitbench.analysis.rowstore import RowStore
 from commitbench.analysis.tables import cancelled_on_error, started_figure
-from commitbench.analysis.view.followup import RecordLookup, SetupViews, followup_record, followup_source
-from commitbench.analysis.view.model import RunRecord, RunSource
+from commitbench.analysis.view.followup import RecordLookup, SetupViews, followup_run, followup_source
+from commitbench.analysis.view.model import RunSource, SiteRun
 from commitbench.dataversion import hash_tree
 from commitbench.envs import FOLLOWUP_ENV_ID
 from commitbench.episodes.followup.episodes import FollowUpEpisode, FollowupSelection
@@ -281,9 +281,9 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
     setups = load_setups()
     views = SetupViews(setups)
 
-    def record(trace: EpisodeTrace) -> RunRecord:
-        """The run's record as :func:`followup_records` makes it, in whichever process read the trace."""
-        return followup_record(trace, [(name, lookup(trace)) for name, lookup in judges], views)
+    def record(trace: EpisodeTrace) -> SiteRun:
+        """The run as :func:`followup_runs` makes it, in whichever process read the trace."""
+        return followup_run(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
     return replace(followup_source((), judges, setups), records=site_records(run_dir, record))
 

@@ -104,14 +104,26 @@
   const fmt = (n) => Number(n).toLocaleString("en-US");
 
   async function loadPage(key) {
-    if (state.livePages.has(key)) return state.livePages.get(key);
+    if (state.livePages.has(key)) {
+      const live = await madePage(state.livePages.get(key));
+      state.livePages.set(key, live);
+      return live;
+    }
     const i = state.ix.pos.get(key);
     if (i === undefined) throw new Error("no run with key " + key);
     const shard = Math.floor(i / state.meta.runShard);
     await loadScript("data/runs/" + pad(shard) + ".js");
-    const page = state.shards.get(shard)[i % state.meta.runShard];
-    if (page.parts) await putParts(page);
+    const held = state.shards.get(shard);
+    const page = await madePage(held[i % state.meta.runShard]);
+    held[i % state.meta.runShard] = page;  // made once
     return page;
+  }
+
+  // A shard's entry with its parts in place, made into its page where the site holds what a page is made of
+  // (assets/pages.js).
+  async function madePage(entry) {
+    if (entry.parts) await putParts(entry);
+    return window.commitbenchPages.page(entry);
   }
 
   // A page names what many pages show alike (a setup's tools, a system prompt) by key; data/parts.js holds each.
