@@ -49,7 +49,7 @@ from commitbench.digests import digest
 from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
-MEMBER_BATCH = 2_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
+MEMBER_BATCH = 10_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
 TEXT_SHARD = 2_000
 ASSETS = ("index.html", "pages.js", "app.js", "style.css")
 REGISTRY = "commitbench"

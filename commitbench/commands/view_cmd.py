@@ -159,6 +159,7 @@ def write_site(
 
     _clear(out)
     written = 0
+    folders: set[Path] = set()  # made already (a large site has a thousand files in a few folders)
     files = site_files_then(source, ended, facts={"siblings": list(siblings)}, on_run=taken)
     while True:
         try:
@@ -167,7 +168,9 @@ def write_site(
             counts = stop.value
             break
         path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(path.parent)
         if isinstance(data, bytes):
             path.write_bytes(data)
             written += len(data)
