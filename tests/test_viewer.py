@@ -360,6 +360,43 @@ def test_the_site_holds_every_run_and_each_metric_the_runs_it_was_computed_from(
 
 
 @pytest.mark.slow
+def test_a_followup_entry_holds_the_trace_the_records_and_the_turn_only_where_no_record_has_it(
+    runs: dict[str, Path]
+) -> None:
+    from commitbench.analysis.view.followup import SetupViews, followup_run
+    from commitbench.analysis.view.transcript import search_text
+
+    traces = latest_traces(runs["followup"])
+    records = one_labeller_labels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
+    views = SetupViews(SETUPS)
+    trace = next(t for t in traces if any(True for _ in t.tool_calls()))
+    record = records[trace.run_key]
+    labelled = followup_run(trace, [(FOLLOWUP_JUDGE, record), ("other", None)], views)
+    entry = FollowupEntry.model_validate_json(labelled.page)
+    assert entry.key == trace.run_key and entry.checks[1] == ("other", None) and "turn" not in entry.shown
+    assert entry.checks[0][0] == FOLLOWUP_JUDGE and entry.checks[0][1] is not None
+    assert entry.checks[0][1]["result"]["outcome"] == record.result.outcome.value
+    assert "labeller_version" not in entry.checks[0][1] and "rank" not in json.dumps(entry.trace)
+    assert entry.trace["events"][0] == {"kind": "system", "step": 0}  # its prompt apart, a part once long
+    shared = dict(labelled.parts)
+    assert shared[entry.parts["system_prompt"]] == page_json(system_prompt(trace))
+    assert json.loads(shared[entry.parts["settings"]]) == settings_text(trace.agent.settings)
+    assert labelled.text == search_text(trace, frozenset({record.turn.user_message}))
+    assert labelled.shared_text == record.turn.user_message and labelled.speakers == "User · user"
+    assert entry.shown["signals"]["outcome"] == record.result.outcome.value
+    again = followup_run(trace, [(FOLLOWUP_JUDGE, record)], views)
+    assert all(a[1] is b[1] for a, b in zip(again.parts, labelled.parts, strict=True))  # the same bytes: pickled once
+    # No record: the turn the checkers would read, from the trace; its outcome says it was not labelled.
+    alone = FollowupEntry.model_validate_json(followup_run(trace, [(FOLLOWUP_JUDGE, None)], views).page)
+    assert alone.shown["turn"]["user_message"] == record.turn.user_message
+    assert alone.shown["turn"]["reply"] == record.turn.reply and alone.shown["outcome"] == "not labelled"
+    broken = trace.model_copy(update={"infra_error": "timeout", "turns": []})
+    failed = FollowupEntry.model_validate_json(followup_run(broken, [(FOLLOWUP_JUDGE, None)], views).page)
+    assert "turn" not in failed.shown and failed.trace["infra_error"] == "timeout"
+    assert failed.shown["outcome"] == "infra error"
+
+
+@pytest.mark.slow
 def test_runs_that_all_failed_are_listed_and_a_foreign_directory_is_left_alone(
     runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -965,6 +1002,54 @@ def test_the_served_site_works_and_the_server_stops_with_the_test(
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
     assert server.returncode is not None
+
+
+@pytest.mark.slow
+def test_a_followup_run_appended_to_a_watched_run_gets_its_page_made_in_the_browser(
+    chrome: Browser, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A run the page picks up while it watches comes as its entry with its parts in place (``live.json``); the
+    browser makes its page as it makes those of the site's files."""
+    source = runs["followup"]
+    live = tmp_path / "live-run"
+    live.mkdir()
+    for path in [source / "manifest.json", source / "cells.jsonl", *sorted(source.glob("labels-*.jsonl"))]:
+        (live / path.name).write_bytes(path.read_bytes())
+    lines = (source / "traces.jsonl").read_bytes().splitlines(keepends=True)
+    held = next(i for i, line in enumerate(lines) if b'"calls":[{' in line)  # a run that calls a tool
+    new = EpisodeTrace.model_validate_json(lines[held])
+    (live / "traces.jsonl").write_bytes(b"".join(lines[:held] + lines[held + 1:]))
+    records = one_labeller_labels(labels_path(source, FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
+    command = [sys.executable, "-m", "commitbench.cli", "view", str(live), "--out", str(tmp_path / "site"),
+               "--judge", FOLLOWUP_JUDGE, "--n-boot", "20", "--serve", "0", "--watch"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        assert server.stdout is not None
+        url = None
+        while url is None:
+            line = server.stdout.readline()
+            assert line, "the server ended before it served"
+            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
+            url = found.group(1) if found else None
+        chrome.goto(url + "#/runs", ready=route_ready("#/runs"))
+        chrome.wait_for("!document.getElementById('live').hidden")
+        with (live / "traces.jsonl").open("ab") as handle:
+            handle.write(lines[held])
+        chrome.wait_for(f"!!document.querySelector('tr[data-key=\"{new.run_key}\"]')", timeout=30)
+        show(chrome, f"#/run/{new.run_key}")
+        record = records[new.run_key]
+        assert chrome.evaluate("document.querySelector('.outcome-label').textContent") == record.result.outcome.value
+        text = _text(chrome)
+        assert record.turn.user_message in text and record.result.rule in text
+        assert all(call.tool in text for call in new.tool_calls())
+        tools = chrome.evaluate("document.querySelectorAll('#tools-table tbody tr').length")
+        assert tools == len(SETUPS.tool_definitions(SetupId(new.factors["setup"]), Persona(new.factors["persona"])))
+        assert_clean(chrome)
+    finally:
+        chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
 
 
 def test_view_refuses_a_directory_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
