@@ -21,6 +21,7 @@ from commitbench.jsonl import file_state as jsonl_file_state
 from commitbench.ledger.models import AuditEvent
 from commitbench.llm.response import ModelResponse, reasoning_token_count
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
+from commitbench.sourcelines import remember
 
 TRACE_SCHEMA_VERSION = 1
 
@@ -412,6 +413,7 @@ def _read_lines(file: Path, offsets: array[int], numbers: array[int], start: int
             position = offset + len(raw)
             trace = _parse_trace(file, numbers[index], raw)
             if trace is not None:
+                remember(trace, raw)  # for a reader that writes the trace out again (commitbench.sourcelines)
                 yield trace
 
 

@@ -30,6 +30,7 @@ from commitbench.jointread import conversion_work
 from commitbench.jsonl import JsonlError, file_state, iter_lines_at, parse_line
 from commitbench.linechunks import ChunkResult, map_line_chunks, parallel_lines
 from commitbench.readindex import load_index, save_index, worth_indexing
+from commitbench.sourcelines import remember
 
 if TYPE_CHECKING:
     from commitbench.judges.labelling import LabelRecord
@@ -303,6 +304,7 @@ class StoredLabels(Mapping[str, RecordT], Generic[RecordT]):
         record = parse_line(self.path, self.record_type, self.what, number, line)
         if record is None or record.run_key != key:
             raise JsonlError(f"{self.path}:{number}: changed since it was read (not the {self.what} of run {key})")
+        remember(record, raw)  # for a reader that writes the record out again (commitbench.sourcelines)
         return record
 
     def values(self) -> ValuesView[RecordT]:

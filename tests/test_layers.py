@@ -39,6 +39,7 @@ BOTTOM = (
     "commitbench.ledger",
     "commitbench.processes",
     "commitbench.stopping",
+    "commitbench.sourcelines",
     "commitbench.memory",
     "commitbench.linechunks",
     "commitbench.forkpool",

@@ -57,6 +57,7 @@ from commitbench.analysis.view.transcript import (
     arguments_text,
     call_item,
     chat_items,
+    clip,
     fact,
     said_item,
     settings_text,
@@ -69,10 +70,11 @@ from commitbench.episodes.followup.vocabulary import Persona, SetupId
 from commitbench.judges.followup.labellers import FollowupLabelRecord
 from commitbench.judges.labelling import labels_path, one_labeller_labels
 from commitbench.judges.standing.labellers import StandingLabelRecord
+from commitbench.judges.stored import StoredLabels
 from commitbench.mock import MockServer
 from commitbench.protocol import Event, EventKind, Revision, ToolCallRecord
 from commitbench.suites.standing import episodes_by_id
-from commitbench.traces import EpisodeTrace, ModelCallRecord, TurnRecord, latest_traces
+from commitbench.traces import EpisodeTrace, ModelCallRecord, TurnRecord, iter_latest_traces, latest_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 N_BOOT = 200
@@ -374,16 +376,32 @@ def test_a_followup_entry_holds_the_trace_the_records_and_the_turn_only_where_no
     labelled = followup_run(trace, [(FOLLOWUP_JUDGE, record), ("other", None)], views)
     entry = FollowupEntry.model_validate_json(labelled.page)
     assert entry.key == trace.run_key and entry.checks[1] == ("other", None) and "turn" not in entry.shown
-    assert entry.checks[0][0] == FOLLOWUP_JUDGE and entry.checks[0][1] is not None
-    assert entry.checks[0][1]["result"]["outcome"] == record.result.outcome.value
-    assert "labeller_version" not in entry.checks[0][1] and "rank" not in json.dumps(entry.trace)
-    assert entry.trace["events"][0] == {"kind": "system", "step": 0}  # its prompt apart, a part once long
+    # Parsed elsewhere: the trace and the record as their JSON made now.
+    assert entry.trace == json.loads(trace.model_dump_json())
+    assert entry.checks[0] == (FOLLOWUP_JUDGE, json.loads(record.model_dump_json()))
     shared = dict(labelled.parts)
-    assert shared[entry.parts["system_prompt"]] == page_json(system_prompt(trace))
     assert json.loads(shared[entry.parts["settings"]]) == settings_text(trace.agent.settings)
     assert labelled.text == search_text(trace, frozenset({record.turn.user_message}))
     assert labelled.shared_text == record.turn.user_message and labelled.speakers == "User · user"
     assert entry.shown["signals"]["outcome"] == record.result.outcome.value
+    # Just read from the run's files: their lines as they are (nothing is written anew).
+    stored = StoredLabels(labels_path(runs["followup"], FOLLOWUP_JUDGE), FollowupLabelRecord)
+    for read in iter_latest_traces(runs["followup"]):
+        if read.run_key == trace.run_key:
+            fresh = stored[read.run_key]
+            page = followup_run(read, [(FOLLOWUP_JUDGE, fresh)], views).page
+            break
+    label_line = next(line for line in labels_path(runs["followup"], FOLLOWUP_JUDGE).read_bytes().splitlines()
+                      if json.loads(line)["run_key"] == trace.run_key)
+    trace_line = next(line for line in (runs["followup"] / "traces.jsonl").read_bytes().splitlines()
+                      if json.loads(line)["run_key"] == trace.run_key)
+    assert b',"trace":' + trace_line + b',"checks":[["' + FOLLOWUP_JUDGE.encode() + b'",' + label_line + b"]]" in page
+    # A trace too long to hold whole: its long texts cut as a transcript cuts them, the rest as it was.
+    huge = "x" * 300_000
+    long = trace.model_copy(update={"events": [*trace.events[:-1], trace.events[-1].model_copy(update={"text": huge})]})
+    cut = FollowupEntry.model_validate_json(followup_run(long, [(FOLLOWUP_JUDGE, record)], views).page)
+    assert cut.trace["events"][-1]["text"] == clip(huge) and len(cut.model_dump_json()) < 64_000
+    assert cut.trace["events"][:-1] == json.loads(trace.model_dump_json())["events"][:-1]
     again = followup_run(trace, [(FOLLOWUP_JUDGE, record)], views)
     assert all(a[1] is b[1] for a, b in zip(again.parts, labelled.parts, strict=True))  # the same bytes: pickled once
     # No record: the turn the checkers would read, from the trace; its outcome says it was not labelled.
@@ -842,6 +860,8 @@ def test_spans_are_located_and_texts_cut_in_browser_units(chrome: Browser, sites
     # A text is cut past 20,000 characters, counted as code points (an emoji is one, not two UTF-16 units).
     assert chrome.evaluate("commitbenchPages.clip('😀'.repeat(20000)).length") == 40000
     assert chrome.evaluate("commitbenchPages.clip('a'.repeat(20003))") == "a" * 20000 + " [... 3 more characters]"
+    cut = clip("b" * 300_000)  # cut already where the site holds it (a trace too long to hold whole): kept as it is
+    assert chrome.evaluate(f"commitbenchPages.clip({json.dumps(cut)})") == cut
 
 
 def _utf16_span(reply: str, span: str) -> tuple[int | None, int | None]:

@@ -34,6 +34,8 @@ from commitbench.analysis.view.model import (
 )
 from commitbench.analysis.view.site import group_digest, page_json, shared_fields, verdict
 from commitbench.analysis.view.transcript import (
+    MAX_ITEM_TEXT,
+    clip,
     event_speakers,
     indented_json,
     sample_group,
@@ -44,7 +46,7 @@ from commitbench.episodes.followup.setups import SuiteSetups
 from commitbench.episodes.followup.vocabulary import Persona, SetupId
 from commitbench.judges.followup.labellers import FollowupLabelRecord, trace_arm, trace_model
 from commitbench.judges.followup.turn import turn_from_trace
-from commitbench.protocol import EventKind
+from commitbench.sourcelines import line_of
 from commitbench.traces import EpisodeTrace
 
 SUITE = "followup"
@@ -94,29 +96,31 @@ COLUMNS: tuple[Column, ...] = (
 RecordLookup = Callable[[EpisodeTrace], FollowupLabelRecord | None]
 
 
-def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[str, Any], bool]:
-    """The run's fields and whether it has a label (and so enters the metrics)."""
+def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The run's own fields and, for a run with a label (one that enters the metrics), its metric row, which the
+    report's read of the same trace holds too (:func:`response_dump`: the same dict, so the two travel from a
+    worker as one); the run's row is the two together, its own fields winning."""
     labelled = response_dump(record) if record is not None else None
-    factors = trace.factors
-    row: dict[str, Any] = {
-        "request_id": str(factors.get("request_id", "")), "category": str(factors.get("category", "")),
-        "source": str(factors.get("source", "")), "setup": str(factors.get("setup", "")),
-        "variant": str(factors.get("variant", "")), "persona": str(factors.get("persona", "")),
-        "doability": str(factors.get("doability", "")), "model": record.model if record else trace_model(trace),
-        "arm": record.arm if record else trace_arm(trace), "sample": trace.sample,
-    }
+    own: dict[str, Any]
     if labelled is not None:
-        row.update(labelled)
+        own = {}
     else:
-        row["outcome"] = INFRA_ERROR if trace.infra_error else JUDGE_ERROR if record is not None else NOT_LABELLED
-    calls = list(trace.tool_calls())
-    row.update({
-        "episode_id": trace.episode_id, "run_key": trace.run_key, "tool_calls": len(calls),
+        factors = trace.factors
+        own = {
+            "request_id": str(factors.get("request_id", "")), "category": str(factors.get("category", "")),
+            "source": str(factors.get("source", "")), "setup": str(factors.get("setup", "")),
+            "variant": str(factors.get("variant", "")), "persona": str(factors.get("persona", "")),
+            "doability": str(factors.get("doability", "")), "model": record.model if record else trace_model(trace),
+            "arm": record.arm if record else trace_arm(trace), "sample": trace.sample,
+            "outcome": INFRA_ERROR if trace.infra_error else JUDGE_ERROR if record is not None else NOT_LABELLED,
+        }
+    own.update({
+        "episode_id": trace.episode_id, "run_key": trace.run_key, "tool_calls": sum(1 for _ in trace.tool_calls()),
         "tool_errors": trace.tool_errors, "status": INFRA_ERROR if trace.infra_error else OK,
         "judge_errors": (1 if record.error else record.judge_errors) if record is not None else 0,
         "labelled": labelled is not None,
     })
-    return row, labelled is not None
+    return own, labelled
 
 
 class SetupViews:
@@ -126,7 +130,7 @@ class SetupViews:
     def __init__(self, setups: SuiteSetups) -> None:
         self.setups = setups
         self._made: dict[tuple[str, str], tuple[list[Part], str]] = {}
-        self._written: dict[tuple[str, str, str, str], tuple[bytes, tuple[tuple[str, bytes], ...]]] = {}
+        self._written: dict[tuple[str, str, str], tuple[bytes, tuple[tuple[str, bytes], ...]]] = {}
 
     def of(self, setup: str, persona: str) -> tuple[list[Part], str]:
         """The tools (:class:`ToolView` parts) and the persisting paragraph (ValueError or KeyError: an unknown
@@ -140,28 +144,24 @@ class SetupViews:
             found = self._made[(setup, persona)] = (tools, self.setups.stated_paragraph(known))
         return found
 
-    def written(
-        self, setup: str, persona: str, prompt: str, settings: str
-    ) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
-        """What a run's entry holds of its setup, system prompt and agent settings (JSON members, each after a
-        comma: the tools, what persists, the prompt and the settings' text, or the ``parts`` member naming those
-        that are shared) and the shared parts it names. A run of an unknown setup or persona shows no tools."""
-        found = self._written.get((setup, persona, prompt, settings))
+    def written(self, setup: str, persona: str, settings: str) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+        """What a run's entry holds of its setup and its agent's settings (JSON members, each after a comma: the
+        tools, what persists and the settings' text, or the ``parts`` member naming those that are shared) and the
+        shared parts it names. A run of an unknown setup or persona shows no tools."""
+        found = self._written.get((setup, persona, settings))
         if found is None:
             try:
                 tools, persists = self.of(setup, persona)
                 shown: dict[str, Any] = {"tools": tools, "persists": persists}
             except (ValueError, KeyError):
                 shown = {}
-            if prompt:
-                shown["system_prompt"] = prompt
             if settings:
                 shown["settings"] = settings
             fields, parts = shared_fields({name: value for name, value in shown.items() if value})  # none: no field
             found = (b"".join(b"," + orjson.dumps(name) + b":" + data for name, data in fields.items()), parts)
-            if len(self._written) >= PROMPTS_KEPT:
+            if len(self._written) >= SETTINGS_KEPT:
                 self._written.clear()
-            self._written[(setup, persona, prompt, settings)] = found
+            self._written[(setup, persona, settings)] = found
         return found
 
 
@@ -179,7 +179,8 @@ def followup_run(
     """
     views = setups if isinstance(setups, SetupViews) else SetupViews(setups)
     primary = records[0][1] if records else None
-    row, _ = _row(trace, primary)
+    own, labelled = _row(trace, primary)
+    row = {**labelled, **own} if labelled is not None else own
     user_message = ""
     turn: Part | None = None  # the turn the checkers read, written only where no record holds it
     if primary is not None:
@@ -197,39 +198,24 @@ def followup_run(
                    "outcome": row["outcome"], "signals": {s["name"]: s["value"] for s in signals}}
     if turn is not None:
         shown["turn"] = turn
-    events = trace.events  # the system prompt, the same on many pages, is written apart (a part once it is long)
-    prompt = events[0].text if events and events[0].kind is EventKind.SYSTEM else ""
     settings = settings_text(trace.agent.settings) if trace.agent and trace.agent.settings else ""
-    fields, parts = views.written(str(row["setup"]), str(row["persona"]), prompt, settings)
-    pieces = [b'{"suite":"followup","key":', orjson.dumps(trace.run_key), b',"trace":',
-              _json_of(trace, include=TRACE_SHOWN, exclude=_NO_PROMPT if prompt else None, exclude_defaults=True),
+    fields, parts = views.written(str(row["setup"]), str(row["persona"]), settings)
+    pieces = [b'{"suite":"followup","key":', orjson.dumps(trace.run_key), b',"trace":', _written(trace),
               b',"checks":[']
     for number, (judge, record) in enumerate(records):
-        left_out = _RECORD_LEFT_OUT if record is None or not record.result.commitments else _RECORD_LEFT_OUT_ASSESSED
         pieces += [b",[" if number else b"[", orjson.dumps(judge), b",",
-                   _json_of(record, exclude=left_out) if record is not None else b"null", b"]"]
+                   _written(record) if record is not None else b"null", b"]"]
     pieces += [b'],"shown":', page_json(shown), fields, b"}"]
     entry = b"".join(pieces)
     shared = frozenset({user_message}) if user_message else frozenset()
-    return SiteRun(key=trace.run_key, episode=trace.episode_id, row=row, ok=not trace.infra_error,
+    return SiteRun(key=trace.run_key, episode=trace.episode_id, row=own, base=labelled, ok=not trace.infra_error,
                    text=search_text(trace, shared), shared_text=user_message, page=entry,
                    speakers=event_speakers(trace), off=(), verdict=verdict(signals),
                    sample_group=group_digest(sample_group(trace)), parts=parts)
 
 
-# What a page shows of the trace (the rest of it stays in the run's traces file), and of a checker's record (its
-# turn's request, reply and message; its verdict, the detector's own list only where nothing was assessed).
-TRACE_SHOWN = {"episode_id", "factors", "agent", "sample", "events", "turns", "duration_s", "model_calls",
-               "infra_error"}
-_NO_PROMPT = {"events": {0: {"text"}}}  # the system prompt, written apart
-_RECORD_LEFT_OUT: dict[str, Any] = {
-    "run_key": True, "labeller": True, "labeller_version": True, "model": True, "arm": True, "sample": True,
-    "turn": {"episode_id", "setup", "variant", "persona", "tool_calls", "request_text", "follow_through"},
-    "result": {"episode_id", "checker", "follow_through", "prompt_hashes"},
-}
-_RECORD_LEFT_OUT_ASSESSED = {**_RECORD_LEFT_OUT, "result": {"episode_id", "checker", "follow_through", "prompt_hashes",
-                                                           "detector"}}
-PROMPTS_KEPT = 256  # setups and system prompts whose written fields a process keeps
+ENTRY_BYTES = 256 * 1024  # a trace or record whose JSON is longer has its long texts cut in the site
+SETTINGS_KEPT = 256  # setups and agent settings whose written fields a process keeps
 
 # The signals a page shows, in order, with what each means (the counts only where the checker gave them).
 _SIGNAL_TEXT = (
@@ -245,9 +231,34 @@ _SIGNAL_TEXT = (
 )
 
 
-def _json_of(model: BaseModel, **options: Any) -> bytes:
-    """``model.model_dump_json(**options)`` as UTF-8 bytes, without the text in between."""
-    return model.__pydantic_serializer__.to_json(model, **options)
+def _written(model: BaseModel) -> bytes:
+    """``model`` as JSON: the line of the file it was just parsed from (:mod:`commitbench.sourcelines`), else its
+    JSON made now; a line of more than :data:`ENTRY_BYTES` is made again with each text of more than
+    :data:`MAX_ITEM_TEXT` characters cut (a page shows no more of it)."""
+    line = line_of(model)
+    if line is None:
+        line = model.__pydantic_serializer__.to_json(model)
+    if len(line) <= ENTRY_BYTES:
+        return line
+    return page_json(_cut(model.model_dump(mode="json")))
+
+
+def _cut(value: Any) -> Any:
+    """``value`` (plain JSON data) with every text of more than :data:`MAX_ITEM_TEXT` characters cut as a
+    transcript cuts it (:func:`commitbench.analysis.view.transcript.clip`); walked with a stack."""
+    root = [value]
+    stack: list[tuple[list[Any] | dict[Any, Any], Any]] = [(root, 0)]
+    while stack:
+        holder, at = stack.pop()
+        item = holder[at]
+        if isinstance(item, str):
+            if len(item) > MAX_ITEM_TEXT:
+                holder[at] = clip(item)
+        elif isinstance(item, dict):
+            stack.extend((item, key) for key in item)
+        elif isinstance(item, list):
+            stack.extend((item, index) for index in range(len(item)))
+    return root[0]
 
 
 def followup_runs(

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun
+from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun, run_row
 from commitbench.analysis.view.site import site_run, with_parts
 from commitbench.analysis.view.stamp import read_stamp
 from commitbench.traces import EpisodeTrace
@@ -121,8 +121,9 @@ class LiveRuns:
 
     def _payload(self, record: RunRecord | SiteRun) -> bytes:
         run = site_run(record)
+        row = run_row(run)
         live = LiveRun(key=run.key, episode=run.episode, ok=run.ok,
-                       row={name: _plain(run.row.get(name)) for name in self.columns},
+                       row={name: _plain(row.get(name)) for name in self.columns},
                        page=with_parts(json.loads(run.page), {key: json.loads(data) for key, data in run.parts}),
                        text=run.text, shared=run.shared_text, speakers=run.speakers,
                        off=list(run.off))

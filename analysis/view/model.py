@@ -308,20 +308,20 @@ class RunRecord:
 
 class FollowupEntry(BaseModel):
     """What the site holds of a follow-up run's page: the browser makes the page (a :class:`TranscriptPage`) of it
-    when it is opened (``assets/pages.js``). Its setup's tools, what persists, the system prompt and the agent's
-    settings are named in ``parts`` instead once they are long (``data/parts.js`` holds them)."""
+    when it is opened (``assets/pages.js``). Its setup's tools, what persists and the agent's settings are named in
+    ``parts`` instead once they are long (``data/parts.js`` holds them)."""
 
     suite: str = Field(description="The run's suite ('followup').")
     key: str = Field(description="Run key.")
-    trace: dict[str, Any] = Field(description="The trace's fields a page shows, defaults left out, the system "
-                                  "prompt's text apart (``analysis.view.followup.TRACE_SHOWN``).")
+    trace: dict[str, Any] = Field(description="The trace, as the run's traces file holds it (a trace too long to "
+                                  "hold whole with its long texts cut).")
     checks: list[tuple[str, dict[str, Any] | None]] = Field(
-        description="Every checker's record of the run (null: none), the report's checker first.")
+        description="Every checker's record of the run as its labels file holds it (null: none), the report's "
+                    "checker first.")
     shown: dict[str, Any] = Field(description="What the page takes from the run's row: judge, model, arm, outcome, "
                                   "signals (name -> value), and the turn read from the trace where no record holds it.")
     tools: list[ToolView] = Field(default_factory=list, description="The tools of the run's setup.")
     persists: str = Field(default="", description="What the stated variant says persists.")
-    system_prompt: str = Field(default="", description="The system prompt the agent saw.")
     settings: str = Field(default="", description="The agent's settings as JSON text.")
     parts: dict[str, str] = Field(default_factory=dict, description="Fields kept in data/parts.js: name -> key.")
 
@@ -346,6 +346,15 @@ class SiteRun:
     # The parts its page names (key, the part as JSON): a part seen before in this process is the same bytes object,
     # so runs pickled together carry it once (``analysis.view.site.shared_parts``).
     parts: tuple[tuple[str, bytes], ...] = ()
+    # Fields of its row it shares with what the report reads of the same trace (the same dict, so the two travel
+    # from a worker as one): the run's row is these and ``row``, ``row`` winning (:func:`run_row`).
+    base: Mapping[str, Any] | None = None
+
+
+def run_row(run: RunRecord | SiteRun) -> dict[str, Any]:
+    """A run's row: its ``row``, over the fields of its ``base`` where it has one (a new dict then)."""
+    base = getattr(run, "base", None)
+    return run.row if base is None else {**base, **run.row}
 
 
 class MetricInfo(BaseModel):

@@ -43,6 +43,7 @@ from commitbench.analysis.view.model import (
     RunSource,
     SiteRun,
     TranscriptPage,
+    run_row,
 )
 from commitbench.analysis.view.transcript import MESSAGE
 from commitbench.digests import digest
@@ -312,12 +313,12 @@ class _Shards:
         position = len(self.keys)
         self.keys.append(run.key)
         self.masks.append(0)
-        row = run.row
+        row = run_row(run)
         for column in self.columns:
             column.add(row.get(column.name))
         if run.ok:
             self.finished += 1
-            self.ok_rows.append(run.row)
+            self.ok_rows.append(row)
             self.ok_positions.append(position)
         episode = self.episodes.get(run.episode)
         if episode is None:

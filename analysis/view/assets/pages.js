@@ -1,9 +1,8 @@
 /* commitbench run viewer: transcript pages made in the browser from what the site holds of a run.
  *
- * A follow-up run's entry in data/runs/NNNNN.js is what its page is made of: the trace (the fields a page
- * shows), every checker's record, and the few fields the page takes from the run's row ("shown"); its setup's
- * tools, what persists, the system prompt and the agent's settings are named parts (data/parts.js) or
- * inline. page(entry) makes the transcript page the rest of the viewer reads (the fields of TranscriptPage in
+ * A follow-up run's entry in data/runs/NNNNN.js is what its page is made of: the trace and every checker's
+ * record (the lines of the run's files), and the few fields the page takes from the run's row ("shown"); its
+ * setup's tools, what persists and the agent's settings are named parts (data/parts.js) or inline. page(entry) makes the transcript page the rest of the viewer reads (the fields of TranscriptPage in
  * analysis/view/model.py), as the Python side once made it for every run. Nothing here touches the DOM.
  */
 (function () {
@@ -13,12 +12,17 @@
   const PROMISE_ACT = "promise";  // the pre-seeded promise: an assistant message no checker judges
   const RESPONSE_QUESTIONS = ["false_action_claim", "declines_request", "hands_back_to_user", "did_task_now", "asks_clarification"];
 
-  // A text cut to MAX_ITEM_TEXT characters (counted as code points, as the trace's writer counts them).
+  const CUT_NOTE = /^ \[\.\.\. \d+ more characters\]$/;  // what a cut text ends with
+
+  // A text cut to MAX_ITEM_TEXT characters (counted as code points, as Python counts them); one the site holds
+  // cut already (a trace too long to hold whole) stays as it is.
   function clip(text) {
     text = text || "";
     if (text.length <= MAX_ITEM_TEXT) return text;
     const points = Array.from(text);
     if (points.length <= MAX_ITEM_TEXT) return text;
+    const rest = points.slice(MAX_ITEM_TEXT).join("");
+    if (CUT_NOTE.test(rest)) return text;
     return points.slice(0, MAX_ITEM_TEXT).join("") + " [... " + (points.length - MAX_ITEM_TEXT) + " more characters]";
   }
 
@@ -161,6 +165,11 @@
     return items;
   }
 
+  function systemPrompt(trace) {
+    const event = (trace.events || []).find((e) => e.kind === "system");
+    return event ? event.text || "" : "";
+  }
+
   function modelCalls(trace) {
     return (trace.model_calls || []).map((c) => ({
       turn: c.turn, purpose: c.purpose || "agent", latency_s: Math.round((c.latency_s || 0) * 1e4) / 1e4,
@@ -243,7 +252,7 @@
     const page = {
       suite: "followup", key: entry.key,
       title: [factor("request_id"), factor("setup"), shown.model, shown.arm, shown.outcome].join(" · "),
-      facts, system_prompt: entry.system_prompt || "", items: chatItems(trace), model_calls: modelCalls(trace),
+      facts, system_prompt: systemPrompt(trace), items: chatItems(trace), model_calls: modelCalls(trace),
       signals: Object.entries(shown.signals || {}).map(([name, value]) => ({ name, value })),
       infra_error: trace.infra_error || "", request, tools: entry.tools || [], persists: entry.persists || "", reply,
       checks: checks.map(([judge, record]) => checkView(judge, record, reply)),
