@@ -10,12 +10,18 @@ page of a built site in a browser and writes a screenshot of each: the tests use
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _browser import Browser
+from _browser import Browser, die_with_parent
 from _runner_fixtures import parse_line, standing_responder
 
 from commitbench.config import ExperimentConfig, JudgeConfig
@@ -132,3 +138,34 @@ def capture_pages(browser: Browser, site_url: str, out: Path, prefix: str, trans
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+SERVING = re.compile(r"serving (http://127\.0\.0\.1:\d+/index\.html)")
+
+
+def serve_view(arguments: list[str], timeout: float = 180.0) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``commitbench view ARGUMENTS`` (with ``--serve``) started in a process group of its own; its address and the
+    lines it printed up to it (an AssertionError naming them when it says no address within ``timeout``)."""
+    command = [sys.executable, "-m", "commitbench.cli", "view", *arguments]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True, preexec_fn=die_with_parent)
+    assert server.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = server.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        found = SERVING.search(line)
+        if found:
+            return server, found.group(1), lines
+    stop_view(server)
+    raise AssertionError(f"the server did not say where it serves: {lines}")
+
+
+def stop_view(server: subprocess.Popen[str]) -> None:
+    """SIGTERM to the server's process group, and wait for it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=20)

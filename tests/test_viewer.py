@@ -22,14 +22,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _browser import Browser, browser_session, die_with_parent
-from _viewer_fixtures import capture_pages, first_href, followup_run, route_ready, show, standing_run
+from _viewer_fixtures import (
+    capture_pages,
+    first_href,
+    followup_run,
+    route_ready,
+    serve_view,
+    show,
+    standing_run,
+    stop_view,
+)
 from pydantic import BaseModel
 
 from commitbench.analysis.followup.metrics import METRICS as FOLLOWUP_METRICS
@@ -995,21 +1003,9 @@ def test_side_by_side_shows_one_episode_in_two_columns(
 def test_the_served_site_works_and_the_server_stops_with_the_test(
     chrome: Browser, runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    command = [sys.executable, "-m", "commitbench.cli", "view", str(runs["followup"]), "--out", str(tmp_path / "site"),
-               "--judge", FOLLOWUP_JUDGE, "--n-boot", "50", "--serve", "0"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True, preexec_fn=die_with_parent)
+    server, url, _ = serve_view([str(runs["followup"]), "--out", str(tmp_path / "site"), "--judge", FOLLOWUP_JUDGE,
+                                 "--n-boot", "50", "--serve", "0"])
     try:
-        url = None
-        deadline = time.monotonic() + 180
-        assert server.stdout is not None
-        while url is None and time.monotonic() < deadline:
-            line = server.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
-            url = found.group(1) if found else None
-        assert url, "the server did not say where it serves"
         chrome.goto(url + "#/", ready=route_ready("#/"))
         show(chrome, "#/runs")
         assert chrome.evaluate("Number(document.getElementById('run-count').dataset.count)") == len(
@@ -1019,8 +1015,7 @@ def test_the_served_site_works_and_the_server_stops_with_the_test(
         assert chrome.evaluate("document.querySelectorAll('ol.chat > li').length") >= 2
         assert_clean(chrome)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=20)
+        stop_view(server)
     assert server.returncode is not None
 
 
@@ -1040,18 +1035,9 @@ def test_a_followup_run_appended_to_a_watched_run_gets_its_page_made_in_the_brow
     new = EpisodeTrace.model_validate_json(lines[held])
     (live / "traces.jsonl").write_bytes(b"".join(lines[:held] + lines[held + 1:]))
     records = one_labeller_labels(labels_path(source, FOLLOWUP_JUDGE), FollowupLabelRecord, FOLLOWUP_JUDGE)
-    command = [sys.executable, "-m", "commitbench.cli", "view", str(live), "--out", str(tmp_path / "site"),
-               "--judge", FOLLOWUP_JUDGE, "--n-boot", "20", "--serve", "0", "--watch"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True, preexec_fn=die_with_parent)
+    server, url, _ = serve_view([str(live), "--out", str(tmp_path / "site"), "--judge", FOLLOWUP_JUDGE,
+                                 "--n-boot", "20", "--serve", "0", "--watch"])
     try:
-        assert server.stdout is not None
-        url = None
-        while url is None:
-            line = server.stdout.readline()
-            assert line, "the server ended before it served"
-            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
-            url = found.group(1) if found else None
         chrome.goto(url + "#/runs", ready=route_ready("#/runs"))
         chrome.wait_for("!document.getElementById('live').hidden")
         with (live / "traces.jsonl").open("ab") as handle:
@@ -1068,8 +1054,7 @@ def test_a_followup_run_appended_to_a_watched_run_gets_its_page_made_in_the_brow
         assert_clean(chrome)
     finally:
         chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=20)
+        stop_view(server)
 
 
 def test_view_refuses_a_directory_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

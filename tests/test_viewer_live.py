@@ -8,21 +8,17 @@ request's seed is even, so its two samples disagree) and two reference agents, o
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _browser import Browser, browser_session, die_with_parent
+from _browser import Browser, browser_session
 from _runner_fixtures import standing_responder
-from _viewer_fixtures import _chat_lines_only, route_ready, show
+from _viewer_fixtures import _chat_lines_only, route_ready, serve_view, show, stop_view
 
 from commitbench.cli import main
 from commitbench.commands.view_cmd import build_site
@@ -100,29 +96,7 @@ def test_the_build_prints_progress_lines_when_piped(run: Path, tmp_path: Path) -
 
 def _serve(run: Path, out: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
     """``commitbench view RUN --out OUT --serve 0`` started; its address and the lines it printed first."""
-    command = [sys.executable, "-m", "commitbench.cli", "view", str(run), "--out", str(out), "--n-boot", str(N_BOOT),
-               "--serve", "0"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True, preexec_fn=die_with_parent)
-    assert server.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = server.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
-        if found:
-            return server, found.group(1), lines
-    _stop(server)
-    raise AssertionError(f"the server did not say where it serves: {lines}")
-
-
-def _stop(server: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=20)
+    return serve_view([str(run), "--out", str(out), "--n-boot", str(N_BOOT), "--serve", "0"])
 
 
 def test_serve_reuses_a_site_built_from_the_same_run_files(
@@ -130,7 +104,7 @@ def test_serve_reuses_a_site_built_from_the_same_run_files(
 ) -> None:
     out = tmp_path / "served"
     server, _, lines = _serve(run, out)
-    _stop(server)
+    stop_view(server)
     assert any(line.startswith("wrote ") for line in lines)
     built = (out / "data" / "meta.js").stat().st_mtime_ns
     stamp = json.loads((out / "data" / "stamp.json").read_text())
@@ -146,15 +120,15 @@ def test_serve_reuses_a_site_built_from_the_same_run_files(
         _clean(chrome)
     finally:
         chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
-        _stop(server)
+        stop_view(server)
 
     server, _, lines = _serve(run, tmp_path / "elsewhere")  # another site directory: built there
-    _stop(server)
+    stop_view(server)
     assert any(line.startswith("wrote ") for line in lines)
     labels = run / "labels-rules.jsonl"  # a new labels file is a new input: the site is rebuilt
     assert main(["label", str(run)]) == 0 and labels.is_file()
     server, _, lines = _serve(run, out)
-    _stop(server)
+    stop_view(server)
     assert any(line.startswith("wrote ") for line in lines) and not any("without a rebuild" in x for x in lines)
     assert (out / "data" / "meta.js").stat().st_mtime_ns != built
 
@@ -273,18 +247,9 @@ def test_watch_adds_a_trace_appended_to_a_served_run(chrome: Browser, run: Path,
     held_back = lines[-1]  # the run has not written its last trace yet
     (live / "traces.jsonl").write_bytes(b"".join(lines[:-1]))
     new = EpisodeTrace.model_validate_json(held_back)
-    command = [sys.executable, "-m", "commitbench.cli", "view", str(live), "--out", str(tmp_path / "site"),
-               "--n-boot", str(N_BOOT), "--serve", "0", "--watch"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True, preexec_fn=die_with_parent)
+    server, url, _ = serve_view([str(live), "--out", str(tmp_path / "site"), "--n-boot", str(N_BOOT), "--serve", "0",
+                                 "--watch"])
     try:
-        assert server.stdout is not None
-        url = None
-        while url is None:
-            line = server.stdout.readline()
-            assert line, "the server ended before it served"
-            found = re.search(r"serving (http://127\.0\.0\.1:\d+/index\.html)", line)
-            url = found.group(1) if found else None
         chrome.goto(url + "#/runs", ready=route_ready("#/runs"))
         count = "Number(document.getElementById('run-count').dataset.count)"
         assert chrome.evaluate(count) == len(lines) - 1
@@ -301,7 +266,7 @@ def test_watch_adds_a_trace_appended_to_a_served_run(chrome: Browser, run: Path,
         _clean(chrome)
     finally:
         chrome.goto("about:blank")  # leave the served page first: it asks the server for new runs every 2 s
-        _stop(server)
+        stop_view(server)
 
 
 def test_several_runs_make_one_site_with_a_run_picker(chrome: Browser, run: Path, tmp_path: Path) -> None:
