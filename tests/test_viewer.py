@@ -946,6 +946,66 @@ def test_every_followup_page_made_in_the_browser_is_its_trace_and_records(
     assert any(i["kind"] == "revision" for p in pages for i in p["items"])
 
 
+def _unusual_traces() -> list[EpisodeTrace]:
+    """Traces shaped as a chat seldom is: results without their call and calls without their result, notices,
+    a turn whose opening message is missing, a message that looks like an opening on another channel, a text
+    past the transcript's limit, reasoning of two calls, a replaced reply, words outside the BMP."""
+    opened = _event(EventKind.MESSAGE, 2, "CI is green 😀.", sender="Lena Park", role="coordinator", channel="#team",
+                    act="trigger")
+    second = _event(EventKind.MESSAGE, 4, "And staging?", sender="Lena Park", role="coordinator", channel="#team")
+    unseen = _event(EventKind.MESSAGE, 9, "never logged", sender="Bo", channel="#team")
+    calls = [
+        ToolCallRecord(step=2, turn=0, tool="deploy", arguments={"service": "api", "n": 2, "deep": {"a": [1, None]}},
+                       call_id="c1", ok=True, result="Deployed.", is_write=True),
+        ToolCallRecord(step=2, turn=0, tool="nope", arguments=None, raw_arguments="{oops", call_id="c2", ok=False,
+                       result="unknown tool", error_kind="unknown_tool"),
+        ToolCallRecord(step=2, turn=0, tool="lookup", arguments={"q": "ü"}, call_id="c3", ok=True, result="x" * 20_010),
+        ToolCallRecord(step=2, turn=0, tool="end_turn", arguments={}, call_id="", ok=True, result=""),
+    ]
+    events = [
+        _event(EventKind.SYSTEM, 0, "You are Aide."),
+        _event(EventKind.MESSAGE, 0, "Please deploy api.", sender="Alice Moreno", role="lead", channel="#team",
+               act="request", subject="Alice Moreno"),
+        _event(EventKind.ASSISTANT, 1, "I'll deploy it.", sender="Aide", channel="#team", act="promise"),
+        _event(EventKind.MESSAGE, 2, "CI is green 😀.", sender="Lena Park", role="coordinator", channel="#other"),
+        opened,
+        _event(EventKind.TOOL_RESULT, 2, "Deployed.", tool="deploy", call_id="c1"),
+        _event(EventKind.TOOL_RESULT, 2, "unknown tool", tool="nope", call_id="c2", ok=False),
+        _event(EventKind.TOOL_RESULT, 2, "orphan result", tool="ghost", call_id="zz", ok=False),
+        _event(EventKind.TOOL_RESULT, 2, "no id at all", tool="ghost"),
+        _event(EventKind.NOTICE, 2, "The turn's tool budget is spent."),
+        _event(EventKind.REVISION_REQUEST, 2, "Rewrite your reply."),
+        _event(EventKind.ASSISTANT, 2, "Done, Alice.", sender="Aide", channel="dm:Alice Moreno"),
+        second,
+        _event(EventKind.ASSISTANT, 4, "Staging too.", sender="Aide", channel="#team"),
+    ]
+    full = EpisodeTrace(
+        env_id="commitbench/Standing-v0", episode_id="st-x", factors={}, run_key="k", events=events,
+        turns=[TurnRecord(index=0, opened_by=opened, calls=calls, reply="Done, Alice.",
+                          revisions=[Revision(by="claim_guard", kind="claim_guarded", original="All done!")]),
+               TurnRecord(index=1, opened_by=second, reply="Staging too.", reply_channel="#team"),
+               TurnRecord(index=2, opened_by=unseen, calls=[calls[0].model_copy(update={"turn": 2, "call_id": "c9"})],
+                          revisions=[Revision(by="rewrite", kind="rewritten", original="y" * 20_001)])],
+        model_calls=[ModelCallRecord(turn=0, reasoning="  The trigger came.  "), ModelCallRecord(turn=0),
+                     ModelCallRecord(turn=0, reasoning="Deploy now."), ModelCallRecord(turn=1, reasoning=" ")],
+    )
+    return [full, full.model_copy(update={"turns": []}), full.model_copy(update={"events": []}),
+            full.model_copy(update={"events": events[:4]})]
+
+
+@pytest.mark.slow
+def test_the_browser_makes_the_chat_of_unusual_traces_as_chat_items_does(
+    chrome: Browser, sites: dict[str, Path]
+) -> None:
+    open_site(chrome, sites["followup"])
+    for trace in _unusual_traces():
+        made = json.loads(chrome.evaluate(f"JSON.stringify(commitbenchPages.chatItems({trace.model_dump_json()}))"))
+        # The same JSON with its defaults left out, as the trace file holds it from an older writer.
+        sparse = trace.model_dump_json(exclude_defaults=True)
+        assert json.loads(chrome.evaluate(f"JSON.stringify(commitbenchPages.chatItems({sparse}))")) == made
+        assert made == chat_items(trace)
+
+
 @pytest.mark.slow
 def test_a_page_whose_shared_part_is_missing_says_so(chrome: Browser, sites: dict[str, Path], tmp_path: Path) -> None:
     site = tmp_path / "site"
