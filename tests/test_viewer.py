@@ -59,13 +59,14 @@ from commitbench.analysis.view.model import (
     TranscriptPage,
     page_part,
 )
-from commitbench.analysis.view.site import page_json, shared_parts, with_parts
+from commitbench.analysis.view.site import page_json, shared_parts, speakers, with_parts
 from commitbench.analysis.view.standing import SIGNAL_DESCRIPTIONS
 from commitbench.analysis.view.transcript import (
     arguments_text,
     call_item,
     chat_items,
     clip,
+    event_speakers,
     fact,
     said_item,
     settings_text,
@@ -1004,6 +1005,7 @@ def test_the_browser_makes_the_chat_of_unusual_traces_as_chat_items_does(
         sparse = trace.model_dump_json(exclude_defaults=True)
         assert json.loads(chrome.evaluate(f"JSON.stringify(commitbenchPages.chatItems({sparse}))")) == made
         assert made == chat_items(trace)
+        assert event_speakers(trace) == speakers(made)  # who speaks, for search, read from the events alike
 
 
 @pytest.mark.slow

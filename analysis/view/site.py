@@ -150,46 +150,42 @@ def _part(data: bytes) -> tuple[str, bytes]:
     return found
 
 
-def shared_parts(page: Part) -> tuple[Part, tuple[tuple[str, bytes], ...]]:
-    """``page`` with its :data:`SHARED_FIELDS` of at least :data:`SHARED_MIN_BYTES` as JSON taken out and named in
-    its ``parts`` field instead (a new dict; ``page`` is left as it is), and those parts as (key, JSON)."""
+def _shared(fields: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, str], tuple[tuple[str, bytes], ...]]:
+    """``fields`` as JSON: those under :data:`SHARED_MIN_BYTES` (name -> JSON), the others' keys (name -> key),
+    and the others as parts (key, JSON)."""
+    small: dict[str, bytes] = {}
     taken: dict[str, str] = {}
     parts: list[tuple[str, bytes]] = []
-    for name in SHARED_FIELDS:
-        value = page.get(name)
-        if value is None:
-            continue
+    for name, value in fields.items():
         data = page_json(value)
         if len(data) < SHARED_MIN_BYTES:
+            small[name] = data
             continue
         key, data = _part(data)
         taken[name] = key
         parts.append((key, data))
+    return small, taken, tuple(parts)
+
+
+def shared_parts(page: Part) -> tuple[Part, tuple[tuple[str, bytes], ...]]:
+    """``page`` with its :data:`SHARED_FIELDS` of at least :data:`SHARED_MIN_BYTES` as JSON taken out and named in
+    its ``parts`` field instead (a new dict; ``page`` is left as it is), and those parts as (key, JSON)."""
+    _, taken, parts = _shared({name: page[name] for name in SHARED_FIELDS if page.get(name) is not None})
     if not taken:
         return page, ()
     out = {name: value for name, value in page.items() if name not in taken}
     out["parts"] = taken  # the model's last field: the page is still its model's JSON
-    return out, tuple(parts)
+    return out, parts
 
 
 def shared_fields(fields: Mapping[str, Any]) -> tuple[dict[str, bytes], tuple[tuple[str, bytes], ...]]:
     """``fields`` (a page's :data:`SHARED_FIELDS`) as JSON, those of at least :data:`SHARED_MIN_BYTES` taken out as
     parts and named in a ``parts`` member instead (name -> JSON, in the order given, ``parts`` last), and those
     parts as (key, JSON): what :func:`shared_parts` makes of a page, for an entry written field by field."""
-    out: dict[str, bytes] = {}
-    taken: dict[str, str] = {}
-    parts: list[tuple[str, bytes]] = []
-    for name, value in fields.items():
-        data = page_json(value)
-        if len(data) < SHARED_MIN_BYTES:
-            out[name] = data
-            continue
-        key, data = _part(data)
-        taken[name] = key
-        parts.append((key, data))
+    out, taken, parts = _shared(fields)
     if taken:
         out["parts"] = orjson.dumps(taken)
-    return out, tuple(parts)
+    return out, parts
 
 
 def with_parts(page: Part, parts: Mapping[str, Any], only: Container[str] | None = None) -> Part:

@@ -253,15 +253,14 @@ def search_text(trace: EpisodeTrace, shared: Collection[str]) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def event_speakers(trace: EpisodeTrace, parties: Mapping[str, str] | None = None) -> str:
-    """Who speaks in a run, for search (what ``site.speakers`` reads from its :func:`chat_items`, read from the
-    events): each person's name, job title and part in the episode, once, in the order they first speak."""
-    parties = parties or {}
+def event_speakers(trace: EpisodeTrace) -> str:
+    """Who speaks in a run, for search (what ``site.speakers`` reads from its :func:`chat_items` made without
+    parties, read from the events): each person's name and job title, once, in the order they first speak."""
     seen: dict[str, str] = {}
     for event in trace.events:
         sender = event.sender
         if event.kind is _MESSAGE and sender and sender not in seen:
-            seen[sender] = " · ".join(p for p in (sender, event.role, parties.get(sender, "")) if p)
+            seen[sender] = f"{sender} · {event.role}" if event.role else sender
     return "\n".join(seen.values())
 
 
