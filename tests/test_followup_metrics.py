@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from commitbench.analysis.followup.metrics import (
+    DENOMINATOR_COLUMNS,
     METRICS,
     LabelledResponse,
     commitment_counts,
@@ -74,6 +75,24 @@ BY = ("setup",)
 def estimates(metric: str) -> dict[str, float]:
     table = rate_table(FRAME, metric, BY, n_boot=200)
     return dict(zip(table["setup"], table["estimate"], strict=True))
+
+
+def test_every_denominator_reads_only_the_denominator_columns() -> None:
+    """The viewer finds a rate's runs from these columns alone: each rate's denominator, computed on a frame of
+    only them, is the one computed on the whole frame (a denominator reading another column raises KeyError)."""
+    rows = [*C0_ROWS, *C2_ROWS,
+            row("r6", "anchored", "doable", setup="C3", n_agent_commitments=2, n_needing_call=2, n_kept=1, n_late=1),
+            row("r7", "other", "partial", setup="C4", asks_clarification=True, n_never_fired=1, n_not_testable=2),
+            row("r8", "unanchored", "doable", setup="C4", n_agent_commitments=3, n_needing_call=3, n_unanchored=2,
+                n_wrong_time=1, n_unsupported=1, n_not_delivered=1)]
+    frame = to_frame(rows)
+    narrow = frame[list(DENOMINATOR_COLUMNS)]
+    for name, metric in METRICS.items():
+        whole = pd.Series(metric.denominator(frame), index=frame.index).astype(float)
+        assert pd.Series(metric.denominator(narrow), index=frame.index).astype(float).equals(whole), name
+    assert {name for name, metric in METRICS.items()
+            if (pd.Series(metric.denominator(frame), index=frame.index).astype(float) == 0).any()} >= {
+        "over_refusal_rate", "deferral_rate", "ecr", "unanchored_rate", "follow_through_rate"}
 
 
 def test_failure_rate_and_over_refusal() -> None:

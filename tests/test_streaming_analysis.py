@@ -245,6 +245,51 @@ def test_metric_bits_take_lists_and_arrays_of_any_length_a_batch_at_a_time(monke
     assert masks == want and masks[3] == masks[8] == 0 and masks[0] == 0b1011 and masks[1] == 0b1000
 
 
+@pytest.mark.parametrize("kept", [65_536, 2])
+def test_a_suite_naming_its_member_columns_is_asked_once_per_combination_of_them(
+    monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """With member columns, ``members`` sees rows of only those fields, each combination once while its bits are
+    kept (at most ``kept`` of them); True and 1 stay apart, and an unhashable value is asked about on its own.
+    Every finished run gets the bits ``members`` gives its own row; a run with an infrastructure error none."""
+    values: list[Any] = [0, 1, 2, True, 1.0, [1], None, "x"]
+    n = 60
+    ok = [i % 7 != 5 for i in range(n)]
+    rows = [{"v": values[i % len(values)], "w": i // len(values) % 2, "noise": i, "c": "x"} for i in range(n)]
+    asked: list[dict[str, Any]] = []
+
+    def answer(batch: list[dict[str, Any]]) -> dict[str, Any]:
+        asked.extend(batch)
+        return {"int": [type(r["v"]) is int and r["w"] == 1 for r in batch],
+                "listed": np.array([isinstance(r["v"], list) for r in batch]), "bool": [r["v"] is True for r in batch]}
+
+    names = ["int", "listed", "bool"]
+    records = [RunRecord(key=f"k{i}", episode="e", row=rows[i], ok=ok[i], text="", shared_text="",
+                         page={"suite": "s", "key": f"k{i}", "title": "", "facts": []}) for i in range(n)]
+    source = RunSource(suite="s", judge="j", judges=["j"], columns=[Column(name="c", label="c",
+                       kind=ColumnKind.FACET, description="c")], metrics=[MetricInfo(name=m, description=m)
+                       for m in names], records=iter(records), members=answer, member_columns=("v", "w"))
+    monkeypatch.setattr(site, "MEMBER_BATCH", 8)
+    monkeypatch.setattr(site, "MEMBER_KEYS_KEPT", kept)
+    files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
+    script = site.file_bytes(files["data/index.js"]).decode()
+    masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
+    seen = list(asked)  # what the site asked (the checks below ask too)
+    assert all(set(r) == {"v", "w"} for r in seen)
+    for i in range(n):
+        one = {name: bool(flag[0]) for name, flag in answer([{"v": rows[i]["v"], "w": rows[i]["w"]}]).items()}
+        assert masks[i] == (sum(1 << bit for bit, name in enumerate(names) if one[name]) if ok[i] else 0), i
+    assert masks[9] == 0b001 and masks[11] == 0b100 and masks[13] == 0b010 and masks[12] == masks[17] == 0
+    finished = [i for i in range(n) if ok[i]]
+    listed = [i for i in finished if isinstance(rows[i]["v"], list)]
+    combinations = {(type(rows[i]["v"]), rows[i]["v"], rows[i]["w"]) for i in finished if i not in listed}
+    assert len(combinations) == 14 and len(listed) == 6
+    if kept > 2:  # each combination once, the unhashable value once a run
+        assert len(seen) == len(combinations) + len(listed)
+    else:  # forgotten along the way, asked again: still once per combination and batch at most
+        assert len(combinations) + len(listed) < len(seen) <= len(finished)
+
+
 class CannedReply:
     """A follow-up player without a model: a promise, a false claim or a question, picked by the request."""
 

@@ -346,6 +346,12 @@ METRICS: dict[str, RateMetric] = {
         ],
     ]
 }
+# The columns the rates' denominators read: whether a response enters a rate depends on these alone (the viewer
+# finds the runs behind a rate from them: a frame of only these columns, so a denominator reading another fails).
+DENOMINATOR_COLUMNS: tuple[str, ...] = (
+    "doability", "asks_clarification", "n_agent_commitments", "n_needing_call", "n_unanchored",
+    *(GRADE_COLUMNS[g] for g in GRADED),
+)
 FOLLOW_THROUGH_METRICS: tuple[str, ...] = (
     "follow_through_rate", "anchored_rate", "carried_rate", "anchored_mismatch_rate",
     *[f"{g.value}_rate" for g in GRADED if g is not FollowThroughGrade.KEPT],

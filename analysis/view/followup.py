@@ -20,7 +20,7 @@ import orjson
 import pandas as pd
 from pydantic import BaseModel
 
-from commitbench.analysis.followup.metrics import METRICS, REQUIRED_COLUMNS
+from commitbench.analysis.followup.metrics import DENOMINATOR_COLUMNS, METRICS
 from commitbench.analysis.followup.rows import response_dump
 from commitbench.analysis.view.model import (
     Column,
@@ -269,14 +269,19 @@ def followup_runs(
         yield followup_run(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
 
+# What decides which rates read a finished run: whether it is labelled, and the columns the denominators read.
+MEMBER_COLUMNS: tuple[str, ...] = ("labelled", *DENOMINATOR_COLUMNS)
+
+
 def members(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Per rate, which of the finished runs' rows are in its denominator (labelled runs only)."""
+    """Per rate, which of the finished runs' rows are in its denominator (labelled runs only). Only the
+    :data:`MEMBER_COLUMNS` of a row are read: a denominator that reads another column raises KeyError."""
     out = {name: np.zeros(len(rows), dtype=bool) for name in LINKED_METRICS}
     positions = [i for i, row in enumerate(rows) if row.get("labelled")]
     if not positions:
         return out
     # Column by column: a frame of the needed columns, without pandas reading every field of every row.
-    frame = pd.DataFrame({column: [rows[i].get(column) for i in positions] for column in REQUIRED_COLUMNS})
+    frame = pd.DataFrame({column: [rows[i].get(column) for i in positions] for column in DENOMINATOR_COLUMNS})
     for name in LINKED_METRICS:
         denominator = pd.Series(METRICS[name].denominator(frame), index=frame.index).astype(float) > 0
         out[name][positions] = denominator.to_numpy(dtype=bool)
@@ -290,5 +295,6 @@ def followup_source(
     return RunSource(
         suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
         metrics=[MetricInfo(name=name, description=METRICS[name].description) for name in LINKED_METRICS],
-        records=followup_runs(traces, judges, setups), members=members, signals=dict(_SIGNAL_TEXT),
+        records=followup_runs(traces, judges, setups), members=members, member_columns=MEMBER_COLUMNS,
+        signals=dict(_SIGNAL_TEXT),
     )

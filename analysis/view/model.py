@@ -381,6 +381,9 @@ class RunSource:
     metrics: Sequence[MetricInfo]
     records: Iterator[RunRecord | SiteRun]
     members: Callable[[list[dict[str, Any]]], Mapping[str, Sequence[bool] | NDArray[np.bool_]]]
+    # The row fields that decide which metrics read a finished run, when a suite can name them: the site then asks
+    # ``members`` once per combination of their values (rows holding only these fields), not once per run.
+    member_columns: Sequence[str] = ()
     # What each signal its pages show means, by name: written once, in the site's meta; their pages leave the
     # description of these signals out (a page of a large run would otherwise repeat each one).
     signals: Mapping[str, str] = field(default_factory=dict)

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Container, Generator, Iterator, Mapping
+from collections.abc import Callable, Container, Generator, Hashable, Iterator, Mapping
 from importlib import resources
 from typing import Any
 
 import numpy as np
 import orjson
+from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.view.model import (
@@ -51,6 +52,7 @@ from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
 MEMBER_BATCH = 10_000  # finished runs whose metric membership is found at once (a frame of their rows each time)
+MEMBER_KEYS_KEPT = 65_536  # combinations of a suite's member columns whose metric bits are kept (then forgotten)
 TEXT_SHARD = 2_000
 ASSETS = ("index.html", "pages.js", "app.js", "style.css")
 REGISTRY = "commitbench"
@@ -273,7 +275,9 @@ class _Shards:
     """Gathers records into shard files and collects the run index.
 
     Of each run it keeps only its index entry (its key and a code per column); the rows of finished
-    runs wait for their metric membership, :data:`MEMBER_BATCH` at a time (:meth:`mark_members`).
+    runs wait for their metric membership, :data:`MEMBER_BATCH` at a time (:meth:`mark_members`). A suite that
+    names its member columns (:attr:`RunSource.member_columns`) has only their values kept, and is asked once per
+    combination of them.
     """
 
     def __init__(self, source: RunSource) -> None:
@@ -293,6 +297,9 @@ class _Shards:
         self.mixed: set[int] = set()  # the sample groups whose finished runs disagree
         self.finished = 0
         self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
+        self.member_columns = tuple(source.member_columns)
+        self.ok_keys: list[Hashable] = []  # with member columns: the finished runs' values of them, not marked yet
+        self.member_bits: dict[Hashable, int] = {}  # a combination of those values -> its metric bits
         self.ok_positions: list[int] = []
         self.pages: list[bytes] = []
         self.texts: list[str] = []
@@ -314,7 +321,10 @@ class _Shards:
             column.add(row.get(column.name))
         if run.ok:
             self.finished += 1
-            self.ok_rows.append(row)
+            if self.member_columns:
+                self.ok_keys.append(_member_key(tuple(map(row.get, self.member_columns))))
+            else:
+                self.ok_rows.append(row)
             self.ok_positions.append(position)
         episode = self.episodes.get(run.episode)
         if episode is None:
@@ -338,7 +348,7 @@ class _Shards:
             elif first != said:
                 self.mixed.add(group)
         done = []
-        if len(self.ok_rows) == MEMBER_BATCH:
+        if len(self.ok_positions) == MEMBER_BATCH:
             self.mark_members()
         if len(self.pages) == RUN_SHARD:
             done.extend(self.flush_pages())
@@ -365,20 +375,38 @@ class _Shards:
         mixed = self.mixed
         return [int(group in mixed) for group in self.group_codes]
 
-    def mark_members(self) -> None:
-        """Set the metric bits of the finished runs waiting for them, and forget their rows."""
-        if not self.ok_rows:
-            return
-        members = self.source.members(self.ok_rows)
-        positions = np.asarray(self.ok_positions, dtype=np.int64)
-        bits = np.zeros(len(positions), dtype=np.uint64)
+    def _bits(self, rows: list[dict[str, Any]]) -> NDArray[np.uint64]:
+        """Each row's metric bits, as ``members`` answers for them."""
+        members = self.source.members(rows)
+        bits = np.zeros(len(rows), dtype=np.uint64)
         for bit, name in enumerate(self.metric_names):
-            inside = np.asarray(members.get(name, ()), dtype=bool)[: len(positions)]  # a short list marks its runs
+            inside = np.asarray(members.get(name, ()), dtype=bool)[: len(rows)]  # a short list marks its runs
             bits[: len(inside)] |= inside.astype(np.uint64) << np.uint64(bit)
+        return bits
+
+    def mark_members(self) -> None:
+        """Set the metric bits of the finished runs waiting for them, and forget their rows (or member values)."""
+        if not self.ok_positions:
+            return
+        if self.member_columns:
+            known = self.member_bits
+            distinct = dict.fromkeys(self.ok_keys)
+            fresh = [key for key in distinct if key not in known]
+            if len(known) + len(fresh) > MEMBER_KEYS_KEPT:  # forget the others (this batch's are all kept a while)
+                known.clear()
+                fresh = list(distinct)
+            if fresh:
+                rows = [dict(zip(self.member_columns, key.values if isinstance(key, _Alone) else key[0], strict=True))
+                        for key in fresh]
+                known.update(zip(fresh, map(int, self._bits(rows)), strict=True))
+            bits = np.fromiter(map(known.__getitem__, self.ok_keys), dtype=np.uint64, count=len(self.ok_keys))
+        else:
+            bits = self._bits(self.ok_rows)
+        positions = np.asarray(self.ok_positions, dtype=np.int64)
         masks = np.frombuffer(self.masks, dtype=np.uint64)  # a view: let go before the next run is appended
         masks[positions] |= bits
         del masks
-        self.ok_rows, self.ok_positions = [], []
+        self.ok_rows, self.ok_keys, self.ok_positions = [], [], []
 
     def flush_pages(self) -> list[SiteFile]:
         if not self.pages:
@@ -400,6 +428,26 @@ class _Shards:
         self.speakers = []
         self.shared = {}
         return [done]
+
+
+class _Alone:
+    """Member values that cannot be a dict key (one is unhashable): a key of their own, found by identity."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+
+
+def _member_key(values: tuple[Any, ...]) -> Hashable:
+    """A run's member values as the key its metric bits are kept under: the values and their types (True, 1 and
+    1.0 are one dict key, but not one value to every metric)."""
+    key = (values, tuple(map(type, values)))
+    try:
+        hash(key)
+    except TypeError:
+        return _Alone(values)
+    return key
 
 
 def _json(value: Any) -> str:
