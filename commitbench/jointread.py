@@ -128,23 +128,41 @@ class JointRead:
         self.shared = True
         return _Both(convert, guest)
 
-    def feed(self, pairs: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
-        """The host's items of ``pairs``, the guest's handed over a batch at a time as they come. The guest's read
-        ends when the host's thread calls :meth:`host_done` (having let go of what its own read held)."""
+    def feed(self, chunks: Iterable[list[tuple[Any, Any]]]) -> Iterator[Any]:
+        """The host's items of ``chunks`` (lists of pairs: the host's item, the guest's), the guest's handed over a
+        batch at a time as they come. The guest's read ends when the host's thread calls :meth:`host_done` (having
+        let go of what its own read held)."""
         batch: list[Any] = []
         try:
-            for mine, theirs in pairs:
-                batch.append(theirs)
-                if len(batch) >= BATCH:
-                    self._send(batch)
-                    batch = []
-                yield mine
+            for chunk in chunks:
+                for mine, theirs in chunk:
+                    batch.append(theirs)
+                    if len(batch) >= BATCH:
+                        self._send(batch)
+                        batch = []
+                    yield mine
             self._send(batch)
             self._complete = True
         except BaseException as exc:  # the site abandoned, or an error: the guest must not wait for the rest
-            self._send(_Stopped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
-            self._over.set()
+            self._stop(exc)
             raise
+
+    def feed_packed(self, chunks: Iterable[tuple[Any, list[Any]]]) -> Iterator[Any]:
+        """:meth:`feed` of chunks already split: the host's items packed (one object a chunk, yielded as it is) and
+        the guest's as a list, handed over whole."""
+        try:
+            for mine, theirs in chunks:
+                self._send(theirs)
+                yield mine
+            self._complete = True
+        except BaseException as exc:
+            self._stop(exc)
+            raise
+
+    def _stop(self, exc: BaseException) -> None:
+        """The host's read stopped (``exc``): the guest must not wait for the rest."""
+        self._send(_Stopped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
+        self._over.set()
 
     def host_done(self) -> None:
         """The host sends nothing more: after a complete read the guest's read ends; otherwise (a read that

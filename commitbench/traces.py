@@ -180,6 +180,7 @@ TRACES_FILE = "traces.jsonl"
 # What to do about a damaged line of a trace file (said with every error that names one).
 REPAIR_HINT = "delete or repair that line; 'commitbench run' plays its cell again"
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class KeyedRun(Protocol):
@@ -444,13 +445,13 @@ def iter_latest_traces(path: Path | str, include_failed: bool = False) -> Iterat
 # the pool to be worth its start (about a second).
 POOL_CHUNK = 250
 POOL_THRESHOLD = 4_000
-_POOL_WORK: tuple[Path, array[int], array[int], Callable[[EpisodeTrace], Any]] | None = None
+_POOL_WORK: tuple[Path, array[int], array[int], Callable[[EpisodeTrace], Any], Callable[[list[Any]], Any]] | None = None
 
 
-def _pool_task(bounds: tuple[int, int]) -> list[Any]:
+def _pool_task(bounds: tuple[int, int]) -> Any:
     assert _POOL_WORK is not None  # set before the pool's processes were forked
-    file, offsets, numbers, convert = _POOL_WORK
-    return [convert(trace) for trace in _read_lines(file, offsets, numbers, *bounds)]
+    file, offsets, numbers, convert, pack = _POOL_WORK
+    return pack([convert(trace) for trace in _read_lines(file, offsets, numbers, *bounds)])
 
 
 def pool_workers() -> int:
@@ -492,13 +493,59 @@ def map_latest_traces(
             if both is not None:
                 yield from joint.feed(_map_latest(path, both, include_failed, workers, threshold))
                 return
-    yield from _map_latest(path, convert, include_failed, workers, threshold)
+    for batch in _map_latest(path, convert, include_failed, workers, threshold):
+        yield from batch
+
+
+def map_latest_batches(
+    path: Path | str, convert: Callable[[EpisodeTrace], T], pack: Callable[[list[T]], P], include_failed: bool = False,
+    workers: int | None = None, threshold: int | None = None,
+) -> Iterator[P]:
+    """:func:`map_latest_traces`, with ``pack`` of each chunk of ``convert``'s results (at most :data:`POOL_CHUNK`
+    of them, in file order) made where they were made, and only that coming back: what comes back of a chunk
+    is one object (columns of values, say), made and taken in a few steps instead of one per trace. A joint
+    read's guest call gets its items packed the same way, in chunks of :data:`POOL_CHUNK`."""
+    from commitbench.jointread import active_joint
+
+    joint = active_joint()
+    if joint is not None:
+        key = (str(trace_file(path).resolve()), include_failed)
+        taken = joint.claim(key, convert)
+        if taken is not None:
+            batch: list[T] = []
+            for item in taken:
+                batch.append(item)
+                if len(batch) == POOL_CHUNK:
+                    yield pack(batch)
+                    batch = []
+            if batch:
+                yield pack(batch)
+            return
+        if joint.hosting(key):
+            both = joint.host_convert(convert)
+            if both is not None:
+                yield from joint.feed_packed(_map_latest(path, both, include_failed, workers, threshold,
+                                                         _HostPacked(pack)))
+                return
+    yield from _map_latest(path, convert, include_failed, workers, threshold, pack)
+
+
+class _HostPacked:
+    """The pack of a joint read's host: its items of a chunk packed, the guest's left as a list."""
+
+    def __init__(self, pack: Callable[[list[Any]], Any]) -> None:
+        self.pack = pack
+
+    def __call__(self, pairs: list[tuple[Any, Any]]) -> tuple[Any, list[Any]]:
+        return self.pack([mine for mine, _ in pairs]), [theirs for _, theirs in pairs]
 
 
 def _map_latest(
     path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool, workers: int | None,
-    threshold: int | None,
-) -> Iterator[T]:
+    threshold: int | None, pack: Callable[[list[T]], Any] = list,
+) -> Iterator[Any]:
+    """``pack`` of each chunk of ``convert``'s results: of :data:`POOL_CHUNK` traces in a pool, of one trace
+    otherwise (a read in this process goes a trace at a time), or of :data:`POOL_CHUNK` where ``pack`` is given."""
     from commitbench.forkpool import can_fork, ordered_map
     from commitbench.progress import reading
 
@@ -510,27 +557,36 @@ def _map_latest(
     progress = reading(f"reading {file.parent.name or file.name}", count)
     try:
         if workers < 2 or count < (POOL_THRESHOLD if threshold is None else threshold) or not forking:
+            size = 1 if pack is list else POOL_CHUNK
+            items: list[T] = []
             for trace in _read_lines(file, offsets, numbers, 0, count):
-                yield convert(trace)
-                if progress is not None:
-                    progress.advance()
-                    progress.poll()
+                items.append(convert(trace))
+                if len(items) == size:
+                    yield pack(items)
+                    _advance(progress, len(items))
+                    items = []
+            if items:
+                yield pack(items)
+                _advance(progress, len(items))
             return
-        _POOL_WORK = (file, offsets, numbers, convert)
+        _POOL_WORK = (file, offsets, numbers, convert, pack)
         chunks = [(start, min(start + POOL_CHUNK, count)) for start in range(0, count, POOL_CHUNK)]
         # At most two chunks per process are read ahead: what comes back waits here no longer than that.
         with closing(ordered_map(_pool_task, chunks, workers)) as batches:
-            for batch in batches:
-                for item in batch:
-                    yield item
-                    if progress is not None:
-                        progress.advance()
-                if progress is not None:
-                    progress.poll()
+            for start, batch in zip(range(0, count, POOL_CHUNK), batches, strict=False):
+                yield batch
+                _advance(progress, min(POOL_CHUNK, count - start))
     finally:
         _POOL_WORK = None
         if progress is not None:
             progress.close()
+
+
+def _advance(progress: Any, traces: int) -> None:
+    if progress is not None:
+        for _ in range(traces):
+            progress.advance()
+        progress.poll()
 
 
 def _parse_trace(file: Path, number: int, raw: bytes) -> EpisodeTrace | None:

@@ -16,7 +16,14 @@ from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
 from commitbench.jointread import JointReadStopped, joint_read
 from commitbench.runner import run_experiment
-from commitbench.traces import EpisodeTrace, append_traces, iter_traces, map_latest_traces, trace_file
+from commitbench.traces import (
+    EpisodeTrace,
+    append_traces,
+    iter_traces,
+    map_latest_batches,
+    map_latest_traces,
+    trace_file,
+)
 
 SLICE = [e for e in load_episodes() if e.split.value == "test" and e.variant == 0 and e.commitment_type in
          ("deploy_service", "send_report")]
@@ -62,18 +69,24 @@ class Guest(threading.Thread):
     """A reader on another thread, as the viewer's report is: it reads the traces when ``start_reading`` is set."""
 
     def __init__(self, run_dir: Path, joint: jointread.JointRead, take: int | None = None,
-                 include_failed: bool = True, reads: bool = True) -> None:
+                 include_failed: bool = True, reads: bool = True, batches: bool = False) -> None:
         super().__init__(daemon=True)
         self.run_dir, self.joint, self.take, self.include_failed = run_dir, joint, take, include_failed
-        self.reads = reads
+        self.reads, self.batches = reads, batches
         self.start_reading = threading.Event()
         self.items: list[Any] = []
+        self.packs: list[tuple[int, list[Any]]] = []  # read in batches: each pack, as it came
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             self.start_reading.wait()
             if not self.reads:
+                return
+            if self.batches:
+                for pack in map_latest_batches(self.run_dir, guest_item, packed, include_failed=self.include_failed):
+                    self.packs.append(pack)
+                    self.items.extend(pack[1])
                 return
             for item in map_latest_traces(self.run_dir, guest_item, include_failed=self.include_failed):
                 self.items.append(item)
@@ -87,6 +100,80 @@ class Guest(threading.Thread):
 
 def alone(run_dir: Path, convert: Callable[[EpisodeTrace], Any], include_failed: bool = True) -> list[Any]:
     return [convert(t)[:1] for t in traces.iter_latest_traces(run_dir, include_failed=include_failed)]
+
+
+def packed(items: list[Any]) -> tuple[int, list[Any]]:
+    """A chunk's items as a batch: with the process that packed it."""
+    return os.getpid(), list(items)
+
+
+def flat(batches: list[tuple[int, list[Any]]]) -> list[Any]:
+    return [item for _, items in batches for item in items]
+
+
+def test_batches_are_the_packed_chunks_of_what_a_read_converts(
+    run_dir: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch packs the next chunk of at most POOL_CHUNK items, where they were converted (a read in this
+    process too); together, in order, they are the items map_latest_traces gives."""
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)
+    batches = list(map_latest_batches(run_dir, host_item, packed, include_failed=True))
+    items = flat(batches)
+    assert [item[:1] for item in items] == alone(run_dir, host_item)
+    assert [len(chunk) for _, chunk in batches[:-1]] == [traces.POOL_CHUNK] * (len(batches) - 1)
+    assert 0 < len(batches[-1][1]) <= traces.POOL_CHUNK and len(batches) > 1
+    assert all(pid == item[1] for pid, chunk in batches for item in chunk)  # packed where converted
+    assert ({pid for pid, _ in batches} == {os.getpid()}) == (mode == "here")
+
+
+def test_a_host_reading_batches_shares_its_read_with_a_guest_reading_items(run_dir: Path, mode: str) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint)
+        guest.start()
+        guest.start_reading.set()
+        batches = list(map_latest_batches(run_dir, host_item, packed, include_failed=True))
+        joint.host_done()
+        guest.join(timeout=60)
+    assert guest.error is None and joint.shared
+    mine = flat(batches)
+    assert [m[:1] for m in mine] == alone(run_dir, host_item)
+    assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
+    assert [m[1] for m in mine] == [g[1] for g in guest.items]  # each trace converted once, for both
+    assert all(pid == item[1] for pid, chunk in batches for item in chunk)
+
+
+def test_a_guest_reading_batches_gets_the_hosts_items_packed_in_chunks(run_dir: Path, mode: str) -> None:
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint, batches=True)
+        guest.start()
+        guest.start_reading.set()
+        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
+        joint.host_done()
+        guest.join(timeout=60)
+    assert guest.error is None and joint.shared
+    assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
+    assert [m[1] for m in mine] == [g[1] for g in guest.items]
+    assert [len(chunk) for _, chunk in guest.packs[:-1]] == [traces.POOL_CHUNK] * (len(guest.packs) - 1)
+    assert {pid for pid, _ in guest.packs} == {os.getpid()}  # packed as they reached the guest
+
+
+def test_a_host_reading_batches_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str) -> None:
+    def failing(trace: EpisodeTrace) -> tuple[str, int]:
+        if trace.run_key == keys[20]:
+            raise RuntimeError("the page of this run failed")
+        return host_item(trace)
+
+    keys = [t.run_key for t in traces.iter_latest_traces(run_dir, include_failed=True)]
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint)
+        guest.start()
+        guest.start_reading.set()
+        with pytest.raises(RuntimeError, match="the page of this run failed"):
+            list(map_latest_batches(run_dir, failing, packed, include_failed=True))
+        guest.join(timeout=60)
+    assert isinstance(guest.error, JointReadStopped), guest.error
+    assert "RuntimeError: the page of this run failed" in str(guest.error)
+    assert len(guest.items) <= 20
 
 
 def test_both_readers_get_what_they_would_read_alone_from_one_read(run_dir: Path, mode: str) -> None:

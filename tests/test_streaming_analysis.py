@@ -7,6 +7,7 @@ import json
 import math
 import weakref
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ from commitbench.analysis.view.model import (
     Overview,
     RunRecord,
     RunSource,
+    SiteBatch,
     TranscriptPage,
+    each_run,
 )
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
@@ -457,8 +460,9 @@ def test_the_run_index_written_in_pieces_is_the_index_as_one_json_document(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = standing_view(run_dir, "rules")
-    records = list(source.records)
-    source.records = iter(records)
+    batches = list(source.records)
+    source.records = iter(batches)
+    records = list(each_run(iter(batches)))
     monkeypatch.setattr(site, "KEYS_PER_PIECE", 3)
     monkeypatch.setattr(site, "INTS_PER_PIECE", 5)
     files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
@@ -500,6 +504,69 @@ def test_a_count_column_past_32_bits_keeps_its_counts() -> None:
     for value in (True, False, None, 1):
         flags.add(value)
     assert flags.codes.itemsize == 1 and "".join(flags.json_pieces()) == '{"codes":[1,0,2,1]}'
+
+
+@pytest.mark.parametrize("kind", [ColumnKind.FACET, ColumnKind.FLAG, ColumnKind.COUNT])
+def test_a_column_extended_by_a_list_codes_what_adding_each_value_codes(kind: ColumnKind) -> None:
+    """The fast paths (texts, flags, counts of one type) and the mixed lists that go value by value, widening a
+    count column past 32 bits (a batch taken back and coded again), give the codes and values add gives."""
+    batches: list[list[Any]] = [
+        [], [True, False, True], [3, 0, 7], [1, None, 2.0], [5, 2**40, 6], [float("nan"), 4, True], [False, None], [9],
+    ]
+    if kind is not ColumnKind.COUNT:  # texts: a count column takes numbers only
+        batches[1:1] = [["a", "b", "a", "c"], ["b", "d", "d"], [1, None, "x"], ["z", 9]]
+    one, many = site._Column("c", kind), site._Column("c", kind)
+    for values in batches:
+        for value in values:
+            one.add(value)
+        many.extend(list(values))
+        assert "".join(many.json_pieces()) == "".join(one.json_pieces()) and many.values == one.values
+        assert many.codes.typecode == one.codes.typecode
+    assert len(many.codes) == sum(map(len, batches))
+
+
+@pytest.mark.parametrize("suite", ["standing", "followup"])
+def test_a_site_taken_in_batches_is_the_site_taken_run_by_run(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suite: str
+) -> None:
+    """The view reads a run a chunk at a time (SiteBatch); each shard, the run index, the parts and the membership
+    are what the same runs give one at a time, with shards, texts and membership batches ending inside chunks."""
+    from commitbench import traces
+    from commitbench.suites.followup import view as followup_view
+
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)
+    if suite == "standing":
+        source = standing_view(run_dir, "rules")
+    else:
+        config = ExperimentConfig.model_validate({"env": "commitbench/FollowUp-v0",
+                                                  "agents": [f"{__name__}:CannedReply"], "episodes": {"limit": 30}})
+        run_experiment(config, tmp_path / "run")
+        source = followup_view(tmp_path / "run", "rules")
+    batches = list(source.records)
+    assert len(batches) > 3 and all(isinstance(b, SiteBatch) and 0 < len(b) <= 7 for b in batches)
+    monkeypatch.setattr(site, "RUN_SHARD", 3)
+    monkeypatch.setattr(site, "TEXT_SHARD", 6)
+    monkeypatch.setattr(site, "MEMBER_BATCH", 5)
+    taken: list[tuple[int, int]] = []
+
+    def files(records: list[Any]) -> dict[str, bytes]:
+        made = site.site_files(replace(source, records=iter(records)),
+                               Overview(title="t", facts=[], summary=[], tables=[]), {},
+                               on_run=lambda runs, failed: taken.append((runs, failed)))
+        return {name: site.file_bytes(data) for name, data in made}
+
+    by_batch = files(batches)
+    counted = list(taken)
+    runs = list(each_run(iter(batches)))
+    by_run = files(runs)
+    assert by_batch == by_run
+    assert len([name for name in by_batch if name.startswith("data/runs/")]) == -(-len(runs) // 3)
+    assert counted == [(len(b), b.ok.count(False)) for b in batches]
+    assert taken[len(counted):] == [(1, 0 if run.ok else 1) for run in runs]
+    index = json.loads(by_batch["data/index.js"].decode()[len("commitbench.index("):-3])
+    assert index["keys"] == [run.key for run in runs] and any(index["metrics"])
+    if suite == "followup":
+        assert source.member_columns and all(len(m) == len(source.member_columns) for b in batches for m in b.members)
 
 
 def test_differs_flags_the_runs_of_sample_groups_whose_finished_runs_disagree() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun, run_row
+from commitbench.analysis.view.model import RunRecord, RunSource, SiteRun, each_run, run_row
 from commitbench.analysis.view.site import site_run, with_parts
 from commitbench.analysis.view.stamp import read_stamp
 from commitbench.traces import EpisodeTrace
@@ -115,7 +115,7 @@ class LiveRuns:
             (folder / TRACES).write_text("".join(t.model_dump_json() + "\n" for t in traces), encoding="utf-8")
             source = self.view(folder)
             columns = [c.name for c in source.columns]
-            records = list(source.records)
+            records = list(each_run(source.records))
         self.columns = columns
         return records
 

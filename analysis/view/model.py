@@ -357,6 +357,60 @@ def run_row(run: RunRecord | SiteRun) -> dict[str, Any]:
     return run.row if base is None else {**base, **run.row}
 
 
+@dataclass(frozen=True)
+class SiteBatch:
+    """Consecutive runs as the site stores them, field by field (``analysis.view.site.pack_runs``): what each
+    :class:`SiteRun` holds that the site reads, packed where the runs were read, so that a pool's chunk crosses
+    between processes as a few lists and the site takes it in a few steps, not a run at a time."""
+
+    keys: list[str]  # run keys
+    episodes: list[str]  # episode ids
+    ok: list[bool]  # finished without an infrastructure error
+    columns: list[list[Any]]  # per run-list column of the source (in its order), each run's value (None: none)
+    # Per finished run, in order: the values of the source's member columns (a tuple), or its row where the source
+    # names none (``RunSource.member_columns``).
+    members: list[Any]
+    texts: list[str]
+    shared: dict[str, str]  # per episode, the words its runs share (of the first of its runs in the batch)
+    pages: list[bytes]
+    speakers: list[str]
+    off: list[tuple[str, ...]]
+    verdicts: list[str]
+    sample_groups: list[bytes]
+    parts: list[tuple[tuple[str, bytes], ...]]
+    column_names: tuple[str, ...] = ()  # the columns' names, in the order of ``columns``
+    member_names: tuple[str, ...] = ()  # the source's member columns, in the order of each tuple of ``members``
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def runs(self) -> list[SiteRun]:
+        """The runs one by one, each row holding what the batch holds of it: the run-list columns and, for a finished
+        run, its member columns (or its whole row)."""
+        runs: list[SiteRun] = []
+        finished = iter(self.members)
+        for i, key in enumerate(self.keys):
+            row: dict[str, Any] = {}
+            if self.ok[i]:
+                member = next(finished)
+                row = dict(zip(self.member_names, member, strict=True)) if self.member_names else dict(member)
+            row.update((name, self.columns[c][i]) for c, name in enumerate(self.column_names))
+            runs.append(SiteRun(
+                key=key, episode=self.episodes[i], row=row, ok=self.ok[i], text=self.texts[i],
+                shared_text=self.shared.get(self.episodes[i], ""), page=self.pages[i], speakers=self.speakers[i],
+                off=self.off[i], verdict=self.verdicts[i], sample_group=self.sample_groups[i], parts=self.parts[i]))
+        return runs
+
+
+def each_run(records: Iterator[RunRecord | SiteRun | SiteBatch]) -> Iterator[RunRecord | SiteRun]:
+    """A source's records one run at a time (a :class:`SiteBatch` taken apart)."""
+    for record in records:
+        if isinstance(record, SiteBatch):
+            yield from record.runs()
+        else:
+            yield record
+
+
 class MetricInfo(BaseModel):
     """A metric a report links its numbers to."""
 
@@ -379,7 +433,7 @@ class RunSource:
     judges: Sequence[str]
     columns: Sequence[Column]
     metrics: Sequence[MetricInfo]
-    records: Iterator[RunRecord | SiteRun]
+    records: Iterator[RunRecord | SiteRun | SiteBatch]
     members: Callable[[list[dict[str, Any]]], Mapping[str, Sequence[bool] | NDArray[np.bool_]]]
     # The row fields that decide which metrics read a finished run, when a suite can name them: the site then asks
     # ``members`` once per combination of their values (rows holding only these fields), not once per run.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Container, Generator, Hashable, Iterator, Mapping
+from collections.abc import Callable, Container, Generator, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -37,11 +37,13 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from commitbench.analysis.view.model import (
+    Column,
     ColumnKind,
     Overview,
     Part,
     RunRecord,
     RunSource,
+    SiteBatch,
     SiteRun,
     TranscriptPage,
     run_row,
@@ -227,6 +229,31 @@ def site_run(record: RunRecord | SiteRun) -> SiteRun:
     )
 
 
+def pack_runs(
+    records: Sequence[RunRecord | SiteRun], columns: Sequence[Column], member_columns: Sequence[str] = ()
+) -> SiteBatch:
+    """Consecutive runs as a :class:`SiteBatch` (each made by :func:`site_run` first), for a source of these run-list
+    ``columns`` and ``member_columns`` (:class:`RunSource`): made where the runs were read (a pool's worker, a chunk
+    at a time), so that only the batch crosses between processes."""
+    runs = [site_run(record) for record in records]
+    rows = [run_row(run) for run in runs]
+    member_names = tuple(member_columns)
+    shared: dict[str, str] = {}
+    for run in runs:
+        if run.episode not in shared:
+            shared[run.episode] = run.shared_text
+    return SiteBatch(
+        keys=[run.key for run in runs], episodes=[run.episode for run in runs], ok=[run.ok for run in runs],
+        columns=[[row.get(column.name) for row in rows] for column in columns],
+        members=[tuple(map(row.get, member_names)) if member_names else row
+                 for run, row in zip(runs, rows, strict=True) if run.ok],
+        texts=[run.text for run in runs], shared=shared, pages=[run.page for run in runs],
+        speakers=[run.speakers for run in runs], off=[run.off for run in runs], verdicts=[run.verdict for run in runs],
+        sample_groups=[run.sample_group for run in runs], parts=[run.parts for run in runs],
+        column_names=tuple(column.name for column in columns), member_names=member_names,
+    )
+
+
 def _script(call: str, *args: Any) -> str:
     body = ",".join(json.dumps(a, separators=(",", ":"), ensure_ascii=True) for a in args)
     return f"{REGISTRY}.{call}({body});\n"
@@ -245,12 +272,7 @@ class _Column:
 
     def add(self, value: Any) -> None:
         if self._facet:
-            text = "" if value is None else value if type(value) is str else str(value)
-            code = self._lookup.get(text)
-            if code is None:
-                code = self._lookup[text] = len(self.values)
-                self.values.append(text)
-            self.codes.append(code)
+            self.codes.append(self._code("" if value is None else value if type(value) is str else str(value)))
         elif self.kind is ColumnKind.FLAG:
             self.codes.append(FLAG_CODES[None if value is None else bool(value)])
         else:
@@ -260,6 +282,39 @@ class _Column:
             except OverflowError:
                 self.codes = array("q", self.codes)
                 self.codes.append(count)  # past 64 bits too: an OverflowError, as a list of counts would give in JSON
+
+    def _code(self, text: str) -> int:
+        code = self._lookup.get(text)
+        if code is None:
+            code = self._lookup[text] = len(self.values)
+            self.values.append(text)
+        return code
+
+    def extend(self, values: list[Any]) -> None:
+        """:meth:`add` of each value, in order: texts of a facet, flags and counts of a column of one type coded in
+        C (a facet's new texts one at a time), anything else (None, a number past the codes' width) value by value."""
+        before = len(self.codes)
+        codes: list[Any]
+        if self._facet and all(type(v) is str for v in values):
+            codes = list(map(self._lookup.get, values))
+            if None in codes:
+                for i, code in enumerate(codes):
+                    if code is None:
+                        codes[i] = self._code(values[i])
+        elif self.kind is ColumnKind.FLAG and all(type(v) is bool for v in values):
+            codes = [FLAG_CODES[v] for v in values]
+        elif self.kind is ColumnKind.COUNT and all(type(v) is int for v in values):
+            codes = values
+        else:
+            codes = []
+        if len(codes) == len(values):
+            try:
+                self.codes.extend(codes)
+                return
+            except OverflowError:  # wider codes needed: taken back, then added one at a time as add widens them
+                del self.codes[before:]
+        for value in values:
+            self.add(value)
 
     def json_pieces(self) -> Iterator[str]:
         """The column's entry of the index as JSON text, in pieces: ``{"values":[...],"codes":[...]}``."""
@@ -298,8 +353,8 @@ class _Shards:
         self.finished = 0
         self.ok_rows: list[dict[str, Any]] = []  # finished runs whose membership is not marked yet
         self.member_columns = tuple(source.member_columns)
-        self.ok_keys: list[Hashable] = []  # with member columns: the finished runs' values of them, not marked yet
-        self.member_bits: dict[Hashable, int] = {}  # a combination of those values -> its metric bits
+        self.ok_keys: list[_MemberKey] = []  # with member columns: the finished runs' values of them, not marked yet
+        self.member_bits: dict[_MemberKey, int] = {}  # a combination of those values -> its metric bits
         self.ok_positions: list[int] = []
         self.pages: list[bytes] = []
         self.texts: list[str] = []
@@ -310,65 +365,81 @@ class _Shards:
         self.run_shards = 0
         self.text_shards = 0
 
-    def add(self, record: RunRecord | SiteRun) -> list[SiteFile]:
-        """Take one run; returns the shard files it completed."""
-        run = site_run(record)
-        position = len(self.keys)
-        self.keys.append(run.key)
-        self.masks.append(0)
-        row = run_row(run)
-        for column in self.columns:
-            column.add(row.get(column.name))
-        if run.ok:
-            self.finished += 1
-            if self.member_columns:
-                self.ok_keys.append(_member_key(tuple(map(row.get, self.member_columns))))
-            else:
-                self.ok_rows.append(row)
-            self.ok_positions.append(position)
-        episode = self.episodes.get(run.episode)
-        if episode is None:
-            episode = self.episodes[run.episode] = len(self.episodes)
-            self.shared[episode] = run.shared_text
-        self.episode_codes.append(episode)
-        self.pages.append(self._page_of(run) if run.parts else run.page)
-        self.texts.append(run.text)
-        self.speakers.append(run.speakers)
-        self.off.append(tuple(self.off_names.setdefault(name, len(self.off_names)) for name in run.off)
-                        if run.off else NO_OFF)
-        group = self.groups.setdefault(run.sample_group or run.key.encode("utf-8"), len(self.groups))
-        if group == len(self.group_verdict):
-            self.group_verdict.append(-1)
-        self.group_codes.append(group)
-        if run.ok:
-            said = self.verdicts.setdefault(run.verdict, len(self.verdicts))
-            first = self.group_verdict[group]
-            if first == -1:
-                self.group_verdict[group] = said
-            elif first != said:
-                self.mixed.add(group)
-        done = []
-        if len(self.ok_positions) == MEMBER_BATCH:
-            self.mark_members()
-        if len(self.pages) == RUN_SHARD:
-            done.extend(self.flush_pages())
-        if len(self.texts) == TEXT_SHARD:
-            done.extend(self.flush_texts())
+    def add(self, record: RunRecord | SiteRun | SiteBatch) -> list[SiteFile]:
+        """Take one run, or a batch of them; returns the shard files they completed."""
+        batch = record if isinstance(record, SiteBatch) else pack_runs([record], self.source.columns,
+                                                                        self.member_columns)
+        done: list[SiteFile] = []
+        start, n = 0, len(batch)
+        members = iter(batch.members)
+        while start < n:  # in pieces that end where a shard or a batch of membership ends, as they would run by run
+            stop = min(n, start + RUN_SHARD - len(self.pages), start + TEXT_SHARD - len(self.texts),
+                       start + MEMBER_BATCH - len(self.ok_positions))
+            self._take(batch, start, stop, members)
+            start = stop
+            if len(self.ok_positions) >= MEMBER_BATCH:
+                self.mark_members()
+            if len(self.pages) == RUN_SHARD:
+                done.extend(self.flush_pages())
+            if len(self.texts) == TEXT_SHARD:
+                done.extend(self.flush_texts())
         return done
 
-    def _page_of(self, run: SiteRun) -> bytes:
-        """The run's page as written: its parts kept for data/parts.js, or, those the file cannot take any more
+    def _take(self, batch: SiteBatch, start: int, stop: int, members: Iterator[Any]) -> None:
+        """Runs ``start`` to ``stop`` of ``batch`` into the index and the pending shards (``members``: the batch's
+        member values or rows, the next one for each finished run)."""
+        position = len(self.keys)
+        self.keys.extend(batch.keys[start:stop])
+        self.masks.frombytes(bytes(self.masks.itemsize * (stop - start)))
+        for column, values in zip(self.columns, batch.columns, strict=True):
+            column.extend(values[start:stop])
+        self.texts.extend(batch.texts[start:stop])
+        self.speakers.extend(batch.speakers[start:stop])
+        episodes, groups, verdicts, off_names = self.episodes, self.groups, self.verdicts, self.off_names
+        group_verdict = self.group_verdict
+        for i in range(start, stop):
+            episode_id = batch.episodes[i]
+            episode = episodes.get(episode_id)
+            if episode is None:
+                episode = episodes[episode_id] = len(episodes)
+                self.shared[episode] = batch.shared.get(episode_id, "")
+            self.episode_codes.append(episode)
+            parts = batch.parts[i]
+            self.pages.append(self._page_of(batch.pages[i], parts) if parts else batch.pages[i])
+            off = batch.off[i]
+            self.off.append(tuple(off_names.setdefault(name, len(off_names)) for name in off) if off else NO_OFF)
+            group = groups.setdefault(batch.sample_groups[i] or batch.keys[i].encode("utf-8"), len(groups))
+            if group == len(group_verdict):
+                group_verdict.append(-1)
+            self.group_codes.append(group)
+            if batch.ok[i]:
+                self.finished += 1
+                member = next(members)
+                if self.member_columns:
+                    self.ok_keys.append(_member_key(member))
+                else:
+                    self.ok_rows.append(member)
+                self.ok_positions.append(position + i - start)
+                said = verdicts.setdefault(batch.verdicts[i], len(verdicts))
+                first = group_verdict[group]
+                if first == -1:
+                    group_verdict[group] = said
+                elif first != said:
+                    self.mixed.add(group)
+
+    def _page_of(self, page: bytes, parts: tuple[tuple[str, bytes], ...]) -> bytes:
+        """A run's page as written: its parts kept for data/parts.js, or, those the file cannot take any more
         (:data:`PARTS_BYTES_KEPT`), put back on the page."""
-        fresh = {key: data for key, data in run.parts if key not in self.parts}
+        fresh = {key: data for key, data in parts if key not in self.parts}
         if not fresh:
-            return run.page
+            return page
         size = sum(map(len, fresh.values()))
         if self.parts_bytes + size <= PARTS_BYTES_KEPT:
             self.parts.update(fresh)
             self.parts_bytes += size
-            return run.page
+            return page
         inline = {key: json.loads(data) for key, data in fresh.items()}  # json: any integer a page may hold
-        return page_json(with_parts(json.loads(run.page), inline, only=inline))
+        return page_json(with_parts(json.loads(page), inline, only=inline))
 
     def differs(self) -> list[int]:
         """Per run, 1 when the finished samples of its group disagree (on :func:`verdict`), else 0."""
@@ -439,10 +510,14 @@ class _Alone:
         self.values = values
 
 
-def _member_key(values: tuple[Any, ...]) -> Hashable:
+# A run's member values as the key its metric bits are kept under: with their types, or on their own.
+_MemberKey = tuple[tuple[Any, ...], tuple[type, ...]] | _Alone
+
+
+def _member_key(values: tuple[Any, ...]) -> _MemberKey:
     """A run's member values as the key its metric bits are kept under: the values and their types (True, 1 and
     1.0 are one dict key, but not one value to every metric)."""
-    key = (values, tuple(map(type, values)))
+    key: _MemberKey = (values, tuple(map(type, values)))
     try:
         hash(key)
     except TypeError:
@@ -504,19 +579,20 @@ def assets() -> list[tuple[str, bytes]]:
 
 def site_files(
     source: RunSource, overview: Overview, report: dict[str, Any], facts: dict[str, Any] | None = None,
-    on_run: Callable[[RunRecord | SiteRun], None] | None = None,
+    on_run: Callable[[int, int], None] | None = None,
 ) -> Generator[SiteFile, None, SiteCounts]:
     """Every file of the site, streamed (figures aside); returns what the site holds.
 
     ``report`` is the report document; ``facts`` extra plain data the page may show about the run;
-    ``on_run`` is called after each run is taken (a progress display advances).
+    ``on_run`` is called after each run, or batch of runs, is taken, with how many runs it held and how many of
+    them had an infrastructure error (a progress display advances).
     """
     return site_files_then(source, lambda: (overview, report), facts, on_run)
 
 
 def site_files_then(
     source: RunSource, ending: Callable[[], tuple[Overview, dict[str, Any]]], facts: dict[str, Any] | None = None,
-    on_run: Callable[[RunRecord | SiteRun], None] | None = None,
+    on_run: Callable[[int, int], None] | None = None,
 ) -> Generator[SiteFile, None, SiteCounts]:
     """:func:`site_files` with the overview and the report document asked of ``ending`` once every run is
     taken (a report built while the runs are read: :mod:`commitbench.jointread`)."""
@@ -525,7 +601,10 @@ def site_files_then(
     for record in source.records:
         yield from shards.add(record)
         if on_run is not None:
-            on_run(record)
+            if isinstance(record, SiteBatch):
+                on_run(len(record), record.ok.count(False))
+            else:
+                on_run(1, 0 if record.ok else 1)
     shards.mark_members()
     yield from shards.flush_pages()
     yield from shards.flush_texts()

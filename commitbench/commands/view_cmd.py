@@ -144,11 +144,11 @@ def write_site(
     from commitbench.analysis.view.site import site_files_then
     from commitbench.analysis.view.stamp import STAMP_FILE
 
-    def taken(record: Any) -> None:
+    def taken(runs: int, failed: int) -> None:
         if progress is not None:
-            if not record.ok:
-                progress.source.failed += 1
-            progress.advance()
+            progress.source.failed += failed
+            for _ in range(runs):
+                progress.advance()
 
     figures: list[Path] = []
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commitbench.analysis.comparisons import ComparisonKind, ModelPair, Side
-from commitbench.analysis.view.site import site_run
+from commitbench.analysis.view.site import pack_runs, site_run
 from commitbench.jsonl import iter_models
 from commitbench.judges.labelling import LabelRecord, check_versions, labels_path, one_labeller_labels
 from commitbench.judges.stored import Overlaid
 from commitbench.modelentry import ModelEntry, thinking_pairs
 from commitbench.rundir import read_manifest
-from commitbench.traces import EpisodeTrace, latest_traces, map_latest_traces
+from commitbench.traces import EpisodeTrace, latest_traces, map_latest_batches
 
 if TYPE_CHECKING:
-    from commitbench.analysis.view.model import RunRecord, SiteRun
+    from commitbench.analysis.view.model import RunRecord, RunSource, SiteBatch, SiteRun
     from commitbench.suites import AnySuite
 
 
@@ -26,12 +27,15 @@ def run_traces(run_dir: Path | str) -> list[EpisodeTrace]:
 
 
 def site_records(
-    run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord | SiteRun]
-) -> Iterator[SiteRun]:
-    """``record`` of every trace that counts, failed ones included, in file order, as the site stores it
-    (:func:`commitbench.analysis.view.site.site_run`): on a large run made by a process per core
-    (:func:`commitbench.traces.map_latest_traces`), each page written there, so only text comes back."""
-    return map_latest_traces(run_dir, lambda trace: site_run(record(trace)), include_failed=True)
+    run_dir: Path | str, record: Callable[[EpisodeTrace], RunRecord | SiteRun], source: RunSource
+) -> Iterator[SiteBatch]:
+    """``record`` of every trace that counts, failed ones included, in file order, as the site stores it, packed for
+    ``source`` (its run-list and member columns) a chunk at a time (:func:`commitbench.analysis.view.site.pack_runs`):
+    on a large run made by a process per core (:func:`commitbench.traces.map_latest_batches`), each page written
+    there, so only the packed chunks come back."""
+    return map_latest_batches(run_dir, lambda trace: site_run(record(trace)),
+                              partial(pack_runs, columns=source.columns, member_columns=source.member_columns),
+                              include_failed=True)
 
 
 def labels_file(run_dir: Path | str, judge: str, labels_dir: Path | str | None = None) -> Path:

@@ -285,7 +285,8 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
         """The run as :func:`followup_runs` makes it, in whichever process read the trace."""
         return followup_run(trace, [(name, lookup(trace)) for name, lookup in judges], views)
 
-    return replace(followup_source((), judges, setups), records=site_records(run_dir, record))
+    source = followup_source((), judges, setups)
+    return replace(source, records=site_records(run_dir, record, source))
 
 
 # --------------------------------------------------------------------------------- annotation

@@ -300,7 +300,7 @@ def view(run_dir: Path, judge: str, labels_dir: Path | None = None) -> RunSource
         return standing_record(trace, episode, labels, graded_with(trace, episode), views, texts[episode.id])
 
     source = standing_source((), episodes, judges, graded_with, cells)
-    return replace(source, records=site_records(run_dir, record))
+    return replace(source, records=site_records(run_dir, record, source))
 
 
 # --------------------------------------------------------------------------------- annotation
