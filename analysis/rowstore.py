@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["RowStore", "rows_frame"]
+__all__ = ["RowBatch", "RowStore", "row_batch", "rows_frame"]
 
 _MISSING: Any = math.nan  # what pandas writes where a record lacks a field
 _TYPED: dict[type, Any] = {bool: np.bool_, int: np.int64, float: np.float64}  # a column of one of these types
@@ -108,8 +109,39 @@ class _CodedColumn:
         return pd.Series(values[codes], dtype=object).infer_objects()
 
 
+@dataclass(frozen=True)
+class RowBatch:
+    """Consecutive rows turned into columns (:func:`row_batch`): made where the rows were made (a pool's worker), it
+    crosses between processes as a few lists, and a :class:`RowStore` takes it a column at a time."""
+
+    names: tuple[str, ...]  # the rows' fields, in the order they were first seen
+    columns: list[list[Any]]  # per field, each row's value (NaN where a row lacks the field)
+    n: int  # rows
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def row_batch(rows: Sequence[Mapping[str, Any]]) -> RowBatch:
+    """``rows`` as columns: their fields in first-seen order, NaN where a row lacks one."""
+    names: dict[str, None] = {}
+    shape: Any = None
+    for row in rows:
+        keys = row.keys()
+        if keys != shape:
+            shape = keys
+            names.update(dict.fromkeys(keys))
+    order = tuple(names)
+    if rows and all(tuple(row) == order for row in rows):
+        # Every row has every field, in one order: turned into columns in one pass of C.
+        columns = [list(values) for values in zip(*(row.values() for row in rows), strict=True)]
+    else:
+        columns = [[row.get(name, _MISSING) for row in rows] for name in order]
+    return RowBatch(names=order, columns=columns, n=len(rows))
+
+
 class RowStore:
-    """Rows added one at a time, stored as coded columns (see the module doc)."""
+    """Rows added one at a time, or a batch at a time, stored as coded columns (see the module doc)."""
 
     BATCH = 512  # rows held as dicts before they are coded, column by column
 
@@ -127,28 +159,30 @@ class RowStore:
         if len(self._pending) >= self.BATCH:
             self._flush()
 
+    def add_batch(self, batch: RowBatch) -> None:
+        """Append the rows of ``batch`` (after any added one at a time before it)."""
+        self._flush()
+        self._take(batch)
+
     def _flush(self) -> None:
-        """Code the pending rows column by column: each column's values of the batch in one list, a field a
-        row lacks as NaN; a column first seen in this batch is NaN in every row before it."""
+        """Code the pending rows column by column (:func:`row_batch`)."""
         rows, self._pending = self._pending, []
-        if not rows:
+        if rows:
+            self._take(row_batch(rows))
+
+    def _take(self, batch: RowBatch) -> None:
+        """Code a batch's columns; a column first seen in it is NaN in every row before it, and a column it lacks
+        NaN in each of its rows."""
+        if not batch.n:
             return
-        names: dict[str, None] = dict.fromkeys(self._columns)
-        shape: Any = None
-        for row in rows:
-            keys = row.keys()
-            if keys != shape:
-                shape = keys
-                names.update(dict.fromkeys(keys))
-        first = tuple(rows[0])
-        if tuple(names) == first and all(tuple(row) == first for row in rows):
-            # Every row has every column, in one order: the batch turned into columns in one pass of C.
-            for name, values in zip(first, zip(*(row.values() for row in rows), strict=True), strict=True):
-                self._column(name).extend(list(values))
-        else:
-            for name in names:
-                self._column(name).extend([row.get(name, _MISSING) for row in rows])
-        self._rows += len(rows)
+        for name, values in zip(batch.names, batch.columns, strict=True):
+            self._column(name).extend(values)
+        if len(batch.names) < len(self._columns):
+            given = set(batch.names)
+            for name, column in self._columns.items():
+                if name not in given:
+                    column.extend([_MISSING] * batch.n)
+        self._rows += batch.n
 
     def _column(self, name: str) -> _CodedColumn:
         column = self._columns.get(name)
@@ -167,10 +201,13 @@ class RowStore:
         return pd.DataFrame({name: column.series(categorical) for name, column in self._columns.items()}, copy=False)
 
 
-def rows_frame(rows: Iterable[Mapping[str, Any] | None], categorical: bool = False) -> pd.DataFrame:
-    """The data frame of rows streamed one at a time (None: no row), never all held as dicts."""
+def rows_frame(rows: Iterable[Mapping[str, Any] | RowBatch | None], categorical: bool = False) -> pd.DataFrame:
+    """The data frame of rows streamed one at a time, or a :class:`RowBatch` at a time (None: no row), never all
+    held as dicts."""
     store = RowStore()
     for row in rows:
-        if row is not None:
+        if isinstance(row, RowBatch):
+            store.add_batch(row)
+        elif row is not None:
             store.add(row)
     return store.frame(categorical)

@@ -80,6 +80,19 @@ class _Both:
             _converting.trace = _converting.shared = None
 
 
+class _Split:
+    """A chunk of pairs (host's item, guest's) as two parts, each packed where it is asked to be (see
+    :meth:`JointRead.split`)."""
+
+    def __init__(self, host: Callable[[list[Any]], Any] | None, guest: Callable[[list[Any]], Any] | None) -> None:
+        self.host, self.guest = host, guest
+
+    def __call__(self, pairs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+        mine = [pair[0] for pair in pairs]
+        theirs = [pair[1] for pair in pairs]
+        return (mine if self.host is None else self.host(mine)), (theirs if self.guest is None else self.guest(theirs))
+
+
 class JointRead:
     """A read of the traces that count of ``file`` (``include_failed`` as given) shared by two threads."""
 
@@ -88,6 +101,7 @@ class JointRead:
         self.host = threading.get_ident()
         self._lock = threading.Lock()
         self._guest: Callable[[Any], Any] | None = None
+        self._guest_pack: Callable[[list[Any]], Any] | None = None  # a guest reading batches: how it packs a chunk
         self._started = False  # the host's read has begun (a guest that comes later reads alone)
         self._settled = threading.Event()  # a guest handed its convert over, or none will
         self._gone = threading.Event()  # the guest stopped taking
@@ -102,14 +116,17 @@ class JointRead:
         self._gone.set()
 
     # ------------------------------------------------------------------ called by map_latest_traces
-    def claim(self, key: tuple[str, bool], convert: Callable[[Any], Any]) -> Iterator[Any] | None:
-        """A guest's items, when this call of another thread than the host's can share the read; else None."""
+    def claim(
+        self, key: tuple[str, bool], convert: Callable[[Any], Any], pack: Callable[[list[Any]], Any] | None = None
+    ) -> Iterator[Any] | None:
+        """A guest's items (with ``pack``, a batch per chunk of them, packed where they were made), when this call
+        of another thread than the host's can share the read; else None."""
         if key != self.key or threading.get_ident() == self.host:
             return None
         with self._lock:
             if self._guest is not None or self._started or self._gone.is_set():
                 return None
-            self._guest = convert
+            self._guest, self._guest_pack = convert, pack
         self._settled.set()
         return self._take()
 
@@ -128,34 +145,37 @@ class JointRead:
         self.shared = True
         return _Both(convert, guest)
 
-    def feed(self, chunks: Iterable[list[tuple[Any, Any]]]) -> Iterator[Any]:
-        """The host's items of ``chunks`` (lists of pairs: the host's item, the guest's), the guest's handed over a
-        batch at a time as they come. The guest's read ends when the host's thread calls :meth:`host_done` (having
-        let go of what its own read held)."""
-        batch: list[Any] = []
+    @property
+    def guest_packs(self) -> bool:
+        """Whether the guest reads batches (its items packed a chunk at a time where they are made)."""
+        return self._guest_pack is not None
+
+    def split(self, pack: Callable[[list[Any]], Any] | None = None) -> _Split:
+        """How a chunk of pairs converted by :meth:`host_convert` is split where it was converted: the host's items
+        (with ``pack``, packed), and the guest's (packed as the guest asked, else a list)."""
+        return _Split(pack, self._guest_pack)
+
+    def feed(self, chunks: Iterable[tuple[Any, Any]], packed: bool = False) -> Iterator[Any]:
+        """The host's items of ``chunks`` (each split by :meth:`split`: the host's part, the guest's), or with
+        ``packed`` its packs, as they are; the guest's parts handed over as they come. The guest's read ends when
+        the host's thread calls :meth:`host_done` (having let go of what its own read held)."""
+        batch: list[Any] = []  # the guest's items, handed over :data:`BATCH` at a time (its packs one at a time)
         try:
-            for chunk in chunks:
-                for mine, theirs in chunk:
+            for mine, theirs in chunks:
+                if self._guest_pack is not None:
                     batch.append(theirs)
-                    if len(batch) >= BATCH:
-                        self._send(batch)
-                        batch = []
+                else:
+                    batch.extend(theirs)
+                if len(batch) >= BATCH or self._guest_pack is not None:
+                    self._send(batch)
+                    batch = []
+                if packed:
                     yield mine
+                else:
+                    yield from mine
             self._send(batch)
             self._complete = True
         except BaseException as exc:  # the site abandoned, or an error: the guest must not wait for the rest
-            self._stop(exc)
-            raise
-
-    def feed_packed(self, chunks: Iterable[tuple[Any, list[Any]]]) -> Iterator[Any]:
-        """:meth:`feed` of chunks already split: the host's items packed (one object a chunk, yielded as it is) and
-        the guest's as a list, handed over whole."""
-        try:
-            for mine, theirs in chunks:
-                self._send(theirs)
-                yield mine
-            self._complete = True
-        except BaseException as exc:
             self._stop(exc)
             raise
 

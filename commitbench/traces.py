@@ -491,7 +491,9 @@ def map_latest_traces(
         if joint.hosting(key):
             both = joint.host_convert(convert)
             if both is not None:
-                yield from joint.feed(_map_latest(path, both, include_failed, workers, threshold))
+                # A guest reading batches has them packed in chunks here too (a trace at a time otherwise).
+                here = POOL_CHUNK if joint.guest_packs else 1
+                yield from joint.feed(_map_latest(path, both, include_failed, workers, threshold, joint.split(), here))
                 return
     for batch in _map_latest(path, convert, include_failed, workers, threshold):
         yield from batch
@@ -510,42 +512,25 @@ def map_latest_batches(
     joint = active_joint()
     if joint is not None:
         key = (str(trace_file(path).resolve()), include_failed)
-        taken = joint.claim(key, convert)
-        if taken is not None:
-            batch: list[T] = []
-            for item in taken:
-                batch.append(item)
-                if len(batch) == POOL_CHUNK:
-                    yield pack(batch)
-                    batch = []
-            if batch:
-                yield pack(batch)
+        taken = joint.claim(key, convert, pack)
+        if taken is not None:  # a guest: the host's read packs its chunks as this call would
+            yield from taken
             return
         if joint.hosting(key):
             both = joint.host_convert(convert)
             if both is not None:
-                yield from joint.feed_packed(_map_latest(path, both, include_failed, workers, threshold,
-                                                         _HostPacked(pack)))
+                yield from joint.feed(_map_latest(path, both, include_failed, workers, threshold, joint.split(pack),
+                                                  POOL_CHUNK), packed=True)
                 return
-    yield from _map_latest(path, convert, include_failed, workers, threshold, pack)
-
-
-class _HostPacked:
-    """The pack of a joint read's host: its items of a chunk packed, the guest's left as a list."""
-
-    def __init__(self, pack: Callable[[list[Any]], Any]) -> None:
-        self.pack = pack
-
-    def __call__(self, pairs: list[tuple[Any, Any]]) -> tuple[Any, list[Any]]:
-        return self.pack([mine for mine, _ in pairs]), [theirs for _, theirs in pairs]
+    yield from _map_latest(path, convert, include_failed, workers, threshold, pack, POOL_CHUNK)
 
 
 def _map_latest(
     path: Path | str, convert: Callable[[EpisodeTrace], T], include_failed: bool, workers: int | None,
-    threshold: int | None, pack: Callable[[list[T]], Any] = list,
+    threshold: int | None, pack: Callable[[list[T]], Any] = list, here: int = 1,
 ) -> Iterator[Any]:
-    """``pack`` of each chunk of ``convert``'s results: of :data:`POOL_CHUNK` traces in a pool, of one trace
-    otherwise (a read in this process goes a trace at a time), or of :data:`POOL_CHUNK` where ``pack`` is given."""
+    """``pack`` of each chunk of ``convert``'s results: of :data:`POOL_CHUNK` traces in a pool, of ``here`` traces
+    in this process."""
     from commitbench.forkpool import can_fork, ordered_map
     from commitbench.progress import reading
 
@@ -557,11 +542,10 @@ def _map_latest(
     progress = reading(f"reading {file.parent.name or file.name}", count)
     try:
         if workers < 2 or count < (POOL_THRESHOLD if threshold is None else threshold) or not forking:
-            size = 1 if pack is list else POOL_CHUNK
             items: list[T] = []
             for trace in _read_lines(file, offsets, numbers, 0, count):
                 items.append(convert(trace))
-                if len(items) == size:
+                if len(items) == here:
                     yield pack(items)
                     _advance(progress, len(items))
                     items = []

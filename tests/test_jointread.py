@@ -142,7 +142,12 @@ def test_a_host_reading_batches_shares_its_read_with_a_guest_reading_items(run_d
     assert all(pid == item[1] for pid, chunk in batches for item in chunk)
 
 
-def test_a_guest_reading_batches_gets_the_hosts_items_packed_in_chunks(run_dir: Path, mode: str) -> None:
+def test_a_guest_reading_batches_gets_the_hosts_items_packed_in_chunks(
+    run_dir: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guest asking for batches has them packed where the host's read converted its chunks, of POOL_CHUNK
+    traces (in this process too), while the host takes its items one at a time."""
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)
     with joint_read(trace_file(run_dir), include_failed=True) as joint:
         guest = Guest(run_dir, joint, batches=True)
         guest.start()
@@ -154,7 +159,28 @@ def test_a_guest_reading_batches_gets_the_hosts_items_packed_in_chunks(run_dir: 
     assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
     assert [m[1] for m in mine] == [g[1] for g in guest.items]
     assert [len(chunk) for _, chunk in guest.packs[:-1]] == [traces.POOL_CHUNK] * (len(guest.packs) - 1)
-    assert {pid for pid, _ in guest.packs} == {os.getpid()}  # packed as they reached the guest
+    assert all(pid == item[1] for pid, chunk in guest.packs for item in chunk)  # packed where the host converted
+    assert ({pid for pid, _ in guest.packs} == {os.getpid()}) == (mode == "here")
+
+
+def test_a_host_and_a_guest_both_reading_batches_each_get_theirs_packed_where_they_were_made(
+    run_dir: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(traces, "POOL_CHUNK", 7)
+    with joint_read(trace_file(run_dir), include_failed=True) as joint:
+        guest = Guest(run_dir, joint, batches=True)
+        guest.start()
+        guest.start_reading.set()
+        batches = list(map_latest_batches(run_dir, host_item, packed, include_failed=True))
+        joint.host_done()
+        guest.join(timeout=60)
+    assert guest.error is None and joint.shared
+    assert [m[:1] for m in flat(batches)] == alone(run_dir, host_item)
+    assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
+    assert [len(chunk) for _, chunk in batches] == [len(chunk) for _, chunk in guest.packs]
+    assert [pid for pid, _ in batches] == [pid for pid, _ in guest.packs]  # each chunk packed for both in one place
+    assert all(pid == item[1] for pid, chunk in [*batches, *guest.packs] for item in chunk)
+    assert ({pid for pid, _ in batches} == {os.getpid()}) == (mode == "here")
 
 
 def test_a_host_reading_batches_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from commitbench.analysis.rowstore import RowStore, rows_frame
+from commitbench.analysis.rowstore import RowStore, row_batch, rows_frame
 from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -140,6 +140,30 @@ def test_rows_coded_a_batch_at_a_time_make_the_frame_pandas_makes(n: int) -> Non
         store.add(row)
     assert len(store) == n
     pd.testing.assert_frame_equal(store.frame(categorical=True).astype(str), pd.DataFrame(rows).astype(str))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 250, 2_000])
+def test_rows_added_as_batches_of_columns_make_the_frame_pandas_makes(chunk: int) -> None:
+    """Rows turned into columns where they were made (row_batch) and added a batch at a time, between rows added
+    one at a time: fields that come and go, a field first seen late, lists, NaN, rows in another order."""
+    rows = _shifting_rows(1_300)
+    for i in range(0, 1_300, 301):
+        rows[i] = dict(reversed(list(rows[i].items())))
+    store = RowStore()
+    at = 0
+    while at < len(rows):
+        if at % 3 == 1:  # a row of its own now and then, before a batch
+            store.add(rows[at])
+            at += 1
+        batch = row_batch(rows[at:at + chunk])
+        assert batch.n == len(batch.columns[0]) == min(chunk, len(rows) - at) and len(batch.names) == len(batch.columns)
+        store.add_batch(batch)
+        at += chunk
+    store.add_batch(row_batch([]))
+    assert len(store) == len(rows)
+    pd.testing.assert_frame_equal(store.frame(), pd.DataFrame(rows))
+    pd.testing.assert_frame_equal(rows_frame(row_batch(rows[i:i + chunk]) for i in range(0, len(rows), chunk)),
+                                  pd.DataFrame(rows))
 
 
 def test_rows_of_one_shape_in_another_order_are_coded_by_name() -> None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -58,6 +58,9 @@ from commitbench.analysis.groups import group_positions
 from commitbench.episodes.followup.vocabulary import Doability, Persona, RequestCategory, SetupId, Variant
 from commitbench.judges.followup.follow_through import FollowThroughGrade, RequestFollowThrough
 from commitbench.judges.followup.outcomes import FAILURE_LABELS, PAPER_LABELS, AssessedCommitment, OutcomeLabel
+
+if TYPE_CHECKING:
+    from commitbench.analysis.rowstore import RowBatch
 from commitbench.judges.followup.schemas import FailureType
 
 DEFAULT_GROUP: tuple[str, ...] = ("setup", "variant", "persona", "model")
@@ -192,9 +195,9 @@ def to_frame(rows: Iterable[LabelledResponse]) -> pd.DataFrame:
     return frame_of_dumps(row.model_dump(mode="json") for row in rows)
 
 
-def frame_of_dumps(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def frame_of_dumps(rows: Iterable[dict[str, Any] | RowBatch]) -> pd.DataFrame:
     """:func:`to_frame` of rows already dumped to plain values (``row.model_dump(mode="json")``), as a pool of
-    processes sends them back."""
+    processes sends them back (one at a time, or as columns: :class:`commitbench.analysis.rowstore.RowBatch`)."""
     from commitbench.analysis.rowstore import rows_frame
 
     # Each row is folded into coded columns as it comes: the rows as dicts never sit in memory together.

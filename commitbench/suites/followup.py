@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from commitbench.analysis.followup.report import (
 )
 from commitbench.analysis.followup.rows import response_dump, response_row
 from commitbench.analysis.paper_tables import write_paper_tables
-from commitbench.analysis.rowstore import RowStore
+from commitbench.analysis.rowstore import RowBatch, RowStore, row_batch
 from commitbench.analysis.tables import cancelled_on_error, started_figure
 from commitbench.analysis.view.followup import RecordLookup, SetupViews, followup_run, followup_source
 from commitbench.analysis.view.model import RunSource, SiteRun
@@ -75,7 +75,7 @@ from commitbench.suites.kits import (
     with_interval,
 )
 from commitbench.textslots import SuppliedTexts
-from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces, map_latest_traces
+from commitbench.traces import EpisodeTrace, ModelCallRecord, iter_latest_traces, map_latest_batches
 
 if TYPE_CHECKING:
     from commitbench.llm.client import ModelClient
@@ -187,6 +187,24 @@ def records_of(run_dir: Path, judge: str, labels_dir: Path | None = None) -> lis
     return records
 
 
+@dataclass(frozen=True)
+class _ReportChunk:
+    """What the report reads of a chunk of traces, packed where they were read (:func:`map_latest_batches`): their
+    call heads, their cost rows and metric rows as columns, and how many replies the checker could not label."""
+
+    heads: list[Any]
+    costs: RowBatch
+    responses: RowBatch
+    errors: int
+
+    @classmethod
+    def of(cls, items: list[tuple[Any, dict[str, Any] | None, dict[str, Any] | bool | None]]) -> _ReportChunk:
+        return cls(heads=[head for head, _, _ in items],
+                   costs=row_batch([cost for _, cost, _ in items if cost is not None]),
+                   responses=row_batch([row for _, _, row in items if isinstance(row, dict)]),
+                   errors=sum(1 for _, _, row in items if row is False))
+
+
 def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
     judge = options.judge or SUITE.offline_labeller
     kind = checker_kind(judge)
@@ -216,17 +234,16 @@ def report(run_dir: Path, options: ReportOptions) -> FollowupReport:
 
     errors = 0
 
-    def finished() -> Iterator[dict[str, Any]]:
-        """One pass over the traces that count: the call errors, the costs, and the offline checker's rows."""
+    def finished() -> Iterator[RowBatch]:
+        """One pass over the traces that count, a packed chunk at a time: the call errors, the costs, and the
+        offline checker's rows."""
         nonlocal errors
-        for head, cost, response in map_latest_traces(run_dir, convert, include_failed=True):
-            call_errors.add(head)
-            if cost is not None:
-                costs_store.add(cost)
-            if response is False:
-                errors += 1
-            elif isinstance(response, dict):
-                yield response
+        for chunk in map_latest_batches(run_dir, convert, _ReportChunk.of, include_failed=True):
+            for head in chunk.heads:
+                call_errors.add(head)
+            costs_store.add_batch(chunk.costs)
+            errors += chunk.errors
+            yield chunk.responses
 
     if checker is not None:  # the offline checker: each trace's stored record, or one made now where none is
         frame = frame_of_dumps(finished())
