@@ -20,6 +20,7 @@ from commitbench.analysis.followup.metrics import (
     rate_table,
     to_frame,
 )
+from commitbench.analysis.groups import group_positions
 from commitbench.episodes.followup.setups import load_setups
 from commitbench.episodes.followup.vocabulary import SetupId
 from commitbench.judges.followup.feasibility import assess_feasibility
@@ -216,8 +217,11 @@ def _rates_group_by_group(frame: pd.DataFrame, name: str, by: list[str]) -> list
     return out
 
 
+@pytest.mark.parametrize("clusters", ["sorted", "unsorted", "text"])
 @pytest.mark.parametrize("by", [[], ["model"], ["setup", "variant"], ["model", "setup", "persona"]])
-def test_a_rate_table_equals_its_groups_computed_one_copy_at_a_time(by: list[str]) -> None:
+def test_a_rate_table_equals_its_groups_computed_one_copy_at_a_time(by: list[str], clusters: str) -> None:
+    """Whatever the request column holds (a categorical with its categories sorted or not, or texts), and whether
+    the groups are found by the table or handed to it."""
     import random
 
     rng = random.Random(len(by))
@@ -230,8 +234,15 @@ def test_a_rate_table_equals_its_groups_computed_one_copy_at_a_time(by: list[str
         for _ in range(400)
     ]
     frame = to_frame(rows)
+    ids = frame["request_id"].astype(str)
+    if clusters == "unsorted":
+        frame["request_id"] = pd.Categorical(ids, categories=sorted(set(ids), reverse=True))
+    elif clusters == "text":
+        frame["request_id"] = ids.astype(object)
     for name in ("failure_rate", "over_refusal_rate", "deferral_rate", "ecr", "share:anchored"):
         table = rate_table(frame, name, by, n_boot=200, seed=3)
+        pd.testing.assert_frame_equal(table, rate_table(frame, name, by, n_boot=200, seed=3,
+                                                        groups=group_positions(frame, by)))
         expected = _rates_group_by_group(frame, name, by)
         assert len(table) == len(expected)
         for (_, got), (key, numerator, denominator, n, (low, high)) in zip(table.iterrows(), expected, strict=True):

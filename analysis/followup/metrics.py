@@ -394,23 +394,25 @@ def rate_table(
     n_boot: int = 1000,
     seed: int = 0,
     intervals: bool = True,
+    groups: Sequence[tuple[tuple[object, ...], np.ndarray]] | None = None,
 ) -> pd.DataFrame:
     """One row per group: estimate, 95% interval, numerator, denominator and the number of responses.
 
-    The estimate is NaN (not defined) where the denominator is zero.
+    The estimate is NaN (not defined) where the denominator is zero. ``groups``: the groups of ``by`` already found
+    (:func:`commitbench.analysis.groups.group_positions` of this frame), for a table of many rates over one grouping.
     """
     check_frame(frame)
     spec = _metric(metric)
     records = []
     every_pair = rate_columns(frame, spec)  # per row, so a group's are its rows' (computed once for all groups)
-    clusters = frame[CLUSTER_COLUMN]
-    for key, rows in group_positions(frame, by):
+    clusters = _cluster_ids(frame[CLUSTER_COLUMN])
+    for key, rows in group_positions(frame, by) if groups is None else groups:
         pairs = every_pair[rows]
         numerator, denominator = pairs.sum(axis=0)
         record: dict[str, object] = dict(zip(by, key, strict=True))
         record.update(metric=spec.name, numerator=numerator, denominator=denominator, n_responses=len(rows))
         if denominator > 0 and intervals:
-            result = cluster_bootstrap(pairs, clusters.iloc[rows], ratio_stat, n_boot=n_boot, seed=seed)
+            result = cluster_bootstrap(pairs, clusters[rows], ratio_stat, n_boot=n_boot, seed=seed)
             record.update(estimate=result.estimate, low=result.low, high=result.high, clusters=result.n_clusters)
         else:
             estimate = numerator / denominator if denominator > 0 else float("nan")
@@ -418,6 +420,17 @@ def rate_table(
         records.append(record)
     columns = [*by, "metric", "estimate", "low", "high", "clusters", "numerator", "denominator", "n_responses"]
     return _counts_as_integers(pd.DataFrame.from_records(records, columns=columns), ["clusters"])
+
+
+def _cluster_ids(clusters: pd.Series) -> np.ndarray:
+    """Each row's cluster, as an array a group's rows are taken from: a categorical's codes where its categories
+    are sorted and every row has one (coded by :func:`commitbench.analysis.bootstrap.cluster_codes` as the
+    categorical itself would be), else the ids."""
+    if isinstance(clusters.dtype, pd.CategoricalDtype):
+        codes = clusters.cat.codes.to_numpy()
+        if clusters.cat.categories.is_monotonic_increasing and bool((codes >= 0).all()):
+            return codes
+    return np.asarray(clusters)
 
 
 def outcome_labels(frame: pd.DataFrame) -> tuple[OutcomeLabel, ...]:
@@ -433,8 +446,9 @@ def outcome_distribution(
 ) -> pd.DataFrame:
     """Share of every outcome label per group (long format: one row per group and label; ``outcome_labels``)."""
     tables = []
+    groups = group_positions(frame, by)
     for label in outcome_labels(frame):
-        table = rate_table(frame, _share(label), by, n_boot=n_boot, seed=seed, intervals=intervals)
+        table = rate_table(frame, _share(label), by, n_boot=n_boot, seed=seed, intervals=intervals, groups=groups)
         table.insert(len(by), "outcome", label.value)
         tables.append(table.drop(columns=["metric"]))
     return pd.concat(tables, ignore_index=True).sort_values([*by, "outcome"], kind="stable", ignore_index=True)
@@ -444,8 +458,9 @@ def failure_summary(
     frame: pd.DataFrame, by: Sequence[str] = DEFAULT_GROUP, n_boot: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
     """Failure rate with over-refusal beside it (never one without the other)."""
-    failure = rate_table(frame, "failure_rate", by, n_boot=n_boot, seed=seed)
-    over = rate_table(frame, "over_refusal_rate", by, n_boot=n_boot, seed=seed)
+    groups = group_positions(frame, by)
+    failure = rate_table(frame, "failure_rate", by, n_boot=n_boot, seed=seed, groups=groups)
+    over = rate_table(frame, "over_refusal_rate", by, n_boot=n_boot, seed=seed, groups=groups)
     keep = ["estimate", "low", "high", "clusters", "denominator"]
     left = failure[[*by, *keep]].rename(columns={k: f"failure_{k}" for k in keep})
     right = over[[*by, *keep]].rename(columns={k: f"over_refusal_{k}" for k in keep})
@@ -459,7 +474,9 @@ def ecr_by_failure_type(
 ) -> pd.DataFrame:
     """Empty-commitment rate, overall and by primary failure type (long format)."""
     names = ["ecr", *[f"ecr_{t.value}" for t in FailureType]]
-    return pd.concat([rate_table(frame, n, by, n_boot=n_boot, seed=seed) for n in names], ignore_index=True)
+    groups = group_positions(frame, by)
+    return pd.concat([rate_table(frame, n, by, n_boot=n_boot, seed=seed, groups=groups) for n in names],
+                     ignore_index=True)
 
 
 HEADLINE_METRICS: tuple[str, ...] = (
@@ -473,8 +490,9 @@ def headline_table(
 ) -> pd.DataFrame:
     """Every headline metric (or the metrics ``names``) per group, wide: one column per estimate and its interval."""
     wide: pd.DataFrame | None = None
+    groups = group_positions(frame, by)
     for name in names:
-        table = rate_table(frame, name, by, n_boot=n_boot, seed=seed, intervals=intervals)
+        table = rate_table(frame, name, by, n_boot=n_boot, seed=seed, intervals=intervals, groups=groups)
         table = table[[*by, "estimate", "low", "high", "clusters"]].rename(
             columns={"estimate": name, "low": f"{name}_low", "high": f"{name}_high", "clusters": f"{name}_clusters"}
         )
