@@ -519,6 +519,16 @@ def test_the_run_index_written_in_pieces_is_the_index_as_one_json_document(
                                for r in records]
 
 
+@pytest.mark.parametrize("piece", [1, 4, 100_000])
+def test_a_list_of_integers_is_written_as_json_writes_it(monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
+    from array import array
+
+    monkeypatch.setattr(site, "INTS_PER_PIECE", piece)
+    for numbers in (array("b", [0, 1, 2, -1]), array("i", [5, -1, 2**31 - 1, 0, 7]), array("q", [-(2**63), 2**63 - 1]),
+                    array("Q", [0, 2**64 - 1, 1 << 40]), [3, 4, 5, 6, 7, 8, 9], [], array("i")):
+        assert "".join(site._int_list(numbers)) == json.dumps(list(numbers), separators=(",", ":"))
+
+
 def test_a_count_column_past_32_bits_keeps_its_counts() -> None:
     column = site._Column("tool_errors", ColumnKind.COUNT)
     for value in (5, 2**40, None, float("nan"), 7):

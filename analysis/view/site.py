@@ -530,10 +530,13 @@ def _json(value: Any) -> str:
 
 
 def _int_list(numbers: array[int] | list[int]) -> Iterator[str]:
-    """A list of integers as JSON text, in pieces of :data:`INTS_PER_PIECE` numbers."""
+    """A list of integers as JSON text, in pieces of :data:`INTS_PER_PIECE` numbers (written by orjson, several
+    times as fast as :func:`str` of each; json writes the same text)."""
     yield "["
     for start in range(0, len(numbers), INTS_PER_PIECE):
-        yield ("," if start else "") + ",".join(map(str, numbers[start:start + INTS_PER_PIECE]))
+        piece = numbers[start:start + INTS_PER_PIECE]
+        text = orjson.dumps(piece.tolist() if isinstance(piece, array) else piece)
+        yield ("," if start else "") + text[1:-1].decode()
     yield "]"
 
 
