@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["RowBatch", "RowStore", "row_batch", "rows_frame"]
+__all__ = ["RowBatch", "RowStore", "one_text_each", "row_batch", "rows_frame"]
 
 _MISSING: Any = math.nan  # what pandas writes where a record lacks a field
 _TYPED: dict[type, Any] = {bool: np.bool_, int: np.int64, float: np.float64}  # a column of one of these types
@@ -122,8 +122,10 @@ class RowBatch:
         return self.n
 
 
-def row_batch(rows: Sequence[Mapping[str, Any]]) -> RowBatch:
-    """``rows`` as columns: their fields in first-seen order, NaN where a row lacks one."""
+def row_batch(rows: Sequence[Mapping[str, Any]], shared_texts: bool = False) -> RowBatch:
+    """``rows`` as columns: their fields in first-seen order, NaN where a row lacks one. With ``shared_texts``, equal
+    texts of the batch are made one object (a batch pickled to another process then carries each text once, and
+    is read back as fewer objects)."""
     names: dict[str, None] = {}
     shape: Any = None
     for row in rows:
@@ -137,7 +139,17 @@ def row_batch(rows: Sequence[Mapping[str, Any]]) -> RowBatch:
         columns = [list(values) for values in zip(*(row.values() for row in rows), strict=True)]
     else:
         columns = [[row.get(name, _MISSING) for row in rows] for name in order]
+    if shared_texts:
+        seen: dict[str, str] = {}
+        columns = [one_text_each(values, seen) for values in columns]
     return RowBatch(names=order, columns=columns, n=len(rows))
+
+
+def one_text_each(values: list[Any], seen: dict[str, str] | None = None) -> list[Any]:
+    """``values`` with each text replaced by the first equal text of ``values`` (or of ``seen``, kept across calls):
+    equal texts become one object, which pickle writes once."""
+    known: dict[str, str] = {} if seen is None else seen
+    return [known.setdefault(value, value) if type(value) is str else value for value in values]
 
 
 class RowStore:

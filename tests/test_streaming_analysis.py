@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from commitbench.analysis.rowstore import RowStore, row_batch, rows_frame
+from commitbench.analysis.rowstore import RowStore, one_text_each, row_batch, rows_frame
 from commitbench.analysis.standing.metrics import run_row
 from commitbench.analysis.standing.report import build_standing_report
 from commitbench.analysis.standing.results import load_rows, message_labels
@@ -164,6 +164,21 @@ def test_rows_added_as_batches_of_columns_make_the_frame_pandas_makes(chunk: int
     pd.testing.assert_frame_equal(store.frame(), pd.DataFrame(rows))
     pd.testing.assert_frame_equal(rows_frame(row_batch(rows[i:i + chunk]) for i in range(0, len(rows), chunk)),
                                   pd.DataFrame(rows))
+
+
+def test_a_batch_with_shared_texts_holds_each_text_once_and_the_same_values() -> None:
+    """Equal texts become one object (pickled once), within a column and across columns; nothing else changes."""
+    import pickle
+
+    rows = [{"model": "m" + "1" * (i % 2), "arm": "none", "copy": "m" + "1" * (i % 2), "n": i, "nan": math.nan}
+            for i in range(50)]
+    plain, shared = row_batch(rows), row_batch(rows, shared_texts=True)
+    assert shared.names == plain.names and shared.columns == [list(c) for c in plain.columns]
+    assert len({id(v) for c in shared.columns[:3] for v in c}) == 3  # "m", "m1" and "none", one object each
+    assert len(pickle.dumps(shared)) < len(pickle.dumps(plain))
+    seen: dict[str, str] = {}
+    first, again = one_text_each(["a" + "b", 1, None], seen), one_text_each(["".join(["a", "b"])], seen)
+    assert first == ["ab", 1, None] and again[0] is first[0]
 
 
 def test_rows_of_one_shape_in_another_order_are_coded_by_name() -> None:

@@ -36,6 +36,7 @@ import orjson
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
+from commitbench.analysis.rowstore import one_text_each
 from commitbench.analysis.view.model import (
     Column,
     ColumnKind,
@@ -242,13 +243,16 @@ def pack_runs(
     for run in runs:
         if run.episode not in shared:
             shared[run.episode] = run.shared_text
+    seen: dict[str, str] = {}  # equal texts made one object: pickled once, read back once
     return SiteBatch(
-        keys=[run.key for run in runs], episodes=[run.episode for run in runs], ok=[run.ok for run in runs],
-        columns=[[row.get(column.name) for row in rows] for column in columns],
+        keys=[run.key for run in runs], episodes=one_text_each([run.episode for run in runs], seen),
+        ok=[run.ok for run in runs],
+        columns=[one_text_each([row.get(column.name) for row in rows], seen) for column in columns],
         members=[tuple(map(row.get, member_names)) if member_names else row
                  for run, row in zip(runs, rows, strict=True) if run.ok],
         texts=[run.text for run in runs], shared=shared, pages=[run.page for run in runs],
-        speakers=[run.speakers for run in runs], off=[run.off for run in runs], verdicts=[run.verdict for run in runs],
+        speakers=one_text_each([run.speakers for run in runs], seen), off=[run.off for run in runs],
+        verdicts=one_text_each([run.verdict for run in runs], seen),
         sample_groups=[run.sample_group for run in runs], parts=[run.parts for run in runs],
         column_names=tuple(column.name for column in columns), member_names=member_names,
     )

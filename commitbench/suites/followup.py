@@ -200,8 +200,8 @@ class _ReportChunk:
     @classmethod
     def of(cls, items: list[tuple[Any, dict[str, Any] | None, dict[str, Any] | bool | None]]) -> _ReportChunk:
         return cls(heads=[head for head, _, _ in items],
-                   costs=row_batch([cost for _, cost, _ in items if cost is not None]),
-                   responses=row_batch([row for _, _, row in items if isinstance(row, dict)]),
+                   costs=row_batch([cost for _, cost, _ in items if cost is not None], shared_texts=True),
+                   responses=row_batch([row for _, _, row in items if isinstance(row, dict)], shared_texts=True),
                    errors=sum(1 for _, _, row in items if row is False))
 
 
