@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from commitbench import jsoncodec
 
-__all__ = ["digest"]
+__all__ = ["digest", "digest_bytes"]
 
 
 class _Unset:
@@ -53,3 +53,11 @@ def digest(
     if not 1 <= length <= len(hexdigest):
         raise ValueError(f"a digest's length is 1 to {len(hexdigest)} hex digits, not {length}")
     return hexdigest[:length]
+
+
+def digest_bytes(part: str | bytes, size: int) -> bytes:
+    """The first ``size`` bytes of the sha256 digest of one part (:func:`digest` of it, as bytes rather than hex
+    digits): a key kept by the million, compared for equality only."""
+    if not 1 <= size <= 32:
+        raise ValueError(f"a digest has 1 to 32 bytes, not {size}")
+    return hashlib.sha256(_bytes(part)).digest()[:size]

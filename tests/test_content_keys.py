@@ -33,7 +33,7 @@ from commitbench.agents.custom import custom_identity, load_agent_class
 from commitbench.cache import cache_key
 from commitbench.config import ExperimentConfig
 from commitbench.dataversion import hash_tree
-from commitbench.digests import digest
+from commitbench.digests import digest, digest_bytes
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.followup.profile import FollowupSettings, MonitoringDoability, StatedParagraph
 from commitbench.episodes.followup.tools import account_record
@@ -182,3 +182,12 @@ def test_digest_is_the_sha256_of_its_parts_joined_or_of_canonical_json() -> None
     for length in (0, 65):
         with pytest.raises(ValueError):
             digest("x", length=length)
+
+
+@pytest.mark.parametrize("part", ["episode 1, player p", "", "a lone surrogate \ud800", b"\x00\xff raw"])
+def test_a_digest_as_bytes_is_the_hex_digest_read_as_bytes(part: str | bytes) -> None:
+    for size in (1, 16, 32):
+        assert digest_bytes(part, size) == bytes.fromhex(digest(part, length=2 * size))
+    for size in (0, 33):
+        with pytest.raises(ValueError, match="1 to 32 bytes"):
+            digest_bytes(part, size)

@@ -50,7 +50,7 @@ from commitbench.analysis.view.model import (
     run_row,
 )
 from commitbench.analysis.view.transcript import MESSAGE
-from commitbench.digests import digest
+from commitbench.digests import digest, digest_bytes
 from commitbench.memory import release_freed_memory
 
 RUN_SHARD = 100
@@ -139,7 +139,7 @@ def group_digest(group: str) -> bytes:
     b"" for none). The group is a key compared for equality only, and its text (the run less its sample: episode,
     player, arm, factors) runs to hundreds of characters: a run index of 100,000 runs, each its own group, would
     hold tens of megabytes of it."""
-    return bytes.fromhex(digest(group, length=32)) if group else b""
+    return digest_bytes(group, 16) if group else b""
 
 
 def _part(data: bytes) -> tuple[str, bytes]:
