@@ -6,7 +6,9 @@ of the time either takes; a :class:`JointRead` makes it once. The thread that op
 the first call of :func:`~commitbench.traces.map_latest_traces` over the same traces from another thread
 (the *guest*: the report, built beside the pages) hands its ``convert`` over and receives what it would
 have read itself, in the same order. Each trace is converted by both readers' functions in the process
-that parsed it (a pool's worker on a large run), so neither reader's code changes.
+that parsed it (a pool's worker on a large run), so neither reader's code changes. Either reader may read
+through :func:`~commitbench.traces.map_latest_batches` instead: each chunk of its items is then packed
+where the chunk was converted, with its own ``pack`` (the guest's handed over with its ``convert``).
 
 The host's read waits until the guest has handed its ``convert`` over, or until the guest's thread says it
 will not (:meth:`JointRead.guest_done`); it then reads alone. The guest's read ends when the host says so
@@ -17,7 +19,7 @@ reads alone, as it would without a joint read.
 Either side stopping early is seen by the other: a guest that stops taking makes the host drop what it
 would send; a host that stops (an error, the site abandoned) makes the guest's read raise
 :class:`JointReadStopped`. What waits between the two is bounded (:data:`QUEUED_BATCHES` batches of
-:data:`BATCH` items).
+:data:`BATCH` items, or of one pack each).
 """
 
 from __future__ import annotations

@@ -126,15 +126,22 @@ def test_batches_are_the_packed_chunks_of_what_a_read_converts(
     assert ({pid for pid, _ in batches} == {os.getpid()}) == (mode == "here")
 
 
-def test_a_host_reading_batches_shares_its_read_with_a_guest_reading_items(run_dir: Path, mode: str) -> None:
+def read_together(run_dir: Path, host_batches: bool, guest_batches: bool) -> tuple[list[Any], Guest]:
+    """The host's read (items, or batches of ``packed``) and its guest (items or batches), sharing one read."""
     with joint_read(trace_file(run_dir), include_failed=True) as joint:
-        guest = Guest(run_dir, joint)
+        guest = Guest(run_dir, joint, batches=guest_batches)
         guest.start()
         guest.start_reading.set()
-        batches = list(map_latest_batches(run_dir, host_item, packed, include_failed=True))
+        mine = list(map_latest_batches(run_dir, host_item, packed, include_failed=True) if host_batches
+                    else map_latest_traces(run_dir, host_item, include_failed=True))
         joint.host_done()
         guest.join(timeout=60)
     assert guest.error is None and joint.shared
+    return mine, guest
+
+
+def test_a_host_reading_batches_shares_its_read_with_a_guest_reading_items(run_dir: Path, mode: str) -> None:
+    batches, guest = read_together(run_dir, host_batches=True, guest_batches=False)
     mine = flat(batches)
     assert [m[:1] for m in mine] == alone(run_dir, host_item)
     assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
@@ -148,14 +155,7 @@ def test_a_guest_reading_batches_gets_the_hosts_items_packed_in_chunks(
     """A guest asking for batches has them packed where the host's read converted its chunks, of POOL_CHUNK
     traces (in this process too), while the host takes its items one at a time."""
     monkeypatch.setattr(traces, "POOL_CHUNK", 7)
-    with joint_read(trace_file(run_dir), include_failed=True) as joint:
-        guest = Guest(run_dir, joint, batches=True)
-        guest.start()
-        guest.start_reading.set()
-        mine = list(map_latest_traces(run_dir, host_item, include_failed=True))
-        joint.host_done()
-        guest.join(timeout=60)
-    assert guest.error is None and joint.shared
+    mine, guest = read_together(run_dir, host_batches=False, guest_batches=True)
     assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
     assert [m[1] for m in mine] == [g[1] for g in guest.items]
     assert [len(chunk) for _, chunk in guest.packs[:-1]] == [traces.POOL_CHUNK] * (len(guest.packs) - 1)
@@ -167,39 +167,13 @@ def test_a_host_and_a_guest_both_reading_batches_each_get_theirs_packed_where_th
     run_dir: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(traces, "POOL_CHUNK", 7)
-    with joint_read(trace_file(run_dir), include_failed=True) as joint:
-        guest = Guest(run_dir, joint, batches=True)
-        guest.start()
-        guest.start_reading.set()
-        batches = list(map_latest_batches(run_dir, host_item, packed, include_failed=True))
-        joint.host_done()
-        guest.join(timeout=60)
-    assert guest.error is None and joint.shared
+    batches, guest = read_together(run_dir, host_batches=True, guest_batches=True)
     assert [m[:1] for m in flat(batches)] == alone(run_dir, host_item)
     assert [g[:1] for g in guest.items] == alone(run_dir, guest_item)
     assert [len(chunk) for _, chunk in batches] == [len(chunk) for _, chunk in guest.packs]
     assert [pid for pid, _ in batches] == [pid for pid, _ in guest.packs]  # each chunk packed for both in one place
     assert all(pid == item[1] for pid, chunk in [*batches, *guest.packs] for item in chunk)
     assert ({pid for pid, _ in batches} == {os.getpid()}) == (mode == "here")
-
-
-def test_a_host_reading_batches_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str) -> None:
-    def failing(trace: EpisodeTrace) -> tuple[str, int]:
-        if trace.run_key == keys[20]:
-            raise RuntimeError("the page of this run failed")
-        return host_item(trace)
-
-    keys = [t.run_key for t in traces.iter_latest_traces(run_dir, include_failed=True)]
-    with joint_read(trace_file(run_dir), include_failed=True) as joint:
-        guest = Guest(run_dir, joint)
-        guest.start()
-        guest.start_reading.set()
-        with pytest.raises(RuntimeError, match="the page of this run failed"):
-            list(map_latest_batches(run_dir, failing, packed, include_failed=True))
-        guest.join(timeout=60)
-    assert isinstance(guest.error, JointReadStopped), guest.error
-    assert "RuntimeError: the page of this run failed" in str(guest.error)
-    assert len(guest.items) <= 20
 
 
 def test_both_readers_get_what_they_would_read_alone_from_one_read(run_dir: Path, mode: str) -> None:
@@ -244,7 +218,10 @@ def test_a_guest_that_comes_late_or_reads_other_traces_reads_alone(run_dir: Path
     assert [g[:1] for g in late] == alone(run_dir, guest_item)
 
 
-def test_a_host_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str) -> None:
+@pytest.mark.parametrize("batches", [False, True])
+def test_a_host_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: str, batches: bool) -> None:
+    """Whether the host reads items or batches."""
+
     def failing(trace: EpisodeTrace) -> tuple[str, int]:
         if trace.run_key == keys[20]:
             raise RuntimeError("the page of this run failed")
@@ -256,7 +233,8 @@ def test_a_host_that_stops_stops_its_guest_with_an_error(run_dir: Path, mode: st
         guest.start()
         guest.start_reading.set()
         with pytest.raises(RuntimeError, match="the page of this run failed"):
-            list(map_latest_traces(run_dir, failing, include_failed=True))
+            list(map_latest_batches(run_dir, failing, packed, include_failed=True) if batches
+                 else map_latest_traces(run_dir, failing, include_failed=True))
         guest.join(timeout=60)
     assert isinstance(guest.error, JointReadStopped), guest.error
     assert "RuntimeError: the page of this run failed" in str(guest.error)
