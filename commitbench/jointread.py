@@ -178,13 +178,9 @@ class JointRead:
             self._send(batch)
             self._complete = True
         except BaseException as exc:  # the site abandoned, or an error: the guest must not wait for the rest
-            self._stop(exc)
+            self._send(_Stopped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
+            self._over.set()
             raise
-
-    def _stop(self, exc: BaseException) -> None:
-        """The host's read stopped (``exc``): the guest must not wait for the rest."""
-        self._send(_Stopped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
-        self._over.set()
 
     def host_done(self) -> None:
         """The host sends nothing more: after a complete read the guest's read ends; otherwise (a read that

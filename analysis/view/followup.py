@@ -98,8 +98,8 @@ RecordLookup = Callable[[EpisodeTrace], FollowupLabelRecord | None]
 
 def _row(trace: EpisodeTrace, record: FollowupLabelRecord | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The run's own fields and, for a run with a label (one that enters the metrics), its metric row, which the
-    report's read of the same trace holds too (:func:`response_dump`: the same dict, so the two travel from a
-    worker as one); the run's row is the two together, its own fields winning."""
+    report's read of the same trace holds too (:func:`response_dump`: the same dict, made once for both); the run's
+    row is the two together, its own fields winning."""
     labelled = response_dump(record) if record is not None else None
     own: dict[str, Any]
     if labelled is not None:

@@ -346,8 +346,8 @@ class SiteRun:
     # The parts its page names (key, the part as JSON): a part seen before in this process is the same bytes object,
     # so runs pickled together carry it once (``analysis.view.site.shared_parts``).
     parts: tuple[tuple[str, bytes], ...] = ()
-    # Fields of its row it shares with what the report reads of the same trace (the same dict, so the two travel
-    # from a worker as one): the run's row is these and ``row``, ``row`` winning (:func:`run_row`).
+    # Fields of its row it shares with what the report reads of the same trace (the same dict, made once for both):
+    # the run's row is these and ``row``, ``row`` winning (:func:`run_row`).
     base: Mapping[str, Any] | None = None
 
 
