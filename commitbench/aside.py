@@ -36,8 +36,10 @@ def can_fork_aside() -> bool:
 
 
 def _child(work: Callable[[], Any], writer: Connection, parent: int) -> None:
+    from commitbench.memory import keep_inherited
     from commitbench.processes import end_with_parent
 
+    keep_inherited()
     end_with_parent(parent)
     try:
         answer: tuple[str, Any] = (_OK, work())

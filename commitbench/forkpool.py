@@ -4,8 +4,8 @@ The readers of a large run (:func:`commitbench.traces.map_latest_traces`, the li
 :func:`commitbench.linechunks.map_line_chunks`) hand ranges of a file to one process per core and use what
 comes back in file order. :func:`ordered_map` is that loop, once: at most ``ahead`` tasks a process are in
 flight (what waits in this process stays bounded however slowly the results are used), the processes are
-forked (what ``task`` reads was set up before the first task and is inherited, not sent) and die with this
-process, however it ends.
+forked (what ``task`` reads was set up before the first task and is inherited, not sent; the collector leaves
+what they inherited alone) and die with this process, however it ends.
 
 It runs on :class:`concurrent.futures.ProcessPoolExecutor`. :class:`multiprocessing.pool.Pool` was used
 before: its worker-handling thread wakes whenever a result waits to be read, so while large results stream
@@ -23,6 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from typing import TypeVar
 
+from commitbench.memory import keep_inherited
 from commitbench.processes import die_with_parent
 
 __all__ = ["can_fork", "ordered_map"]
@@ -31,6 +32,18 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 AHEAD = 2  # tasks in flight per process
+
+
+def _worker_start(bound: Callable[[], None] | None) -> Callable[[], None]:
+    """What a worker does first: keep the collector off what it inherited (:func:`commitbench.memory.keep_inherited`),
+    then ``bound`` (:func:`commitbench.processes.die_with_parent`'s call, when there is one)."""
+
+    def start() -> None:
+        keep_inherited()
+        if bound is not None:
+            bound()
+
+    return start
 
 
 def can_fork() -> bool:
@@ -51,7 +64,7 @@ def ordered_map(
     """
     pending: deque[Future[R]] = deque()
     executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=die_with_parent())
+                                   initializer=_worker_start(die_with_parent()))
     try:
         source = iter(items)
         pending.extend(executor.submit(task, item) for item in islice(source, ahead * workers))

@@ -52,6 +52,15 @@ def test_the_work_runs_in_another_process_and_its_result_comes_back() -> None:
 
 
 @needs_fork
+def test_the_work_keeps_the_collector_off_what_it_inherited() -> None:
+    import gc
+
+    already, tracked = gc.get_freeze_count(), len(gc.get_objects())
+    frozen = aside(gc.get_freeze_count).result()
+    assert frozen >= already + tracked * 0.9, (frozen, already, tracked)
+
+
+@needs_fork
 def test_an_error_of_the_work_is_raised_where_the_result_is_asked_for() -> None:
     running = aside(_fail)
     with pytest.raises(KeyError, match="e7 is not in the compiled episodes") as caught:

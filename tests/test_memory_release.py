@@ -37,7 +37,8 @@ def test_memory_freed_in_small_pieces_goes_back_to_the_system() -> None:
 
 def test_a_command_freezes_what_its_imports_made_once_and_later_objects_are_still_collected() -> None:
     """In a fresh process (this one's collector is left as it is): the command line freezes the objects alive when
-    the command starts, a second freeze does nothing, and a cycle made afterwards is still collected."""
+    the command starts and again when the suites are imported, a second freeze of a stage does nothing, and a cycle
+    made afterwards is still collected."""
     script = textwrap.dedent("""
         import gc, weakref
         from commitbench.cli import main
@@ -47,6 +48,8 @@ def test_a_command_freezes_what_its_imports_made_once_and_later_objects_are_stil
         frozen = gc.get_freeze_count()
         assert frozen > 10_000, frozen
         assert freeze_startup_objects() is False and gc.get_freeze_count() == frozen
+        assert freeze_startup_objects("suites") is False  # the plug-ins command imported the suites: frozen then
+        assert freeze_startup_objects("another stage") is True and gc.get_freeze_count() >= frozen
         class Node:
             pass
         node = Node(); node.self = node

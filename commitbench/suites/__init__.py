@@ -66,6 +66,7 @@ from commitbench.analysis.view.model import RunSource
 from commitbench.dataversion import VERSION_FILE, DataCheck, check_data, combine_checks
 from commitbench.judges.labelling import Labeller, LabelRecord
 from commitbench.llm.structured import DEFAULT_MAX_ATTEMPTS, ResponseFormatStyle
+from commitbench.memory import freeze_startup_objects
 from commitbench.modelentry import ModelEntry
 from commitbench.oracles.standing.parties import PartyBudget
 from commitbench.suites.kits import InspectKit, NoReportOptions, SuiteDataset
@@ -360,6 +361,7 @@ def _load() -> None:
         broken = plugins.sync(plugins.Group.SUITES, _check, lambda item: [(item.value.name, item.value)],
                               register_suite, _SUITES, _SOURCES)
         _BROKEN[:] = broken
+        freeze_startup_objects("suites")  # the suites' modules are imported (once): the collector need not walk them
         if not any(p.package == _OWN_PACKAGE for p in _SOURCES.values()):
             own = [b.describe() for b in broken if b.plugin.package == _OWN_PACKAGE]
             raise RuntimeError(
