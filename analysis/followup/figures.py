@@ -35,7 +35,7 @@ COLOURS: dict[OutcomeLabel, str] = {
 
 def plotted_labels(frame: pd.DataFrame) -> tuple[OutcomeLabel, ...]:
     """The labels a figure shows: the original eight, and anchored_mismatch where the frame has it."""
-    present = set(frame["outcome"].astype(str))
+    present = {str(value) for value in frame["outcome"].unique()}
     return tuple(label for label in LABEL_ORDER
                  if label is not OutcomeLabel.ANCHORED_MISMATCH or label.value in present)
 
@@ -62,14 +62,15 @@ def stacked_outcome_bars(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    setups = sorted(frame["setup"].astype(str).unique())
+    setup_of = frame["setup"].astype(str)  # once: a large frame's column is long
+    setups = sorted(setup_of.unique())
     if not setups:
         raise ValueError("no labelled responses to plot")
     fig, axes = plt.subplots(len(setups), 1, figsize=(9, 1.6 + 0.9 * len(setups) * 2), squeeze=False)
     fig.suptitle(title, fontsize=11)
     labels = plotted_labels(frame)
     for ax, setup in zip(axes[:, 0], setups, strict=True):
-        shares = outcome_shares(frame[frame["setup"].astype(str) == setup], list(bar), labels)
+        shares = outcome_shares(frame[setup_of == setup], list(bar), labels)
         names = [" / ".join(str(v) for v in (k if isinstance(k, tuple) else (k,))) for k in shares.index]
         left = [0.0] * len(shares)
         for label in labels:
