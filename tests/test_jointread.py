@@ -376,14 +376,14 @@ def test_the_follow_up_viewer_checks_each_reply_and_makes_its_metric_row_once_fo
         return real(self, turn)
 
     made: list[str] = []
-    real_row = followup_rows.response_row
+    real_row = followup_rows._row_values  # what makes a metric row's values, for the row and its plain dump
 
     def counted_row(record: Any) -> Any:
         made.append(record.run_key)
         return real_row(record)
 
     monkeypatch.setattr(OfflineChecker, "check_now", counted)
-    monkeypatch.setattr(followup_rows, "response_row", counted_row)
+    monkeypatch.setattr(followup_rows, "_row_values", counted_row)
     summary = build_site(run, tmp_path / "site", n_boot=50)
     assert summary.finished == 30 and len(checked) == 30  # one check a reply, not one for each reader
     assert len(made) == len(set(made)) == 30  # and one metric row

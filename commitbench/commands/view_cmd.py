@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from commitbench.cli import UsageError
 from commitbench.commands.common import add_labels_flag
+from commitbench.filethread import FileThread
 
 DEFAULT_OUT = "view"
 HOST = "127.0.0.1"
@@ -161,24 +162,26 @@ def write_site(
     written = 0
     folders: set[Path] = set()  # made already (a large site has a thousand files in a few folders)
     files = site_files_then(source, ended, facts={"siblings": list(siblings)}, on_run=taken)
-    while True:
-        try:
-            relative, data = next(files)
-        except StopIteration as stop:
-            counts = stop.value
-            break
-        path = out / relative
-        if path.parent not in folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            folders.add(path.parent)
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-            written += len(data)
-            continue
-        with path.open("wb") as handle:  # a file made in pieces is written a piece at a time
-            for piece in data:
-                handle.write(piece)
-                written += len(piece)
+    with FileThread(name="commitbench-view-files") as whole:  # whole files: written while the next are made
+        while True:
+            try:
+                relative, data = next(files)
+            except StopIteration as stop:
+                counts = stop.value
+                break
+            path = out / relative
+            if path.parent not in folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(path.parent)
+            if isinstance(data, bytes):
+                whole.put(path, data)
+                written += len(data)
+                continue
+            # A file made in pieces is written here, a piece at a time: its pieces may read what the build holds.
+            with path.open("wb") as handle:
+                for piece in data:
+                    handle.write(piece)
+                    written += len(piece)
     for figure in figures:
         (out / "img").mkdir(exist_ok=True)
         shutil.copyfile(figure, out / "img" / figure.name)
