@@ -26,7 +26,7 @@ from typing import TypeVar
 from commitbench.memory import keep_inherited
 from commitbench.processes import die_with_parent
 
-__all__ = ["can_fork", "ordered_map"]
+__all__ = ["can_fork", "ordered_map", "widen_result_pipe"]
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -44,6 +44,33 @@ def _worker_start(bound: Callable[[], None] | None) -> Callable[[], None]:
             bound()
 
     return start
+
+
+# The pipe the results come back through, widened to this many bytes where the system allows (Linux): a chunk's
+# result of about a megabyte then crosses in one or two writes instead of sixteen, each waking the reader.
+RESULT_PIPE_BYTES = 1 << 20
+
+
+def widen_result_pipe(executor: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) -> int | None:
+    """Widen the pipe ``executor``'s workers send their results through to ``size`` bytes; the size it has then,
+    or None where it cannot be changed (no ``F_SETPIPE_SZ``, a size over the system's limit, or an executor made
+    otherwise). Only the speed depends on it: a pipe left as it is carries the same results.
+
+    The pipe is the executor's own (``_result_queue``, a :class:`multiprocessing.SimpleQueue`): a test checks
+    that it is still found there.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        return None
+    command = getattr(fcntl, "F_SETPIPE_SZ", None)
+    reader = getattr(getattr(executor, "_result_queue", None), "_reader", None)
+    if command is None or reader is None:
+        return None
+    try:
+        return int(fcntl.fcntl(reader.fileno(), command, size))
+    except OSError:  # over /proc/sys/fs/pipe-max-size for this user, or the pipe's pages are not to be had
+        return None
 
 
 def can_fork() -> bool:
@@ -65,6 +92,7 @@ def ordered_map(
     pending: deque[Future[R]] = deque()
     executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                    initializer=_worker_start(die_with_parent()))
+    widen_result_pipe(executor)
     try:
         source = iter(items)
         pending.extend(executor.submit(task, item) for item in islice(source, ahead * workers))

@@ -3,16 +3,20 @@ where the result's turn comes, a worker that dies reported instead of waited for
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import multiprocessing
 import os
 import signal
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
 
-from commitbench.forkpool import can_fork, ordered_map
+from commitbench.forkpool import RESULT_PIPE_BYTES, can_fork, ordered_map, widen_result_pipe
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="the pool forks its processes")
 
@@ -56,6 +60,24 @@ def test_a_worker_keeps_the_collector_off_what_it_inherited_and_collects_what_it
     for frozen, collected in ordered_map(_inherited_and_collected, range(4), workers=2):
         assert frozen >= already + tracked * 0.9, (frozen, already, tracked)
         assert collected >= 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_the_executors_result_pipe_is_found_and_widened() -> None:
+    """The pipe is the executor's own attribute: if a Python release moved it, this says so (the pool would only
+    be slower)."""
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    wanted = min(RESULT_PIPE_BYTES, limit)
+    executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    try:
+        size = widen_result_pipe(executor, wanted)
+        assert size is not None and size >= wanted
+        reader = executor._result_queue._reader  # type: ignore[attr-defined]
+        assert fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ) == size
+        assert widen_result_pipe(executor, limit * 2) is None  # over the system's limit: left as it was
+        assert fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ) == size
+    finally:
+        executor.shutdown()
 
 
 def test_results_come_in_the_order_of_the_items() -> None:
