@@ -265,9 +265,15 @@ def _shared_chats(twins: pd.DataFrame, explicit: np.ndarray, silent: np.ndarray)
 
     if not len(explicit) or not len(silent):
         return explicit[:0], silent[:0]
-    explicit_keys, silent_keys = keys(explicit), keys(silent)
+    # As plain texts: pandas' ``isin`` of a text column made a pyarrow scalar of every member of the set (about
+    # 0.6 s for the twins of 100,000 runs), where a set lookup per row takes milliseconds.
+    explicit_keys, silent_keys = keys(explicit).tolist(), keys(silent).tolist()
     shared = set(explicit_keys) & set(silent_keys)
-    return explicit[explicit_keys.isin(shared).to_numpy()], silent[silent_keys.isin(shared).to_numpy()]
+
+    def kept(texts: list[str]) -> np.ndarray:
+        return np.fromiter((text in shared for text in texts), dtype=bool, count=len(texts))
+
+    return explicit[kept(explicit_keys)], silent[kept(silent_keys)]
 
 
 # ----------------------------------------------------------------------------- table forms
