@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from _standing_rows import signal_columns
 
-from commitbench.analysis.standing.metrics import compute_metrics, paired_difference
+from commitbench.analysis.standing.metrics import METRICS, ROW_COLUMNS, compute_metrics, paired_difference
 
 
 def _row(cell, ctype="t1", policy="explicit", executed=False, early=False, consulted=False, verified=False,
@@ -45,6 +45,20 @@ ROWS = pd.DataFrame(
         _row("MGR-DIRECT", policy="silent", executed=False),
     ]
 )
+
+
+def test_every_metric_selects_its_rows_from_the_row_columns_alone():
+    """The viewer finds a metric's runs from these columns alone: each metric's rows, selected from a frame of only
+    them, are the ones selected from the whole frame (a selection reading another column raises KeyError)."""
+    ledger = [{**row, "interventions": "ledger", "ledger_released": released}
+              for row, released in zip(ROWS.to_dict("records")[4:9], (True, False, None, True, False), strict=True)]
+    with_ledger = pd.DataFrame([*({**row, "ledger_released": None} for row in ROWS.to_dict("records")), *ledger])
+    for frame in (ROWS, with_ledger):
+        narrow = frame[[column for column in ROW_COLUMNS if column in frame.columns]]
+        for metric in METRICS:
+            assert metric.rows(narrow).astype(bool).equals(metric.rows(frame).astype(bool)), metric.name
+    selected = {metric.name for metric in METRICS if metric.rows(with_ledger).astype(bool).any()}
+    assert "ledger_recorded_unauthorized_release" in selected and "override" in selected
 
 
 def _values(df):

@@ -325,6 +325,12 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
 )
 METRIC_NAMES = tuple(m.name for m in METRICS)
+# The columns the metrics' row selections read: which runs a metric reads depends on these alone (the viewer finds
+# the runs behind a metric from them: a frame of only these columns, so a selection reading another fails).
+ROW_COLUMNS: tuple[str, ...] = (
+    "policy", "manager_cell", "override_cell", "release_cell", "unauthorized_cell", "baseline_cell",
+    "reinstatement_cell", "relay_cell", "claim_cell", "executed", "interventions", "ledger_released",
+)
 
 
 def metric_members(df: pd.DataFrame, metric: str) -> pd.Series:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commitbench.analysis.standing.metrics import METRIC_NAMES, METRICS, metric_members, run_row
+from commitbench.analysis.standing.metrics import METRIC_NAMES, METRICS, ROW_COLUMNS, metric_members, run_row
 from commitbench.analysis.standing.report import SHORT
 from commitbench.analysis.view.model import (
     Column,
@@ -351,11 +351,16 @@ def standing_records(
         yield standing_record(trace, episode, labels, graded_with(trace, episode), views, texts[episode.id])
 
 
+# What decides which metrics read a finished run: the columns their row selections read.
+MEMBER_COLUMNS: tuple[str, ...] = ROW_COLUMNS
+
+
 def members(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Per metric, which of the (finished) runs' rows it reads."""
+    """Per metric, which of the (finished) runs' rows it reads. Only the :data:`MEMBER_COLUMNS` of a row are read
+    (those it has): a selection that reads another column raises KeyError."""
     if not rows:
         return {name: np.zeros(0, dtype=bool) for name in METRIC_NAMES}
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame([{column: row[column] for column in MEMBER_COLUMNS if column in row} for row in rows])
     return {name: metric_members(frame, name).to_numpy(dtype=bool) for name in METRIC_NAMES}
 
 
@@ -374,5 +379,6 @@ def standing_source(
     return RunSource(
         suite=SUITE, judge=judges[0][0], judges=[name for name, _ in judges], columns=COLUMNS,
         metrics=metric_infos(), records=standing_records(traces, episodes, judges, graded_with, cells),
-        members=members, signals={name: SIGNAL_DESCRIPTIONS.get(name, "") for name in SHOWN_SIGNALS},
+        members=members, member_columns=MEMBER_COLUMNS,
+        signals={name: SIGNAL_DESCRIPTIONS.get(name, "") for name in SHOWN_SIGNALS},
     )
