@@ -333,11 +333,21 @@ def test_a_row_asked_again_within_one_joint_conversion_is_made_once_and_elsewher
     other = [label.model_copy(update={"error": "not labelled"}) for label in labels]
     _, third = jointread._Both(page, lambda t: metrics.run_row(t, episode, other))(trace)  # other labels: made
     assert len(made) == 3 and third["judge_errors"] == len(labels) > 0
+    changed = [label.model_copy() for label in labels]
+
+    def page_then_change(t: EpisodeTrace) -> dict[str, Any]:
+        row = metrics.run_row(t, episode, changed)
+        for label in changed:  # the same label objects, changed in place before the report asks
+            label.error = "changed after the page"
+        return row
+
+    _, fourth = jointread._Both(page_then_change, lambda t: metrics.run_row(t, episode, changed))(trace)
+    assert len(made) == 5 and fourth["judge_errors"] == len(labels)
     # Elsewhere every call makes its row: a label changed in place is seen.
     assert metrics.run_row(trace, episode, labels)["judge_errors"] == 0
     for label in labels:
         label.error = "not labelled"
-    assert metrics.run_row(trace, episode, labels)["judge_errors"] == len(labels) and len(made) == 5
+    assert metrics.run_row(trace, episode, labels)["judge_errors"] == len(labels) and len(made) == 7
 
 
 class CannedReply:

@@ -78,11 +78,18 @@ def run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -
     if shared is None:
         return _run_row(trace, episode, labels)
     made = shared.get(_ROW_WORK)
-    if made is not None and made[0] is episode and made[1] == labels:
+    if made is not None and made[0] is episode and made[1] == _label_values(labels):
         return dict(made[2])
     row = _run_row(trace, episode, labels)
-    shared[_ROW_WORK] = (episode, [label.model_copy() for label in labels], dict(row))
+    shared[_ROW_WORK] = (episode, _label_values(labels), dict(row))
     return row
+
+
+def _label_values(labels: list[MessageLabel]) -> list[tuple[type, dict[str, Any]]]:
+    """Each label's type and a copy of its fields: equal for equal labels (what a label's ``==`` compares, as it
+    has no private or extra fields), and unchanged if a label is changed afterwards. Copying the labels as
+    models took about three times as long."""
+    return [(type(label), dict(label.__dict__)) for label in labels]
 
 
 def _run_row(trace: EpisodeTrace, episode: Episode, labels: list[MessageLabel]) -> dict[str, Any]:
