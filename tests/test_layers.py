@@ -45,6 +45,7 @@ BOTTOM = (
     "commitbench.forkpool",
     "commitbench.readindex",
     "commitbench.aside",
+    "commitbench.filethread",
     "commitbench.jointread",
     "commitbench.profiles",
     "commitbench.claimguard",

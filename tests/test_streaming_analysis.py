@@ -31,6 +31,7 @@ from commitbench.analysis.view.model import (
     TranscriptPage,
     each_run,
 )
+from commitbench.analysis.view.model import run_row as site_row
 from commitbench.config import ExperimentConfig
 from commitbench.envs import STANDING_ENV_ID
 from commitbench.episodes.standing.compiler import load_episodes
@@ -229,8 +230,16 @@ def test_a_categorical_column_keeps_no_lookup_table_until_a_lookup_needs_one() -
     pd.testing.assert_frame_equal(frame.astype(str), pd.DataFrame(rows).astype(str))
 
 
-def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("named", [False, True])
+def test_the_site_marks_metric_members_a_shard_at_a_time(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch, named: bool
+) -> None:
+    """A suite naming no member columns is asked a batch of finished runs' rows at a time; the standing suite names
+    them (``ROW_COLUMNS``) and is asked each combination of their values once. Either way every run's marks are
+    those of every finished run asked at once."""
     source = standing_view(run_dir, "rules")
+    runs = list(each_run(iter(list(source.records))))  # each run's row: its run-list and member columns
+    source = replace(source, records=iter(runs), member_columns=source.member_columns if named else ())
     rows: list[dict[str, Any]] = []
     batches: list[int] = []
     members = source.members
@@ -245,10 +254,15 @@ def test_the_site_marks_metric_members_a_shard_at_a_time(run_dir: Path, monkeypa
     files = dict(site.site_files(source, Overview(title="t", facts=[], summary=[], tables=[]), {}))
     script = site.file_bytes(files["data/index.js"]).decode()
     masks = json.loads(script[script.index("(") + 1:script.rindex(")")])["metrics"]
-    assert max(batches) == 16 and len(batches) > 3 and sum(batches) == len(rows) == len(masks)
-    at_once = members(rows)  # every finished run at once, as the site did before
+    if named:
+        assert len(rows) < len(masks) and all(set(row) == set(source.member_columns) for row in rows)
+    else:
+        assert max(batches) == 16 and len(batches) > 3 and sum(batches) == len(rows) == len(masks)
+    finished = [site_row(run) for run in runs if run.ok]
+    assert len(finished) == len(masks)  # every run of the fixture finished
+    at_once = members(finished)  # every finished run at once, as the site did before
     names = [m.name for m in source.metrics]
-    expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(rows))]
+    expected = [sum(1 << bit for bit, name in enumerate(names) if at_once[name][i]) for i in range(len(finished))]
     assert masks == expected and any(masks)
 
 
